@@ -1,0 +1,35 @@
+# commsim developer commands. Needs only python3 (>= 3.11) and make: the first target run
+# creates .venv and installs commsim into it; it re-installs only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: help demo test lint clean
+
+help:
+	@echo "make demo   simulate all-reduce on 4 DGX H100 nodes, 1 KiB to 1 GiB"
+	@echo "make test   run the whole test suite"
+	@echo "make lint   ruff and mypy"
+	@echo "make clean  remove .venv and caches"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch]'
+	@touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1KiB:1GiB:4
+	$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1GiB --algorithm ring
+	$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1GiB --algorithm double_binary_tree
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check commsim tests
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

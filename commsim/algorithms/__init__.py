@@ -1,0 +1,109 @@
+"""The algorithm registry: every named algorithm, its collectives and its schedule builder.
+
+>>> from commsim.collectives import Collective
+>>> call = Call(collective=Collective.ALL_REDUCE, ranks=4, nbytes=1024)
+>>> len(build_schedule(call, "ring"))        # 2(p-1) steps of 4 transfers
+24
+>>> candidates(call)
+['binomial_tree', 'double_binary_tree', 'rabenseifner', 'recursive_doubling', 'ring']
+"""
+
+from __future__ import annotations
+
+from commsim.algorithms import double_binary_tree, hierarchical, recursive, ring, tree
+from commsim.algorithms.base import Algorithm, Call
+from commsim.collectives import Collective
+from commsim.errors import ScheduleError, SpecError
+from commsim.schedule import Schedule
+
+__all__ = [
+    "ALGORITHMS",
+    "Algorithm",
+    "Call",
+    "build_schedule",
+    "candidates",
+    "get_algorithm",
+]
+
+ALGORITHMS: dict[str, Algorithm] = {
+    a.name: a
+    for a in (
+        Algorithm(
+            name=ring.NAME,
+            collectives=frozenset(Collective),
+            build=ring.build,
+            default_chunks=ring.default_chunks,
+            summary="NCCL-style ring; pipelined chains for broadcast and reduce",
+        ),
+        Algorithm(
+            name=tree.NAME,
+            collectives=tree.COLLECTIVES,
+            build=tree.build,
+            default_chunks=tree.default_chunks,
+            summary="binomial tree (MPICH); all-reduce = reduce to the root, then broadcast",
+        ),
+        Algorithm(
+            name=recursive.DOUBLING,
+            collectives=recursive.DOUBLING_COLLECTIVES,
+            build=recursive.build_recursive_doubling,
+            default_chunks=recursive.default_chunks,
+            summary="recursive doubling, non-powers of two folded in (Thakur et al. 2005)",
+        ),
+        Algorithm(
+            name=recursive.RABENSEIFNER,
+            collectives=recursive.RABENSEIFNER_COLLECTIVES,
+            build=recursive.build_rabenseifner,
+            default_chunks=recursive.default_chunks,
+            summary="reduce-scatter by recursive halving, then all-gather by recursive doubling",
+        ),
+        Algorithm(
+            name=double_binary_tree.NAME,
+            collectives=frozenset({Collective.ALL_REDUCE}),
+            build=double_binary_tree.build,
+            default_chunks=double_binary_tree.default_chunks,
+            summary="NCCL's two complementary binary trees, each all-reducing half the buffer",
+        ),
+        Algorithm(
+            name=hierarchical.NAME,
+            collectives=frozenset({Collective.ALL_REDUCE}),
+            build=hierarchical.build,
+            default_chunks=hierarchical.default_chunks,
+            needs_hosts=True,
+            summary="intra-host ring reduce-scatter, inter-host rail all-reduce, intra-host "
+            "ring all-gather",
+        ),
+    )
+}
+
+
+def get_algorithm(name: str) -> Algorithm:
+    """The algorithm called ``name`` (``-`` accepted for ``_``, any case).
+
+    >>> get_algorithm("Binomial-Tree").name
+    'binomial_tree'
+    """
+    key = str(name).strip().lower().replace("-", "_")
+    try:
+        return ALGORITHMS[key]
+    except KeyError:
+        known = ", ".join(ALGORITHMS)
+        raise SpecError(f"unknown algorithm {name!r} (known: {known})") from None
+
+
+def build_schedule(call: Call, algorithm_name: str) -> Schedule:
+    """Lower ``call`` with the named algorithm; ScheduleError if it cannot run it."""
+    algorithm = get_algorithm(algorithm_name)
+    algorithm.check_supports(call)
+    return algorithm.build(call)
+
+
+def candidates(call: Call) -> list[str]:
+    """Names of the algorithms able to run ``call`` (what ``auto`` chooses among), sorted."""
+    out = []
+    for name, algorithm in sorted(ALGORITHMS.items()):
+        try:
+            algorithm.check_supports(call)
+        except ScheduleError:
+            continue
+        out.append(name)
+    return out

@@ -1,0 +1,231 @@
+"""The ``commsim`` command line: parse, load, one library call, print.
+
+Every :class:`~commsim.errors.CommsimError` and every failure to read or write a file becomes
+one line ``commsim: error: ...`` on stderr and exit status 2; usage errors are one line too.
+:func:`main` takes ``argv`` and returns the exit status, so tests call it in-process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from commsim.errors import CommsimError
+
+PROG = "commsim"
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+
+_RUN_EPILOG = """\
+sizes:  1GiB = 2^30 B, 1GB = 10^9 B, 64KiB, 512B; a range MIN:MAX[:FACTOR] (factor 2 by default)
+        gives one result per size, like nccl-tests' -b/-e/-f.
+files:  with a size range, --transfers/--trace write one file per size, the size inserted
+        before the suffix: --trace t.json -> t-1KiB.json, t-4KiB.json, ...
+
+examples:
+  commsim run all_reduce --topology dgx-h100x4 --size 1KiB:1GiB:4
+  commsim run all_gather --topology ring.yaml --size 64MiB --algorithm ring --json
+  commsim run broadcast --topology dgx-a100 --size 1GiB --chunks 16 --trace bcast.json
+"""
+
+
+class _UsageError(Exception):
+    """Raised by the parser instead of printing usage and exiting."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``commsim run: error: ...``), exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(f"{self.prog}: error: {message} (see '{self.prog} --help')")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``commsim`` parser with its subcommands."""
+    from commsim import __version__
+
+    parser = _Parser(
+        prog=PROG,
+        description="Simulate collective communication (all-reduce, all-gather, ...) on "
+        "GPU/TPU cluster topologies.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    run = sub.add_parser(
+        "run",
+        help="simulate one collective (one size or a range of sizes)",
+        description="Simulate one collective on a topology and print an nccl-tests-like table "
+        "(or JSON): time, algbw and busbw per size.",
+        epilog=_RUN_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument(
+        "collective", metavar="COLLECTIVE",
+        help="broadcast, reduce, all_gather, reduce_scatter or all_reduce "
+        "(all-reduce, allreduce too)",
+    )
+    run.add_argument("--topology", "-t", required=True, metavar="FILE|PRESET",
+                     help="a YAML topology file or a preset name (see 'commsim topologies')")
+    run.add_argument("--size", "-s", required=True, metavar="SIZE|MIN:MAX[:FACTOR]",
+                     help="bytes of the full buffer (nccl-tests' size), e.g. 1GiB or 1KiB:1GiB:4")
+    run.add_argument("--algorithm", "-a", default="auto", metavar="NAME",
+                     help="ring, binomial_tree, recursive_doubling, rabenseifner, "
+                     "double_binary_tree, ... or auto (default: the fastest for each size)")
+    run.add_argument("--root", type=int, default=0, metavar="RANK",
+                     help="root rank of broadcast and reduce (default 0)")
+    run.add_argument("--ranks", type=int, default=None, metavar="R",
+                     help="use only the first R ranks of the topology (default: all)")
+    run.add_argument("--chunks", type=int, default=None, metavar="N",
+                     help="pipelined pieces (default: the algorithm's choice; 1 = no pipelining)")
+    run.add_argument("--engine", choices=("des", "analytic"), default="des",
+                     help="des: discrete-event simulation with contention (default); "
+                     "analytic: closed-form alpha-beta cost")
+    run.add_argument("--json", action="store_true",
+                     help="print JSON: an object for one size, a list for a range")
+    run.add_argument("--transfers", metavar="FILE.csv", default=None,
+                     help="write every point-to-point transfer as CSV "
+                     "(src,dst,start_s,end_s,nbytes,offset,op); needs --engine des")
+    run.add_argument("--trace", metavar="FILE.json", default=None,
+                     help="write a Chrome/Perfetto trace (open in ui.perfetto.dev); "
+                     "needs --engine des")
+    run.set_defaults(handler=cmd_run)
+
+    topo = sub.add_parser(
+        "topologies",
+        help="list the preset topologies",
+        description="List the preset topologies usable as --topology NAME.",
+    )
+    topo.add_argument("--json", action="store_true", help="print a JSON list")
+    topo.set_defaults(handler=cmd_topologies)
+    return parser
+
+
+# -- commands ------------------------------------------------------------------------------
+def _per_size_path(path: str, nbytes: int, many: bool) -> Path:
+    """``t.json`` for one size; ``t-1KiB.json`` for each size of a range."""
+    from commsim.units import format_size
+
+    out = Path(path)
+    if not many:
+        return out
+    return out.with_name(f"{out.stem}-{format_size(nbytes)}{out.suffix}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``commsim run``: simulate each size, write the requested files, print table or JSON."""
+    from commsim.api import simulate
+    from commsim.errors import SpecError
+    from commsim.export import write_trace, write_transfers_csv
+    from commsim.table import format_table
+    from commsim.topology import load_topology
+    from commsim.units import parse_size_range
+
+    if args.engine == "analytic":
+        for flag, value in (("--transfers", args.transfers), ("--trace", args.trace)):
+            if value is not None:
+                raise SpecError(f"{flag} {value}: needs --engine des (the analytic engine "
+                                "computes a time, not transfers)")
+    sizes = parse_size_range(args.size, "--size")
+    network = load_topology(args.topology)
+    if args.ranks is not None:
+        network = network.with_ranks(args.ranks)
+    results = [
+        simulate(args.collective, network, nbytes, algorithm=args.algorithm, root=args.root,
+                 chunks=args.chunks, engine=args.engine)
+        for nbytes in sizes
+    ]
+    many = len(sizes) > 1
+    for result in results:
+        if args.transfers is not None:
+            write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
+        if args.trace is not None:
+            write_trace(result, _per_size_path(args.trace, result.nbytes, many), network)
+    if args.json:
+        rows = [r.to_dict() for r in results]
+        print(json.dumps(rows if many else rows[0], indent=2))
+    else:
+        print(format_table(results, root=args.root))
+    return EXIT_OK
+
+
+def _preset_row(preset: object) -> dict[str, object]:
+    """A preset's listing entry: name, kind, ranks, description first, then anything else."""
+    if dataclasses.is_dataclass(preset) and not isinstance(preset, type):
+        data = dataclasses.asdict(preset)
+    else:
+        data = dict(preset)  # type: ignore[call-overload]
+    first = ("name", "kind", "ranks", "description")
+    return {k: data.get(k) for k in first} | {k: v for k, v in data.items() if k not in first}
+
+
+def cmd_topologies(args: argparse.Namespace) -> int:
+    """``commsim topologies``: the presets, as a table or a JSON list."""
+    from commsim.topology import list_presets
+
+    rows = [_preset_row(p) for p in list_presets()]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return EXIT_OK
+    name_w = max([4] + [len(str(r["name"])) for r in rows])
+    kind_w = max([4] + [len(str(r["kind"])) for r in rows])
+    print(f"{'name':<{name_w}}  {'kind':<{kind_w}}  {'ranks':>6}  description")
+    for r in rows:
+        print(f"{r['name']!s:<{name_w}}  {r['kind']!s:<{kind_w}}  {r['ranks']!s:>6}  "
+              f"{r['description'] or ''}")
+    return EXIT_OK
+
+
+# -- entry point ---------------------------------------------------------------------------
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def _fail(message: str, status: int = EXIT_USAGE) -> int:
+    print(_one_line(message), file=sys.stderr)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``commsim`` with ``argv`` (default ``sys.argv[1:]``); return the exit status.
+
+    Never raises and never prints a traceback (set ``COMMSIM_DEBUG=1`` to see one for an
+    internal error).
+    """
+    try:
+        parser = build_parser()
+        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
+    except _UsageError as exc:
+        return _fail(str(exc))
+    except SystemExit as exc:  # --help and --version exit 0 through argparse
+        code = exc.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_USAGE)
+    except CommsimError as exc:
+        return _fail(f"{PROG}: error: {exc}")
+    except BrokenPipeError:  # `commsim ... | head`: the reader left, nothing to report
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter exit quiet
+        return EXIT_OK
+    except OSError as exc:
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        return _fail(f"{PROG}: error: {where}{exc.strerror or exc}")
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # a bug: still one line, unless debugging
+        if os.environ.get("COMMSIM_DEBUG"):
+            raise
+        return _fail(
+            f"{PROG}: internal error: {type(exc).__name__}: {exc} "
+            "(set COMMSIM_DEBUG=1 for a traceback)",
+            EXIT_INTERNAL,
+        )
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""Results of a simulated collective: the summary row and the per-transfer records.
+
+Only this layer (and export/plot/replay) imports pandas.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from commsim.collectives import Collective
+from commsim.engine.des import Timing
+from commsim.schedule import Schedule
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Columns of :meth:`Result.transfers`, as the contract's ``--transfers`` CSV writes them.
+TRANSFER_COLUMNS = ("src", "dst", "start_s", "end_s", "nbytes", "offset", "op")
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    """One simulated collective.
+
+    Attributes
+    ----------
+    collective, algorithm, topology, ranks, nbytes, chunks, engine
+        What was run (``algorithm`` is the one ``auto`` resolved to).
+    time_s
+        Seconds from the first transfer's start to the last one's arrival.
+    schedule, timing
+        The schedule and its per-transfer times (``None`` for the analytic engine).
+    """
+
+    collective: Collective
+    algorithm: str
+    topology: str
+    ranks: int
+    nbytes: int
+    chunks: int
+    engine: str
+    time_s: float
+    schedule: Schedule | None = None
+    timing: Timing | None = None
+
+    @property
+    def algbw_Bps(self) -> float:
+        """nccl-tests' algorithm bandwidth: size / time (0 when time is 0)."""
+        return self.nbytes / self.time_s if self.time_s > 0 else 0.0
+
+    @property
+    def busbw_Bps(self) -> float:
+        """nccl-tests' bus bandwidth: algbw x the collective's factor."""
+        return self.algbw_Bps * self.collective.busbw_factor(self.ranks)
+
+    def to_dict(self) -> dict[str, object]:
+        """The contract's JSON object (GB = 1e9 B)."""
+        return {
+            "collective": self.collective.value,
+            "algorithm": self.algorithm,
+            "topology": self.topology,
+            "ranks": self.ranks,
+            "nbytes": self.nbytes,
+            "chunks": self.chunks,
+            "engine": self.engine,
+            "time_s": self.time_s,
+            "algbw_GBps": self.algbw_Bps / 1e9,
+            "busbw_GBps": self.busbw_Bps / 1e9,
+            "transfers": len(self.schedule) if self.schedule is not None else None,
+        }
+
+    def transfers(self) -> pd.DataFrame:
+        """One row per point-to-point transfer, columns :data:`TRANSFER_COLUMNS`.
+
+        ``start_s`` is when src's data is read, ``end_s`` when it has arrived (and, for a
+        ``reduce``, been added in); ``[offset, offset + nbytes)`` is the byte range of the
+        collective's full buffer.
+        """
+        import pandas as pd
+
+        if self.schedule is None or self.timing is None:
+            raise ValueError("per-transfer records need the discrete-event engine (--engine des)")
+        ts = self.schedule.transfers
+        return pd.DataFrame(
+            {
+                "src": [t.src for t in ts],
+                "dst": [t.dst for t in ts],
+                "start_s": list(self.timing.start_s),
+                "end_s": list(self.timing.end_s),
+                "nbytes": [t.nbytes for t in ts],
+                "offset": [t.offset for t in ts],
+                "op": [t.op.value for t in ts],
+            },
+            columns=list(TRANSFER_COLUMNS),
+        )

@@ -1,0 +1,252 @@
+"""Build a :class:`~commsim.network.Network` from a validated topology spec.
+
+One builder per kind. Cables are full duplex (two directed links, bandwidth per direction).
+Direct cables (ring, torus, fully connected, custom) carry their full latency on each hop;
+switch ports (switch, hierarchical) carry half of the port latency on each of their two hops,
+so device -> switch -> device costs exactly the port's ``latency``.
+
+>>> from commsim.topology.spec import HierarchicalSpec, LinkSpec
+>>> net = build_network(HierarchicalSpec(
+...     nodes=2, gpus_per_node=4,
+...     intra=LinkSpec(latency_s=2e-6, bandwidth_Bps=450e9),
+...     inter=LinkSpec(latency_s=5e-6, bandwidth_Bps=50e9)))
+>>> net.ranks, net.host_of(5), net.path_cost(0, 1), net.path_cost(0, 4)
+(8, 1, (2e-06, 450000000000.0), (5e-06, 50000000000.0))
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+from commsim.errors import SpecError
+from commsim.network import Device, Link, Network, Router, shortest_path_router
+from commsim.topology.routing import FullMeshRouter, HierarchicalRouter, StarRouter, TorusRouter
+from commsim.topology.spec import (
+    CustomSpec,
+    FlatSpec,
+    FullyConnectedSpec,
+    HierarchicalSpec,
+    LinkSpec,
+    RingSpec,
+    SwitchSpec,
+    TopologySpec,
+    TorusSpec,
+)
+
+
+def build_network(spec: TopologySpec) -> Network:
+    """The network a spec describes (ranks, devices, links, router and ``meta``).
+
+    ``meta`` always has ``kind``, ``description`` and ``sources``, plus the kind's parameters:
+    ``ranks``/``link`` (flat kinds), ``dims``/``link`` (torus), ``nodes``/``gpus_per_node``/
+    ``intra``/``inter`` (hierarchical); links as ``{"latency_s", "bandwidth_Bps"}``.
+    """
+    if isinstance(spec, TorusSpec):
+        return _torus(spec)
+    if isinstance(spec, RingSpec):
+        return _torus(spec, dims=(spec.ranks,))
+    if isinstance(spec, FullyConnectedSpec):
+        return _fully_connected(spec)
+    if isinstance(spec, SwitchSpec):
+        return _switch(spec)
+    if isinstance(spec, HierarchicalSpec):
+        return _hierarchical(spec)
+    if isinstance(spec, CustomSpec):
+        return _custom(spec)
+    raise SpecError(f"cannot build a topology from {spec!r}")
+
+
+def _meta(spec: TopologySpec, **params: object) -> dict[str, object]:
+    return {
+        "kind": spec.kind,
+        "description": spec.description,
+        "sources": tuple(spec.sources),
+        **params,
+    }
+
+
+def _cable(
+    links: list[Link],
+    a: int,
+    b: int,
+    link: LinkSpec,
+    names: tuple[str, str],
+    hop_latency_s: float | None = None,
+) -> None:
+    """Append the two directed links of a full-duplex cable ``a <-> b``."""
+    latency = link.latency_s if hop_latency_s is None else hop_latency_s
+    links.append(Link(a, b, latency, link.bandwidth_Bps, f"{names[0]}->{names[1]}"))
+    links.append(Link(b, a, latency, link.bandwidth_Bps, f"{names[1]}->{names[0]}"))
+
+
+def _network(
+    spec: TopologySpec,
+    default_name: str,
+    devices: list[Device],
+    links: list[Link],
+    ranks: tuple[int, ...],
+    router: Router,
+    meta: dict[str, object],
+) -> Network:
+    return Network(
+        name=spec.name or default_name,
+        devices=tuple(devices),
+        links=tuple(links),
+        rank_devices=ranks,
+        gamma_s_per_B=spec.gamma_s_per_B,
+        router=router,
+        meta=meta,
+    )
+
+
+def _torus(spec: TorusSpec | RingSpec, dims: tuple[int, ...] | None = None) -> Network:
+    """Row-major devices; a ``+`` cable per device and dimension (one for size 2, none for 1)."""
+    dims = spec.dims if isinstance(spec, TorusSpec) else dims
+    assert dims is not None
+    count = math.prod(dims)
+    strides = tuple(math.prod(dims[d + 1 :]) for d in range(len(dims)))
+    devices = [Device(f"{spec.device}{i}", spec.device) for i in range(count)]
+    table = [[-1] * (2 * len(dims)) for _ in range(count)]
+    links: list[Link] = []
+    for i in range(count):
+        for d, size in enumerate(dims):
+            coord = (i // strides[d]) % size
+            if size == 1 or (size == 2 and coord == 1):
+                continue
+            j = i + ((coord + 1) % size - coord) * strides[d]
+            forward = len(links)
+            _cable(links, i, j, spec.link, (devices[i].name, devices[j].name))
+            table[i][2 * d], table[j][2 * d + 1] = forward, forward + 1
+            if size == 2:  # one cable is both the + and the - neighbour
+                table[i][2 * d + 1], table[j][2 * d] = forward, forward + 1
+    router = TorusRouter(dims, strides, tuple(tuple(row) for row in table))
+    if isinstance(spec, TorusSpec):
+        name = "torus-" + "x".join(map(str, dims))
+        meta = _meta(spec, dims=dims, link=spec.link.as_meta())
+    else:
+        name = f"ring-{count}"
+        meta = _meta(spec, ranks=count, link=spec.link.as_meta())
+    return _network(spec, name, devices, links, tuple(range(count)), router, meta)
+
+
+def _flat_devices(spec: FlatSpec) -> list[Device]:
+    return [Device(f"{spec.device}{i}", spec.device) for i in range(spec.ranks)]
+
+
+def _fully_connected(spec: FullyConnectedSpec) -> Network:
+    """Link ``i -> j`` for every ordered pair, in (i, j) order (see :class:`FullMeshRouter`)."""
+    devices = _flat_devices(spec)
+    link = spec.link
+    links = [
+        Link(i, j, link.latency_s, link.bandwidth_Bps, f"{devices[i].name}->{devices[j].name}")
+        for i in range(spec.ranks)
+        for j in range(spec.ranks)
+        if i != j
+    ]
+    meta = _meta(spec, ranks=spec.ranks, link=link.as_meta())
+    return _network(
+        spec,
+        f"fully_connected-{spec.ranks}",
+        devices,
+        links,
+        tuple(range(spec.ranks)),
+        FullMeshRouter(spec.ranks),
+        meta,
+    )
+
+
+def _switch(spec: SwitchSpec) -> Network:
+    """Devices 0..ranks-1, then the switch; device i's port is links 2i (up) and 2i+1 (down)."""
+    devices = [*_flat_devices(spec), Device("switch", "switch")]
+    hub = spec.ranks
+    links: list[Link] = []
+    for i in range(spec.ranks):
+        _cable(links, i, hub, spec.link, (devices[i].name, "switch"), spec.link.latency_s / 2)
+    meta = _meta(spec, ranks=spec.ranks, link=spec.link.as_meta())
+    return _network(
+        spec,
+        f"switch-{spec.ranks}",
+        devices,
+        links,
+        tuple(range(spec.ranks)),
+        StarRouter(spec.ranks),
+        meta,
+    )
+
+
+def _hierarchical(spec: HierarchicalSpec) -> Network:
+    """GPUs (node-major), then one ``nvswitch<n>`` per node, then the ``fabric`` switch."""
+    gpus = spec.nodes * spec.gpus_per_node
+    devices = [Device(f"{spec.gpu}{g}", "gpu", g // spec.gpus_per_node) for g in range(gpus)]
+    devices += [Device(f"nvswitch{n}", "switch", n) for n in range(spec.nodes)]
+    devices.append(Device("fabric", "switch"))
+    fabric = len(devices) - 1
+    links: list[Link] = []
+    for g in range(gpus):
+        node = g // spec.gpus_per_node
+        name = devices[g].name
+        _cable(
+            links, g, gpus + node, spec.intra, (name, f"nvswitch{node}"), spec.intra.latency_s / 2
+        )
+        _cable(links, g, fabric, spec.inter, (name, "fabric"), spec.inter.latency_s / 2)
+    meta = _meta(
+        spec,
+        nodes=spec.nodes,
+        gpus_per_node=spec.gpus_per_node,
+        intra=spec.intra.as_meta(),
+        inter=spec.inter.as_meta(),
+    )
+    return _network(
+        spec,
+        f"hierarchical-{spec.nodes}x{spec.gpus_per_node}",
+        devices,
+        links,
+        tuple(range(gpus)),
+        HierarchicalRouter(gpus),
+        meta,
+    )
+
+
+def _custom(spec: CustomSpec) -> Network:
+    """Devices and links as listed (duplex links add the reverse right after); BFS routing."""
+    index = {d.name: i for i, d in enumerate(spec.devices)}
+    devices = [Device(d.name, d.kind, d.host) for d in spec.devices]
+    links: list[Link] = []
+    for link in spec.links:
+        a, b = index[link.src], index[link.dst]
+        links.append(Link(a, b, link.latency_s, link.bandwidth_Bps, f"{link.src}->{link.dst}"))
+        if link.duplex:
+            links.append(Link(b, a, link.latency_s, link.bandwidth_Bps, f"{link.dst}->{link.src}"))
+    ranks = tuple(index[name] for name in spec.rank_names)
+    _check_connected(devices, links, ranks)
+    meta = _meta(spec, ranks=len(ranks))
+    return _network(spec, "custom", devices, links, ranks, shortest_path_router, meta)
+
+
+def _reachable(start: int, adjacency: list[list[int]]) -> set[int]:
+    seen, queue = {start}, deque([start])
+    while queue:
+        for nxt in adjacency[queue.popleft()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                queue.append(nxt)
+    return seen
+
+
+def _check_connected(devices: list[Device], links: list[Link], ranks: tuple[int, ...]) -> None:
+    """Every rank must reach every other: rank 0 reaches all, and all reach rank 0."""
+    forward: list[list[int]] = [[] for _ in devices]
+    backward: list[list[int]] = [[] for _ in devices]
+    for link in links:
+        forward[link.src].append(link.dst)
+        backward[link.dst].append(link.src)
+    first = devices[ranks[0]].name
+    for adjacency, outward in ((forward, True), (backward, False)):
+        seen = _reachable(ranks[0], adjacency)
+        for rank, device in enumerate(ranks):
+            if device not in seen:
+                name = devices[device].name
+                ends = (f"{first!r} (rank 0)", f"{name!r} (rank {rank})")
+                src, dst = ends if outward else ends[::-1]
+                raise SpecError(f"links: no path from {src} to {dst}")

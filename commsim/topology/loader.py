@@ -1,0 +1,332 @@
+"""Read topology YAML (a file or an already-parsed dict) into a validated spec, strictly.
+
+Unknown keys, missing keys, wrong types and malformed units are errors naming the field path
+(``links[3].bandwidth: must be > 0, got '0GB/s'``) and, for files, the file. Units are parsed
+by :mod:`commsim.units`; plain numbers are SI (seconds, bytes per second).
+
+>>> spec = spec_from_dict({"kind": "ring", "ranks": 4,
+...                        "link": {"latency": "1us", "bandwidth": "100GB/s"}})
+>>> spec.ranks, spec.link.bandwidth_Bps
+(4, 100000000000.0)
+>>> spec_from_dict({"kind": "ring", "ranks": 4, "link": {"latency": "1us", "bandwith": 1}})
+Traceback (most recent call last):
+...
+commsim.errors.SpecError: link: unknown key 'bandwith' (allowed: bandwidth, latency)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from commsim.errors import SpecError
+from commsim.topology.spec import (
+    CustomLinkSpec,
+    CustomSpec,
+    DeviceSpec,
+    FullyConnectedSpec,
+    HierarchicalSpec,
+    LinkSpec,
+    RingSpec,
+    SwitchSpec,
+    TopologySpec,
+    TorusSpec,
+    positive_int,
+)
+from commsim.units import parse_bandwidth, parse_time
+
+#: Optional keys every kind accepts.
+COMMON_KEYS = ("name", "description", "sources", "gamma")
+
+
+def _what(value: object) -> str:
+    """A short description of a YAML value's type for error messages."""
+    if value is None:
+        return "nothing (null)"
+    if isinstance(value, Mapping):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _check_keys(
+    data: Mapping[Any, Any],
+    required: tuple[str, ...],
+    optional: tuple[str, ...],
+    path: str,
+    context: str = "",
+) -> None:
+    """Raise on the first unknown key (sorted) or missing required key of ``data``."""
+    allowed = set(required) | set(optional)
+    where = f"{path}: " if path else ""
+    unknown = sorted((k for k in data if k not in allowed), key=str)
+    if unknown:
+        names = ", ".join(sorted(allowed))
+        raise SpecError(f"{where}unknown key {unknown[0]!r}{context} (allowed: {names})")
+    for key in required:
+        if key not in data:
+            raise SpecError(f"{where}missing required key {key!r}{context}")
+
+
+def _mapping(value: object, path: str) -> Mapping[Any, Any]:
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{path}: must be a mapping, got {_what(value)}")
+    return value
+
+
+def _list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise SpecError(f"{path}: must be a list, got {_what(value)}")
+    return value
+
+
+def _string(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{path}: must be a non-empty string, got {_what(value)}")
+    return value
+
+
+def _latency(value: object, path: str) -> float:
+    return parse_time(value, path)
+
+
+def _bandwidth(value: object, path: str) -> float:
+    bandwidth = parse_bandwidth(value, path)
+    if bandwidth <= 0:
+        raise SpecError(f"{path}: must be > 0, got {value!r}")
+    return bandwidth
+
+
+def parse_link(value: object, path: str = "link") -> LinkSpec:
+    """``{latency, bandwidth}`` (unit strings or SI numbers) -> :class:`LinkSpec`.
+
+    ``path`` names the field in error messages (``link.bandwidth: must be > 0, got 0``).
+    """
+    data = _mapping(value, path or "link")
+    _check_keys(data, ("latency", "bandwidth"), (), path)
+    prefix = f"{path}." if path else ""
+    return LinkSpec(
+        latency_s=_latency(data["latency"], f"{prefix}latency"),
+        bandwidth_Bps=_bandwidth(data["bandwidth"], f"{prefix}bandwidth"),
+    )
+
+
+def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if data.get("name") is not None:
+        out["name"] = str(_string(data["name"], "name"))
+    if "description" in data:
+        description = data["description"]
+        if not isinstance(description, str):
+            raise SpecError(f"description: must be a string, got {_what(description)}")
+        out["description"] = " ".join(description.split())
+    if "sources" in data:
+        sources = _list(data["sources"], "sources")
+        out["sources"] = tuple(_string(s, f"sources[{i}]") for i, s in enumerate(sources))
+    if "gamma" in data:
+        out["gamma_s_per_B"] = parse_time(data["gamma"], "gamma")
+    return out
+
+
+def _flat(cls: type[RingSpec | FullyConnectedSpec | SwitchSpec]) -> _KindParser:
+    def parse(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
+        extra: dict[str, Any] = (
+            {"device": _string(data["device"], "device")} if "device" in data else {}
+        )
+        return cls(
+            ranks=positive_int(data["ranks"], "ranks"),
+            link=parse_link(data["link"], "link"),
+            **extra,
+            **common,
+        )
+
+    return parse
+
+
+def _torus(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
+    dims = data["dims"]
+    if not isinstance(dims, list) or not dims:
+        raise SpecError(f"dims: must be a non-empty list of positive integers, got {_what(dims)}")
+    extra: dict[str, Any] = (
+        {"device": _string(data["device"], "device")} if "device" in data else {}
+    )
+    return TorusSpec(
+        dims=tuple(positive_int(size, f"dims[{i}]") for i, size in enumerate(dims)),
+        link=parse_link(data["link"], "link"),
+        **extra,
+        **common,
+    )
+
+
+def _hierarchical(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
+    extra: dict[str, Any] = {"gpu": _string(data["gpu"], "gpu")} if "gpu" in data else {}
+    return HierarchicalSpec(
+        nodes=positive_int(data["nodes"], "nodes"),
+        gpus_per_node=positive_int(data["gpus_per_node"], "gpus_per_node"),
+        intra=parse_link(data["intra"], "intra"),
+        inter=parse_link(data["inter"], "inter"),
+        **extra,
+        **common,
+    )
+
+
+def _custom_device(value: object, path: str) -> DeviceSpec:
+    data = _mapping(value, path)
+    _check_keys(data, ("name",), ("kind", "host"), path)
+    host = data.get("host")
+    if host is not None and (isinstance(host, bool) or not isinstance(host, int) or host < 0):
+        raise SpecError(f"{path}.host: must be an integer >= 0, got {host!r}")
+    return DeviceSpec(
+        name=_string(data["name"], f"{path}.name"),
+        kind=_string(data.get("kind", "gpu"), f"{path}.kind"),
+        host=host,
+    )
+
+
+def _custom_link(value: object, path: str) -> CustomLinkSpec:
+    data = _mapping(value, path)
+    _check_keys(data, ("src", "dst", "latency", "bandwidth"), ("duplex",), path)
+    duplex = data.get("duplex", True)
+    if not isinstance(duplex, bool):
+        raise SpecError(f"{path}.duplex: must be true or false, got {duplex!r}")
+    src, dst = _string(data["src"], f"{path}.src"), _string(data["dst"], f"{path}.dst")
+    if src == dst:
+        raise SpecError(f"{path}.dst: a link cannot join {src!r} to itself")
+    return CustomLinkSpec(
+        src=src,
+        dst=dst,
+        latency_s=_latency(data["latency"], f"{path}.latency"),
+        bandwidth_Bps=_bandwidth(data["bandwidth"], f"{path}.bandwidth"),
+        duplex=duplex,
+    )
+
+
+def _custom(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
+    devices = _list(data["devices"], "devices")
+    links = _list(data["links"], "links")
+    ranks = _list(data["ranks"], "ranks") if "ranks" in data else []
+    return CustomSpec(
+        devices=tuple(_custom_device(d, f"devices[{i}]") for i, d in enumerate(devices)),
+        links=tuple(_custom_link(link, f"links[{i}]") for i, link in enumerate(links)),
+        ranks=tuple(_string(r, f"ranks[{i}]") for i, r in enumerate(ranks)),
+        **common,
+    )
+
+
+_KindParser = Callable[[Mapping[Any, Any], dict[str, Any]], TopologySpec]
+
+#: kind -> (required keys, optional keys, parser)
+KINDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...], _KindParser]] = MappingProxyType(
+    {
+        "ring": (("ranks", "link"), ("device",), _flat(RingSpec)),
+        "fully_connected": (("ranks", "link"), ("device",), _flat(FullyConnectedSpec)),
+        "torus": (("dims", "link"), ("device",), _torus),
+        "hierarchical": (("nodes", "gpus_per_node", "intra", "inter"), ("gpu",), _hierarchical),
+        "switch": (("ranks", "link"), ("device",), _flat(SwitchSpec)),
+        "custom": (("devices", "links"), ("ranks",), _custom),
+    }
+)
+
+
+def spec_from_dict(data: object, source: str = "") -> TopologySpec:
+    """Validate parsed YAML ``data`` into a spec; errors are prefixed with ``source`` if given.
+
+    Parameters
+    ----------
+    data : object
+        A mapping with a ``kind`` key, as ``yaml.safe_load`` returns it.
+    source : str
+        Where ``data`` came from (a file name), prefixed to every error message.
+    """
+    try:
+        return _spec(data)
+    except SpecError as exc:
+        if source:
+            raise SpecError(f"{source}: {exc}") from None
+        raise
+
+
+def _spec(data: object) -> TopologySpec:
+    if not isinstance(data, Mapping):
+        raise SpecError(f"a topology must be a mapping with a 'kind' key, got {_what(data)}")
+    known = ", ".join(sorted(KINDS))
+    if "kind" not in data:
+        raise SpecError(f"missing required key 'kind' (one of: {known})")
+    kind = data["kind"]
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise SpecError(f"kind: unknown topology kind {kind!r} (known: {known})")
+    required, optional, parse = KINDS[kind]
+    _check_keys(data, required, ("kind", *COMMON_KEYS, *optional), "", f" for kind {kind!r}")
+    return parse(data, _common(data))
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that rejects duplicate mapping keys instead of keeping the last."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
+    loader.flatten_mapping(node)
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
+        if isinstance(key, str) and key in seen:
+            mark = key_node.start_mark
+            raise SpecError(f"duplicate key {key!r} at line {mark.line + 1}")
+        seen.add(key)
+    return loader.construct_mapping(node, deep=True)
+
+
+_StrictLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
+    _construct_mapping,  # type: ignore[arg-type]
+)
+
+
+def parse_yaml(text: str, source: str) -> object:
+    """The single YAML document in ``text``; one-line SpecError naming ``source`` otherwise."""
+    try:
+        documents = list(yaml.load_all(text, Loader=_StrictLoader))
+    except SpecError as exc:
+        raise SpecError(f"{source}: {exc}") from None
+    except yaml.YAMLError as exc:
+        where = ""
+        mark = getattr(exc, "problem_mark", None)
+        if mark is not None:
+            where = f" at line {mark.line + 1}, column {mark.column + 1}"
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise SpecError(
+            f"{source}: invalid YAML: {' '.join(str(problem).split())}{where}"
+        ) from None
+    documents = [d for d in documents if d is not None]
+    if not documents:
+        raise SpecError(f"{source}: empty topology file")
+    if len(documents) > 1:
+        raise SpecError(
+            f"{source}: expected one YAML document, found {len(documents)} (one topology per file)"
+        )
+    return documents[0]
+
+
+def read_spec_file(path: str | Path) -> TopologySpec:
+    """Read and validate one topology YAML file.
+
+    Raises
+    ------
+    SpecError
+        One line naming the file: missing/unreadable file, invalid YAML, several documents,
+        a non-mapping document, or any field error (with its field path).
+    """
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{source}: no such topology file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        raise SpecError(f"{source}: cannot read topology file ({reason})") from None
+    return spec_from_dict(parse_yaml(text, source), source)

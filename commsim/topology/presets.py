@@ -1,0 +1,174 @@
+"""Presets and the one entry point that turns any topology reference into a Network.
+
+Presets are the YAML files of the ``commsim.presets`` package (the ``topologies/`` folder);
+their name is the file stem. A hierarchical (GPU server) preset takes an ``xN`` suffix: N such
+servers joined by the preset's fabric (``dgx-h100x16`` is 16 x 8 = 128 GPUs).
+
+>>> load_topology("dgx-h100x16").ranks
+128
+>>> load_topology("no-such-machine")
+Traceback (most recent call last):
+...
+commsim.errors.SpecError: unknown topology 'no-such-machine' (not a preset or a file; presets: ...)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+from commsim.errors import SpecError
+from commsim.network import Network
+from commsim.topology.build import build_network
+from commsim.topology.loader import parse_yaml, read_spec_file, spec_from_dict
+from commsim.topology.spec import HierarchicalSpec, TopologySpec
+
+#: The package holding the preset YAML files.
+PRESET_PACKAGE = "commsim.presets"
+
+#: What ``load_topology`` accepts.
+TopologyRef = Network | TopologySpec | str | Path | Mapping[str, object]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PresetInfo:
+    """One line of ``commsim topologies``: a preset's name, kind, rank count and provenance."""
+
+    name: str
+    kind: str
+    ranks: int
+    description: str
+    sources: tuple[str, ...]
+
+
+def preset_names() -> list[str]:
+    """Names of the shipped presets, sorted (without ``xN`` variants)."""
+    folder = files(PRESET_PACKAGE)
+    return sorted(
+        entry.name[: -len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml")
+    )
+
+
+def _split_suffix(name: str, names: list[str]) -> tuple[str, str] | None:
+    """``("dgx-h100", "16")`` for ``"dgx-h100x16"``: the longest preset followed by ``x``."""
+    for base in sorted(names, key=len, reverse=True):
+        if name.startswith(base + "x"):
+            return base, name[len(base) + 1 :]
+    return None
+
+
+def _read_preset(name: str) -> TopologySpec:
+    source = f"preset {name!r}"
+    text = files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
+    spec = spec_from_dict(parse_yaml(text, source), source)
+    return dataclasses.replace(spec, name=name)
+
+
+def preset_spec(name: str) -> TopologySpec:
+    """The spec of preset ``name``, which may carry an ``xN`` node-count suffix.
+
+    Raises
+    ------
+    SpecError
+        Unknown preset, a malformed suffix, N < 1, or a suffix on a non-hierarchical preset.
+    """
+    names = preset_names()
+    if name in names:
+        return _read_preset(name)
+    split = _split_suffix(name, names)
+    if split is None:
+        raise SpecError(f"unknown preset {name!r} (presets: {', '.join(names)})")
+    base, count = split
+    if not count.isdigit() or int(count) < 1:
+        raise SpecError(
+            f"topology {name!r}: bad node-count suffix 'x{count}' "
+            f"(want xN with N >= 1, e.g. {base}x4)"
+        )
+    spec = _read_preset(base)
+    if not isinstance(spec, HierarchicalSpec):
+        raise SpecError(
+            f"topology {name!r}: the xN suffix needs a hierarchical GPU preset, "
+            f"and {base!r} is a {spec.kind} topology"
+        )
+    nodes = spec.nodes * int(count)
+    return dataclasses.replace(
+        spec,
+        name=name,
+        nodes=nodes,
+        description=f"{spec.description} [x{count}: {nodes} nodes]".strip(),
+    )
+
+
+def list_presets() -> list[PresetInfo]:
+    """Every preset with its kind, rank count, description and sources (for the CLI listing)."""
+    infos = []
+    for name in preset_names():
+        spec = _read_preset(name)
+        infos.append(
+            PresetInfo(
+                name=name,
+                kind=spec.kind,
+                ranks=spec.num_ranks,
+                description=spec.description,
+                sources=spec.sources,
+            )
+        )
+    return infos
+
+
+def topology_spec(ref: TopologySpec | str | Path | Mapping[str, object]) -> TopologySpec:
+    """Resolve a preset name (``xN`` allowed), a YAML file path or parsed YAML to a spec.
+
+    A string is a preset if it names one (possibly with ``xN``), else a file path.
+    """
+    if isinstance(ref, TopologySpec):
+        return ref
+    if isinstance(ref, Mapping):
+        return spec_from_dict(ref)
+    if isinstance(ref, str | Path):
+        names = preset_names()
+        if isinstance(ref, str) and (ref in names or _split_suffix(ref, names)):
+            return preset_spec(ref)
+        path = Path(ref)
+        if path.is_file():
+            spec = read_spec_file(path)
+            return spec if spec.name else dataclasses.replace(spec, name=path.stem)
+        raise SpecError(
+            f"unknown topology {str(ref)!r} (not a preset or a file; presets: {', '.join(names)})"
+        )
+    raise SpecError(
+        f"a topology must be a preset name, a YAML file, a dict or a Network, got {ref!r}"
+    )
+
+
+def load_topology(ref: TopologyRef, *, ranks: int | None = None) -> Network:
+    """The :class:`~commsim.network.Network` for a preset, a YAML file, a dict or a Network.
+
+    Parameters
+    ----------
+    ref : Network, TopologySpec, str, Path or mapping
+        ``"dgx-h100"``, ``"dgx-h100x4"``, ``"topo.yaml"``, ``Path("topo.yaml")``, parsed YAML
+        (``{"kind": "ring", ...}``), a spec, or a Network (returned as is).
+    ranks : int, optional
+        Keep only the first ``ranks`` ranks (filling hosts in order); more than the topology
+        has is an error.
+
+    Raises
+    ------
+    SpecError
+        One line naming the unknown topology, the file, or the field path and value.
+
+    Examples
+    --------
+    >>> net = load_topology({"kind": "torus", "dims": [4, 4],
+    ...                      "link": {"latency": "1us", "bandwidth": "45GB/s"}})
+    >>> net.ranks, len(net.links)
+    (16, 64)
+    >>> load_topology("dgx-a100x2", ranks=12).ranks
+    12
+    """
+    network = ref if isinstance(ref, Network) else build_network(topology_spec(ref))
+    return network if ranks is None else network.with_ranks(ranks)

@@ -1,0 +1,97 @@
+"""Routers of the parametric topologies: O(path length), no graph search.
+
+Each router is a small frozen dataclass whose instances are callables with the
+:data:`commsim.network.Router` signature ``(network, src_device, dst_device) -> link ids``.
+Being module-level classes, they pickle with the :class:`~commsim.network.Network` (for
+parallel sweeps). They rely on the link layout their builder in
+:mod:`commsim.topology.build` produces, documented on each class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commsim.network import Network, shortest_path_router
+
+
+@dataclass(frozen=True, slots=True)
+class TorusRouter:
+    """Dimension-ordered routing on a torus (a ring is a 1-D torus).
+
+    Dimension 0 is corrected first, then 1, and so on; along each dimension the route takes
+    the shorter way round, and on a tie (an even size, half-way) the ``+`` direction.
+    ``table[device][2*d]`` is the link from ``device`` to its ``+`` neighbour along ``d``,
+    ``table[device][2*d+1]`` to its ``-`` neighbour (-1 where none: a size-1 dimension).
+    """
+
+    dims: tuple[int, ...]
+    strides: tuple[int, ...]
+    table: tuple[tuple[int, ...], ...]
+
+    def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
+        path: list[int] = []
+        links = network.links
+        here = src
+        for d, size in enumerate(self.dims):
+            stride = self.strides[d]
+            delta = ((dst // stride) % size - (src // stride) % size) % size
+            if delta == 0:
+                continue
+            slot, hops = (2 * d, delta) if delta <= size - delta else (2 * d + 1, size - delta)
+            for _ in range(hops):
+                link = self.table[here][slot]
+                path.append(link)
+                here = links[link].dst
+        return tuple(path)
+
+
+@dataclass(frozen=True, slots=True)
+class FullMeshRouter:
+    """One hop on the dedicated link; link ``i -> j`` has index ``i*(n-1) + j - (j > i)``."""
+
+    devices: int
+
+    def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
+        if src == dst:
+            return ()
+        return (src * (self.devices - 1) + dst - (dst > src),)
+
+
+@dataclass(frozen=True, slots=True)
+class StarRouter:
+    """Up one port and down another: device ``i``'s port is links ``2i`` (up), ``2i+1`` (down).
+
+    Devices ``0 .. devices-1`` are the endpoints; anything else (the switch) is routed by
+    :func:`~commsim.network.shortest_path_router`.
+    """
+
+    devices: int
+
+    def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
+        if src == dst:
+            return ()
+        if src < self.devices and dst < self.devices:
+            return (2 * src, 2 * dst + 1)
+        return shortest_path_router(network, src, dst)
+
+
+@dataclass(frozen=True, slots=True)
+class HierarchicalRouter:
+    """Same host: GPU -> node switch -> GPU; other hosts: GPU -> fabric -> GPU (own NIC).
+
+    GPU ``g``'s links are ``4g`` (to its node switch), ``4g+1`` (from it), ``4g+2`` (to the
+    fabric) and ``4g+3`` (from it). GPUs are devices ``0 .. gpus-1``; paths to or from a switch
+    fall back to :func:`~commsim.network.shortest_path_router`.
+    """
+
+    gpus: int
+
+    def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
+        if src == dst:
+            return ()
+        if src < self.gpus and dst < self.gpus:
+            devices = network.devices
+            if devices[src].host == devices[dst].host:
+                return (4 * src, 4 * dst + 1)
+            return (4 * src + 2, 4 * dst + 3)
+        return shortest_path_router(network, src, dst)

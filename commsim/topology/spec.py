@@ -1,0 +1,307 @@
+"""Topology specs: frozen, validated descriptions of a machine before it is built.
+
+A spec holds SI values only (``latency_s``, ``bandwidth_Bps``); human units are parsed by
+:mod:`commsim.topology.loader` at the file boundary. Every spec validates itself in
+``__post_init__`` and raises :class:`~commsim.errors.SpecError` naming the offending field,
+so a spec built from Python is as safe as one read from YAML.
+
+>>> LinkSpec(latency_s=1e-6, bandwidth_Bps=1e11)
+LinkSpec(latency_s=1e-06, bandwidth_Bps=100000000000.0)
+>>> RingSpec(ranks=0, link=LinkSpec(latency_s=0.0, bandwidth_Bps=1.0))
+Traceback (most recent call last):
+...
+commsim.errors.SpecError: ranks: must be a positive integer, got 0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from commsim.errors import SpecError
+
+
+def positive_int(value: object, path: str) -> int:
+    """Return ``value`` if it is an int >= 1 (bools are not ints here), else raise SpecError."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(f"{path}: must be a positive integer, got {value!r}")
+    return value
+
+
+def _nonempty_str(value: object, path: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{path}: must be a non-empty string, got {value!r}")
+    return value
+
+
+def _real(value: object, path: str, *, positive: bool) -> float:
+    """A finite real number, > 0 when ``positive`` else >= 0."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise SpecError(f"{path}: must be a finite number, got {value!r}")
+    if positive and value <= 0:
+        raise SpecError(f"{path}: must be > 0, got {value!r}")
+    if value < 0:
+        raise SpecError(f"{path}: must be >= 0, got {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkSpec:
+    """One full-duplex cable or switch port: latency and bandwidth per direction.
+
+    Parameters
+    ----------
+    latency_s : float
+        Seconds, >= 0. For a switch port it is the device-to-device latency through the
+        switch (each of the port's two hops carries half of it).
+    bandwidth_Bps : float
+        Bytes per second per direction, > 0.
+    """
+
+    latency_s: float
+    bandwidth_Bps: float
+
+    def __post_init__(self) -> None:
+        _real(self.latency_s, "latency_s", positive=False)
+        _real(self.bandwidth_Bps, "bandwidth_Bps", positive=True)
+
+    def as_meta(self) -> dict[str, float]:
+        """The link as plain data for ``Network.meta``."""
+        return {"latency_s": float(self.latency_s), "bandwidth_Bps": float(self.bandwidth_Bps)}
+
+
+def _check_link(value: object, path: str) -> None:
+    if not isinstance(value, LinkSpec):
+        raise SpecError(f"{path}: must be a LinkSpec, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologySpec:
+    """Fields every topology kind accepts.
+
+    Parameters
+    ----------
+    name : str or None
+        Display name of the built network (default: derived from kind and size).
+    description : str
+        One line for ``commsim topologies``.
+    sources : tuple of str
+        Where the latency/bandwidth figures come from.
+    gamma_s_per_B : float
+        Seconds per byte reduced (0: reduction arithmetic is free).
+    """
+
+    kind: ClassVar[str] = ""
+    name: str | None = None
+    description: str = ""
+    sources: tuple[str, ...] = ()
+    gamma_s_per_B: float = 0.0
+
+    @property
+    def num_ranks(self) -> int:
+        """How many ranks the built network has."""
+        raise NotImplementedError
+
+
+def _check_common(spec: TopologySpec) -> None:
+    # NOTE: a plain function, not super().__post_init__(): zero-argument super() breaks in
+    # slotted dataclasses on Python 3.11.
+    if spec.name is not None:
+        _nonempty_str(spec.name, "name")
+    if not isinstance(spec.description, str):
+        raise SpecError(f"description: must be a string, got {spec.description!r}")
+    if not isinstance(spec.sources, tuple):
+        raise SpecError(f"sources: must be a tuple of strings, got {spec.sources!r}")
+    for i, source in enumerate(spec.sources):
+        _nonempty_str(source, f"sources[{i}]")
+    _real(spec.gamma_s_per_B, "gamma", positive=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FlatSpec(TopologySpec):
+    """Shared fields of the flat kinds: ``ranks`` devices of kind ``device``, one ``link``."""
+
+    ranks: int
+    link: LinkSpec
+    device: str = "gpu"
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        positive_int(self.ranks, "ranks")
+        _check_link(self.link, "link")
+        _nonempty_str(self.device, "device")
+
+    @property
+    def num_ranks(self) -> int:
+        return self.ranks
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RingSpec(FlatSpec):
+    """``ranks`` devices, rank i cabled to rank (i+1) % ranks (one cable for 2, none for 1)."""
+
+    kind: ClassVar[str] = "ring"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FullyConnectedSpec(FlatSpec):
+    """``ranks`` devices with a dedicated cable between every pair (a link per ordered pair)."""
+
+    kind: ClassVar[str] = "fully_connected"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SwitchSpec(FlatSpec):
+    """``ranks`` devices, each with one port cable into a single switch (a star)."""
+
+    kind: ClassVar[str] = "switch"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TorusSpec(TopologySpec):
+    """Devices on a grid ``dims`` (row-major ranks) with wrap-around cables along each axis."""
+
+    kind: ClassVar[str] = "torus"
+    dims: tuple[int, ...]
+    link: LinkSpec
+    device: str = "tpu"
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if not isinstance(self.dims, tuple) or not self.dims:
+            raise SpecError(
+                f"dims: must be a non-empty list of positive integers, got {self.dims!r}"
+            )
+        for i, size in enumerate(self.dims):
+            positive_int(size, f"dims[{i}]")
+        _check_link(self.link, "link")
+        _nonempty_str(self.device, "device")
+
+    @property
+    def num_ranks(self) -> int:
+        return math.prod(self.dims)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HierarchicalSpec(TopologySpec):
+    """``nodes`` servers of ``gpus_per_node`` GPUs: NVSwitch-style node switch plus a fabric.
+
+    ``intra`` is each GPU's port into its node's switch, ``inter`` each GPU's NIC into the
+    cluster fabric; both latencies are device-to-device through the switch.
+    """
+
+    kind: ClassVar[str] = "hierarchical"
+    nodes: int
+    gpus_per_node: int
+    intra: LinkSpec
+    inter: LinkSpec
+    gpu: str = "gpu"
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        positive_int(self.nodes, "nodes")
+        positive_int(self.gpus_per_node, "gpus_per_node")
+        _check_link(self.intra, "intra")
+        _check_link(self.inter, "inter")
+        _nonempty_str(self.gpu, "gpu")
+
+    @property
+    def num_ranks(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceSpec:
+    """A device of a custom topology: unique ``name``, ``kind`` (gpu/tpu/cpu/switch), ``host``."""
+
+    name: str
+    kind: str = "gpu"
+    host: int | None = None
+
+    def __post_init__(self) -> None:
+        _nonempty_str(self.name, "name")
+        _nonempty_str(self.kind, "kind")
+        if self.host is not None and (
+            isinstance(self.host, bool) or not isinstance(self.host, int) or self.host < 0
+        ):
+            raise SpecError(f"host: must be an integer >= 0, got {self.host!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomLinkSpec:
+    """A cable ``src -> dst`` (device names); ``duplex`` adds the reverse link too.
+
+    Custom links are literal hops: ``latency_s`` is this hop's own latency.
+    """
+
+    src: str
+    dst: str
+    latency_s: float
+    bandwidth_Bps: float
+    duplex: bool = True
+
+    def __post_init__(self) -> None:
+        _nonempty_str(self.src, "src")
+        _nonempty_str(self.dst, "dst")
+        if self.src == self.dst:
+            raise SpecError(f"dst: a link cannot join {self.src!r} to itself")
+        _real(self.latency_s, "latency", positive=False)
+        _real(self.bandwidth_Bps, "bandwidth", positive=True)
+        if not isinstance(self.duplex, bool):
+            raise SpecError(f"duplex: must be true or false, got {self.duplex!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CustomSpec(TopologySpec):
+    """Explicit devices and links; ``ranks`` names the rank devices in order.
+
+    An empty ``ranks`` means every non-switch device, in device order.
+    """
+
+    kind: ClassVar[str] = "custom"
+    devices: tuple[DeviceSpec, ...]
+    links: tuple[CustomLinkSpec, ...]
+    ranks: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        if not isinstance(self.devices, tuple) or not self.devices:
+            raise SpecError("devices: must be a non-empty list of devices")
+        names: set[str] = set()
+        for i, device in enumerate(self.devices):
+            if not isinstance(device, DeviceSpec):
+                raise SpecError(f"devices[{i}]: must be a DeviceSpec, got {device!r}")
+            if device.name in names:
+                raise SpecError(f"devices[{i}].name: duplicate device name {device.name!r}")
+            names.add(device.name)
+        if not isinstance(self.links, tuple):
+            raise SpecError(f"links: must be a list of links, got {self.links!r}")
+        for i, link in enumerate(self.links):
+            if not isinstance(link, CustomLinkSpec):
+                raise SpecError(f"links[{i}]: must be a CustomLinkSpec, got {link!r}")
+            for end in ("src", "dst"):
+                if getattr(link, end) not in names:
+                    raise SpecError(f"links[{i}].{end}: unknown device {getattr(link, end)!r}")
+        if not isinstance(self.ranks, tuple):
+            raise SpecError(f"ranks: must be a list of device names, got {self.ranks!r}")
+        seen: set[str] = set()
+        for i, rank in enumerate(self.ranks):
+            if rank not in names:
+                raise SpecError(f"ranks[{i}]: unknown device {rank!r}")
+            if rank in seen:
+                raise SpecError(f"ranks[{i}]: device {rank!r} listed twice")
+            seen.add(rank)
+        if not self.rank_names:
+            raise SpecError("ranks: no ranks (every device is a switch; list ranks explicitly)")
+
+    @property
+    def rank_names(self) -> tuple[str, ...]:
+        """The rank devices' names in rank order (explicit or the default)."""
+        if self.ranks:
+            return self.ranks
+        return tuple(d.name for d in self.devices if d.kind != "switch")
+
+    @property
+    def num_ranks(self) -> int:
+        return len(self.rank_names)

@@ -1,0 +1,1 @@
+"""Hardware preset topology files (YAML data), installed as ``commsim.presets``."""
