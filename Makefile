@@ -21,8 +21,11 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1KiB:1GiB:4
-	$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1GiB --algorithm ring
-	$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1GiB --algorithm double_binary_tree
+	@echo "# the same 1 GiB all_reduce, by algorithm:"
+	@for algo in ring double_binary_tree rabenseifner recursive_doubling hierarchical; do \
+		$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1GiB --algorithm $$algo \
+			| grep -v '^#'; \
+	done
 
 test: $(STAMP)
 	$(BIN)/python -m pytest

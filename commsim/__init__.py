@@ -1,32 +1,100 @@
 """commsim: a collective-communication simulator for distributed deep-learning training.
 
+The public API: :func:`simulate` one collective on a topology (a preset name, a YAML file, a
+dict or a :class:`~commsim.network.Network` from the builders below) and get a :class:`Result`.
+
 >>> import commsim
->>> r = commsim.simulate("all_reduce", "dgx-h100", "1GiB", algorithm="ring")
->>> r.collective, r.ranks, r.time_s > 0
-(<Collective.ALL_REDUCE: 'all_reduce'>, 8, True)
+>>> net = commsim.ring(8, latency="1us", bandwidth="100GB/s")
+>>> r = commsim.simulate("all_reduce", net, "1GiB", algorithm="ring", chunks=1)
+>>> round(r.time_s * 1e3, 3), round(r.busbw_Bps / 1e9, 1)
+(18.804, 99.9)
+>>> commsim.simulate("all_gather", "dgx-h100", "64MiB").ranks
+8
+
+The names are imported on first use (PEP 562), so ``import commsim.units`` or
+``import commsim.engine.analytic`` does not pull in SimPy or pandas.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from __future__ import annotations
 
-from commsim.api import simulate
-from commsim.collectives import Collective
-from commsim.errors import CommsimError, ParseError, ScheduleError, SpecError
-from commsim.results import Result
-from commsim.topology import load_topology
+import importlib
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from commsim.api import simulate
+    from commsim.collectives import Collective
+    from commsim.errors import CommsimError, ParseError, ScheduleError, SpecError
+    from commsim.network import Network
+    from commsim.results import Result
+    from commsim.topology import (
+        custom,
+        fully_connected,
+        hierarchical,
+        list_presets,
+        load_topology,
+        preset_names,
+        ring,
+        switch,
+        torus,
+    )
 
 try:
     __version__ = version("commsim")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
+except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
     __version__ = "0.0.0"
+
+#: Public name -> the module that defines it.
+_EXPORTS = {
+    "simulate": "commsim.api",
+    "Collective": "commsim.collectives",
+    "CommsimError": "commsim.errors",
+    "ParseError": "commsim.errors",
+    "ScheduleError": "commsim.errors",
+    "SpecError": "commsim.errors",
+    "Network": "commsim.network",
+    "Result": "commsim.results",
+    "custom": "commsim.topology",
+    "fully_connected": "commsim.topology",
+    "hierarchical": "commsim.topology",
+    "list_presets": "commsim.topology",
+    "load_topology": "commsim.topology",
+    "preset_names": "commsim.topology",
+    "ring": "commsim.topology",
+    "switch": "commsim.topology",
+    "torus": "commsim.topology",
+}
 
 __all__ = [
     "Collective",
     "CommsimError",
+    "Network",
     "ParseError",
     "Result",
     "ScheduleError",
     "SpecError",
     "__version__",
+    "custom",
+    "fully_connected",
+    "hierarchical",
+    "list_presets",
     "load_topology",
+    "preset_names",
+    "ring",
     "simulate",
+    "switch",
+    "torus",
 ]
+
+
+def __getattr__(name: str) -> object:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'commsim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

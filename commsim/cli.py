@@ -60,40 +60,84 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser(
         "run",
         help="simulate one collective (one size or a range of sizes)",
-        description="Simulate one collective on a topology and print an nccl-tests-like table "
-        "(or JSON): time, algbw and busbw per size.",
+        description="Simulate one collective on a topology and print an nccl-tests-like\n"
+        "table (or JSON): time, algbw and busbw per size.",
         epilog=_RUN_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument(
-        "collective", metavar="COLLECTIVE",
+        "collective",
+        metavar="COLLECTIVE",
         help="broadcast, reduce, all_gather, reduce_scatter or all_reduce "
         "(all-reduce, allreduce too)",
     )
-    run.add_argument("--topology", "-t", required=True, metavar="FILE|PRESET",
-                     help="a YAML topology file or a preset name (see 'commsim topologies')")
-    run.add_argument("--size", "-s", required=True, metavar="SIZE|MIN:MAX[:FACTOR]",
-                     help="bytes of the full buffer (nccl-tests' size), e.g. 1GiB or 1KiB:1GiB:4")
-    run.add_argument("--algorithm", "-a", default="auto", metavar="NAME",
-                     help="ring, binomial_tree, recursive_doubling, rabenseifner, "
-                     "double_binary_tree, ... or auto (default: the fastest for each size)")
-    run.add_argument("--root", type=int, default=0, metavar="RANK",
-                     help="root rank of broadcast and reduce (default 0)")
-    run.add_argument("--ranks", type=int, default=None, metavar="R",
-                     help="use only the first R ranks of the topology (default: all)")
-    run.add_argument("--chunks", type=int, default=None, metavar="N",
-                     help="pipelined pieces (default: the algorithm's choice; 1 = no pipelining)")
-    run.add_argument("--engine", choices=("des", "analytic"), default="des",
-                     help="des: discrete-event simulation with contention (default); "
-                     "analytic: closed-form alpha-beta cost")
-    run.add_argument("--json", action="store_true",
-                     help="print JSON: an object for one size, a list for a range")
-    run.add_argument("--transfers", metavar="FILE.csv", default=None,
-                     help="write every point-to-point transfer as CSV "
-                     "(src,dst,start_s,end_s,nbytes,offset,op); needs --engine des")
-    run.add_argument("--trace", metavar="FILE.json", default=None,
-                     help="write a Chrome/Perfetto trace (open in ui.perfetto.dev); "
-                     "needs --engine des")
+    run.add_argument(
+        "--topology",
+        "-t",
+        required=True,
+        metavar="FILE|PRESET",
+        help="a YAML topology file or a preset name (see 'commsim topologies')",
+    )
+    run.add_argument(
+        "--size",
+        "-s",
+        required=True,
+        metavar="SIZE|MIN:MAX[:FACTOR]",
+        help="bytes of the full buffer (nccl-tests' size), e.g. 1GiB or 1KiB:1GiB:4",
+    )
+    run.add_argument(
+        "--algorithm",
+        "-a",
+        default="auto",
+        metavar="NAME",
+        help="ring, binomial_tree, recursive_doubling, rabenseifner, "
+        "double_binary_tree, hierarchical, or auto (default: for each size, the "
+        "algorithm with the lowest closed-form cost)",
+    )
+    run.add_argument(
+        "--root",
+        type=int,
+        default=0,
+        metavar="RANK",
+        help="root rank of broadcast and reduce (default 0)",
+    )
+    run.add_argument(
+        "--ranks",
+        type=int,
+        default=None,
+        metavar="R",
+        help="use only the first R ranks of the topology (default: all)",
+    )
+    run.add_argument(
+        "--chunks",
+        type=int,
+        default=None,
+        metavar="N",
+        help="pipelined pieces (default: the algorithm's choice; 1 = no pipelining)",
+    )
+    run.add_argument(
+        "--engine",
+        choices=("des", "analytic"),
+        default="des",
+        help="des: discrete-event simulation with contention (default); "
+        "analytic: closed-form alpha-beta cost",
+    )
+    run.add_argument(
+        "--json", action="store_true", help="print JSON: an object for one size, a list for a range"
+    )
+    run.add_argument(
+        "--transfers",
+        metavar="FILE.csv",
+        default=None,
+        help="write every point-to-point transfer as CSV "
+        "(src,dst,start_s,end_s,nbytes,offset,op); needs --engine des",
+    )
+    run.add_argument(
+        "--trace",
+        metavar="FILE.json",
+        default=None,
+        help="write a Chrome/Perfetto trace (open in ui.perfetto.dev); needs --engine des",
+    )
     run.set_defaults(handler=cmd_run)
 
     topo = sub.add_parser(
@@ -103,6 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     topo.add_argument("--json", action="store_true", help="print a JSON list")
     topo.set_defaults(handler=cmd_topologies)
+
+    from commsim.replay.cli import add_parsers as add_replay_parsers
+
+    add_replay_parsers(sub)  # `commsim replay` and `commsim bound fsdp`
     return parser
 
 
@@ -129,18 +177,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.engine == "analytic":
         for flag, value in (("--transfers", args.transfers), ("--trace", args.trace)):
             if value is not None:
-                raise SpecError(f"{flag} {value}: needs --engine des (the analytic engine "
-                                "computes a time, not transfers)")
+                raise SpecError(
+                    f"{flag} {value}: needs --engine des (the analytic engine "
+                    "computes a time, not transfers)"
+                )
+    for flag, value in (("--transfers", args.transfers), ("--trace", args.trace)):
+        if value is not None and not Path(value).resolve().parent.is_dir():
+            raise SpecError(f"{flag} {value}: directory {str(Path(value).parent)!r} does not exist")
     sizes = parse_size_range(args.size, "--size")
     network = load_topology(args.topology)
     if args.ranks is not None:
         network = network.with_ranks(args.ranks)
     results = [
-        simulate(args.collective, network, nbytes, algorithm=args.algorithm, root=args.root,
-                 chunks=args.chunks, engine=args.engine)
+        simulate(
+            args.collective,
+            network,
+            nbytes,
+            algorithm=args.algorithm,
+            root=args.root,
+            chunks=args.chunks,
+            engine=args.engine,
+        )
         for nbytes in sizes
     ]
-    many = len(sizes) > 1
+    many = ":" in args.size  # a range, even one that yields a single size, gives a list
     for result in results:
         if args.transfers is not None:
             write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
@@ -176,8 +236,10 @@ def cmd_topologies(args: argparse.Namespace) -> int:
     kind_w = max([4] + [len(str(r["kind"])) for r in rows])
     print(f"{'name':<{name_w}}  {'kind':<{kind_w}}  {'ranks':>6}  description")
     for r in rows:
-        print(f"{r['name']!s:<{name_w}}  {r['kind']!s:<{kind_w}}  {r['ranks']!s:>6}  "
-              f"{r['description'] or ''}")
+        print(
+            f"{r['name']!s:<{name_w}}  {r['kind']!s:<{kind_w}}  {r['ranks']!s:>6}  "
+            f"{r['description'] or ''}"
+        )
     return EXIT_OK
 
 
@@ -210,7 +272,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CommsimError as exc:
         return _fail(f"{PROG}: error: {exc}")
     except BrokenPipeError:  # `commsim ... | head`: the reader left, nothing to report
-        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keep interpreter exit quiet
+        sys.stdout = open(os.devnull, "w")  # keep interpreter exit quiet
         return EXIT_OK
     except OSError as exc:
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""

@@ -52,8 +52,9 @@ def write_transfers_csv(result: Result, path: str | Path) -> Path:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(TRANSFER_COLUMNS)
         for t, s, e in zip(transfers, start, end, strict=True):
-            writer.writerow((t.src, t.dst, repr(float(s)), repr(float(e)), t.nbytes, t.offset,
-                             t.op.value))
+            writer.writerow(
+                (t.src, t.dst, repr(float(s)), repr(float(e)), t.nbytes, t.offset, t.op.value)
+            )
     return path
 
 
@@ -118,22 +119,37 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
     ]
     slices = [_Slice(_ns(s), _ns(e), i) for i, (s, e) in enumerate(zip(start, end, strict=True))]
 
-    def args(i: int) -> dict[str, object]:
-        t = transfers[i]
-        return {"transfer": i, "src": t.src, "dst": t.dst, "offset": t.offset,
-                "nbytes": t.nbytes, "op": t.op.value,
-                "start_s": float(start[i]), "end_s": float(end[i])}
+    # one args dict per transfer, shared by its send, recv and link slices
+    args = [
+        {
+            "transfer": i,
+            "src": t.src,
+            "dst": t.dst,
+            "offset": t.offset,
+            "nbytes": t.nbytes,
+            "op": t.op.value,
+            "start_s": float(start[i]),
+            "end_s": float(end[i]),
+        }
+        for i, t in enumerate(transfers)
+    ]
 
     def slice_events(lanes: list[list[_Slice]], pid: int, first_tid: int, cat: str) -> list:
         out = []
         for lane_no, lane in enumerate(lanes):
             for sl in lane:
-                out.append({
-                    "ph": "X", "cat": cat, "name": names[sl.index],
-                    "pid": pid, "tid": first_tid + lane_no,
-                    "ts": _us(sl.start_ns), "dur": _us(sl.end_ns - sl.start_ns),
-                    "args": args(sl.index),
-                })
+                out.append(
+                    {
+                        "ph": "X",
+                        "cat": cat,
+                        "name": names[sl.index],
+                        "pid": pid,
+                        "tid": first_tid + lane_no,
+                        "ts": _us(sl.start_ns),
+                        "dur": _us(sl.end_ns - sl.start_ns),
+                        "args": args[sl.index],
+                    }
+                )
         return out
 
     meta: list[dict[str, object]] = []
@@ -156,8 +172,9 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
             for lane_no in range(len(lanes)):
                 suffix = f" #{lane_no + 1}" if lane_no else ""
                 meta.append(_meta("thread_name", rank, tid + lane_no, {"name": kind + suffix}))
-                meta.append(_meta("thread_sort_index", rank, tid + lane_no,
-                                  {"sort_index": tid + lane_no}))
+                meta.append(
+                    _meta("thread_sort_index", rank, tid + lane_no, {"sort_index": tid + lane_no})
+                )
             events.extend(slice_events(lanes, rank, tid, kind))
             tid += len(lanes)
 
@@ -177,8 +194,9 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
             for lane_no in range(len(lanes)):
                 suffix = f" #{lane_no + 1}" if lane_no else ""
                 meta.append(_meta("thread_name", pid, tid + lane_no, {"name": name + suffix}))
-                meta.append(_meta("thread_sort_index", pid, tid + lane_no,
-                                  {"sort_index": tid + lane_no}))
+                meta.append(
+                    _meta("thread_sort_index", pid, tid + lane_no, {"sort_index": tid + lane_no})
+                )
             events.extend(slice_events(lanes, pid, tid, "link"))
             tid += len(lanes)
 
@@ -203,8 +221,9 @@ def write_trace(result: Result, path: str | Path, network: Network | None = None
     """Write :func:`trace_events` to ``path``, one event per line (stable, diff-friendly)."""
     trace = trace_events(result, network)
     events = trace.pop("traceEvents")
-    head = json.dumps(trace, separators=(",", ":"))
-    lines = [json.dumps(e, separators=(",", ":")) for e in events]  # type: ignore[attr-defined]
+    encode = json.JSONEncoder(separators=(",", ":")).encode
+    head = encode(trace)
+    lines = [encode(e) for e in events]  # type: ignore[attr-defined]
     body = head[:-1] + ',"traceEvents":[\n' + ",\n".join(lines) + "\n]}\n"
     path = Path(path)
     path.write_text(body, encoding="utf-8")

@@ -18,8 +18,10 @@ from collections.abc import Sequence
 
 from commsim.results import Result
 
-_HEAD = f"#{'size':>10}  {'algorithm':<18}  {'chunks':>6}  {'time(us)':>11}  " \
-        f"{'algbw(GB/s)':>11}  {'busbw(GB/s)':>11}"
+_HEAD = (
+    f"#{'size':>10}  {'algorithm':<18}  {'chunks':>6}  {'time(us)':>11}  "
+    f"{'algbw(GB/s)':>11}  {'busbw(GB/s)':>11}"
+)
 _UNITS = f"#{'(B)':>10}"
 
 

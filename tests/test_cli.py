@@ -16,8 +16,14 @@ from commsim.cli import main
 RING8 = "kind: ring\nranks: 8\nlink: {latency: 1us, bandwidth: 100GB/s}\n"
 RING6 = "kind: ring\nranks: 6\nlink: {latency: 1us, bandwidth: 100GB/s}\n"
 JSON_KEYS = {
-    "collective": str, "algorithm": str, "topology": str, "ranks": int, "nbytes": int,
-    "time_s": float, "algbw_GBps": float, "busbw_GBps": float,
+    "collective": str,
+    "algorithm": str,
+    "topology": str,
+    "ranks": int,
+    "nbytes": int,
+    "time_s": float,
+    "algbw_GBps": float,
+    "busbw_GBps": float,
 }
 
 
@@ -43,8 +49,9 @@ def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> object:
     return json.loads(capsys.readouterr().out)
 
 
-def assert_one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str],
-                          *needles: str) -> str:
+def assert_one_line_error(
+    capsys: pytest.CaptureFixture[str], argv: list[str], *needles: str
+) -> str:
     """``argv`` exits 2 with exactly one line on stderr, no traceback, naming ``needles``."""
     status = main(argv)
     captured = capsys.readouterr()
@@ -61,8 +68,18 @@ def assert_one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str],
 # -- run: results --------------------------------------------------------------------------
 def test_run_single_size_json(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """One size prints one JSON object with the contract's keys and types."""
-    out = run_json(capsys, "all_reduce", "--topology", ring8, "--size", "1GiB",
-                   "--algorithm", "ring", "--chunks", "1")
+    out = run_json(
+        capsys,
+        "all_reduce",
+        "--topology",
+        ring8,
+        "--size",
+        "1GiB",
+        "--algorithm",
+        "ring",
+        "--chunks",
+        "1",
+    )
     assert isinstance(out, dict)
     for key, kind in JSON_KEYS.items():
         assert isinstance(out[key], kind), key
@@ -96,8 +113,7 @@ def test_run_json_is_deterministic(capsys: pytest.CaptureFixture[str], ring8: st
 
 def test_run_table(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """Without --json, run prints an nccl-tests-like table: one row per size."""
-    assert main(["run", "reduce_scatter", "-t", ring8, "-s", "1KiB:64KiB",
-                 "-a", "ring"]) == 0
+    assert main(["run", "reduce_scatter", "-t", ring8, "-s", "1KiB:64KiB", "-a", "ring"]) == 0
     out = capsys.readouterr().out
     assert "time(us)" in out and "algbw(GB/s)" in out and "busbw(GB/s)" in out
     rows = [line.split() for line in out.splitlines() if line and not line.startswith("#")]
@@ -107,17 +123,29 @@ def test_run_table(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
 
 def test_run_preset_and_ranks(capsys: pytest.CaptureFixture[str]) -> None:
     """A preset name works as --topology, and --ranks uses its first R ranks."""
-    out = run_json(capsys, "all_reduce", "--topology", "dgx-h100", "--size", "64MiB",
-                   "--ranks", "4")
+    out = run_json(
+        capsys, "all_reduce", "--topology", "dgx-h100", "--size", "64MiB", "--ranks", "4"
+    )
     assert out["ranks"] == 4 and out["time_s"] > 0
 
 
 def test_run_analytic_matches_des(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """On an uncontended ring, --engine analytic gives the DES time."""
-    des = run_json(capsys, "broadcast", "-t", ring8, "-s", "16MiB", "-a", "ring",
-                   "--chunks", "4")
-    ana = run_json(capsys, "broadcast", "-t", ring8, "-s", "16MiB", "-a", "ring",
-                   "--chunks", "4", "--engine", "analytic")
+    des = run_json(capsys, "broadcast", "-t", ring8, "-s", "16MiB", "-a", "ring", "--chunks", "4")
+    ana = run_json(
+        capsys,
+        "broadcast",
+        "-t",
+        ring8,
+        "-s",
+        "16MiB",
+        "-a",
+        "ring",
+        "--chunks",
+        "4",
+        "--engine",
+        "analytic",
+    )
     assert ana["time_s"] == pytest.approx(des["time_s"], rel=1e-9)
 
 
@@ -138,8 +166,20 @@ def test_zero_size_is_valid(capsys: pytest.CaptureFixture[str], ring8: str) -> N
 def test_transfers_csv(capsys: pytest.CaptureFixture[str], ring8: str, tmp_path: Path) -> None:
     """--transfers writes the contract's columns; the latest end_s is the collective's time."""
     path = tmp_path / "t.csv"
-    out = run_json(capsys, "all_reduce", "-t", ring8, "-s", "1MiB", "-a", "ring",
-                   "--chunks", "1", "--transfers", str(path))
+    out = run_json(
+        capsys,
+        "all_reduce",
+        "-t",
+        ring8,
+        "-s",
+        "1MiB",
+        "-a",
+        "ring",
+        "--chunks",
+        "1",
+        "--transfers",
+        str(path),
+    )
     text = path.read_text()
     assert text.splitlines()[0] == "src,dst,start_s,end_s,nbytes,offset,op"
     with path.open() as handle:
@@ -157,8 +197,25 @@ def _x_events(path: Path) -> list[dict]:
 def test_trace_json(capsys: pytest.CaptureFixture[str], ring8: str, tmp_path: Path) -> None:
     """--trace writes trace-event JSON whose X slices are complete and never overlap per tid."""
     path = tmp_path / "t.json"
-    assert main(["run", "all_gather", "-t", ring8, "-s", "8MiB", "-a", "ring",
-                 "--chunks", "4", "--trace", str(path)]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "all_gather",
+                "-t",
+                ring8,
+                "-s",
+                "8MiB",
+                "-a",
+                "ring",
+                "--chunks",
+                "4",
+                "--trace",
+                str(path),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     events = _x_events(path)
     assert events
@@ -179,41 +236,83 @@ def test_trace_byte_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path
     outputs = []
     for name in ("a", "b"):
         trace, table = tmp_path / f"{name}.json", tmp_path / f"{name}.csv"
-        assert main(["run", "all_reduce", "-t", "dgx-h100x2", "-s", "4MiB",
-                     "--trace", str(trace), "--transfers", str(table)]) == 0
+        assert (
+            main(
+                [
+                    "run",
+                    "all_reduce",
+                    "-t",
+                    "dgx-h100x2",
+                    "-s",
+                    "4MiB",
+                    "--trace",
+                    str(trace),
+                    "--transfers",
+                    str(table),
+                ]
+            )
+            == 0
+        )
         outputs.append((trace.read_bytes(), table.read_bytes()))
     capsys.readouterr()
     assert outputs[0] == outputs[1]
 
 
-def test_files_per_size_for_a_range(capsys: pytest.CaptureFixture[str], ring8: str,
-                                    tmp_path: Path) -> None:
+def test_files_per_size_for_a_range(
+    capsys: pytest.CaptureFixture[str], ring8: str, tmp_path: Path
+) -> None:
     """With a range, --transfers/--trace write one file per size, the size in the name."""
-    assert main(["run", "all_reduce", "-t", ring8, "-s", "1KiB:4KiB", "--json",
-                 "--transfers", str(tmp_path / "t.csv"),
-                 "--trace", str(tmp_path / "t.json")]) == 0
+    assert (
+        main(
+            [
+                "run",
+                "all_reduce",
+                "-t",
+                ring8,
+                "-s",
+                "1KiB:4KiB",
+                "--json",
+                "--transfers",
+                str(tmp_path / "t.csv"),
+                "--trace",
+                str(tmp_path / "t.json"),
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     names = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("t"))
-    assert names == ["t-1KiB.csv", "t-1KiB.json", "t-2KiB.csv", "t-2KiB.json",
-                     "t-4KiB.csv", "t-4KiB.json"]
+    assert names == [
+        "t-1KiB.csv",
+        "t-1KiB.json",
+        "t-2KiB.csv",
+        "t-2KiB.json",
+        "t-4KiB.csv",
+        "t-4KiB.json",
+    ]
 
 
 @pytest.mark.parametrize("flag", ["--transfers", "--trace"])
-def test_files_need_des(capsys: pytest.CaptureFixture[str], ring8: str, tmp_path: Path,
-                        flag: str) -> None:
+def test_files_need_des(
+    capsys: pytest.CaptureFixture[str], ring8: str, tmp_path: Path, flag: str
+) -> None:
     """--transfers/--trace with --engine analytic is a one-line error, and no file appears."""
     path = tmp_path / "out.x"
-    assert_one_line_error(capsys, ["run", "all_reduce", "-t", ring8, "-s", "1MiB",
-                                   "--engine", "analytic", flag, str(path)], flag, "des")
+    assert_one_line_error(
+        capsys,
+        ["run", "all_reduce", "-t", ring8, "-s", "1MiB", "--engine", "analytic", flag, str(path)],
+        flag,
+        "des",
+    )
     assert not path.exists()
 
 
-def test_unwritable_output(capsys: pytest.CaptureFixture[str], ring8: str,
-                           tmp_path: Path) -> None:
+def test_unwritable_output(capsys: pytest.CaptureFixture[str], ring8: str, tmp_path: Path) -> None:
     """A file that cannot be written is a one-line error naming it."""
     bad = tmp_path / "missing-dir" / "t.csv"
-    assert_one_line_error(capsys, ["run", "all_reduce", "-t", ring8, "-s", "1KiB",
-                                   "--transfers", str(bad)], str(bad))
+    assert_one_line_error(
+        capsys, ["run", "all_reduce", "-t", ring8, "-s", "1KiB", "--transfers", str(bad)], str(bad)
+    )
 
 
 # -- topologies ----------------------------------------------------------------------------
@@ -221,8 +320,15 @@ def test_topologies_table(capsys: pytest.CaptureFixture[str]) -> None:
     """`commsim topologies` lists the contract's presets with kind and rank count."""
     assert main(["topologies"]) == 0
     out = capsys.readouterr().out
-    for name in ("dgx2-v100", "dgx-a100", "dgx-h100", "hgx-h800", "pcie-gen4-8gpu",
-                 "tpu-v5e-256", "tpu-v4-64"):
+    for name in (
+        "dgx2-v100",
+        "dgx-a100",
+        "dgx-h100",
+        "hgx-h800",
+        "pcie-gen4-8gpu",
+        "tpu-v5e-256",
+        "tpu-v4-64",
+    ):
         assert name in out
     assert out.splitlines()[0].split()[:3] == ["name", "kind", "ranks"]
 
@@ -241,64 +347,110 @@ def test_topologies_json(capsys: pytest.CaptureFixture[str]) -> None:
 # -- errors: one line, exit 2, never a traceback -------------------------------------------
 def test_unknown_collective(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """An unknown collective names the value."""
-    assert_one_line_error(capsys, ["run", "all_to_some", "-t", ring8, "-s", "1MiB"],
-                          "all_to_some")
+    assert_one_line_error(capsys, ["run", "all_to_some", "-t", ring8, "-s", "1MiB"], "all_to_some")
 
 
 def test_unknown_algorithm(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """An unknown algorithm names the value."""
-    assert_one_line_error(capsys, ["run", "all_reduce", "-t", ring8, "-s", "1MiB",
-                                   "-a", "telepathy"], "telepathy")
+    assert_one_line_error(
+        capsys, ["run", "all_reduce", "-t", ring8, "-s", "1MiB", "-a", "telepathy"], "telepathy"
+    )
 
 
 def test_unknown_topology(capsys: pytest.CaptureFixture[str]) -> None:
     """A topology that is neither a file nor a preset names the value."""
-    assert_one_line_error(capsys, ["run", "all_reduce", "-t", "dgx-z9000", "-s", "1MiB"],
-                          "dgx-z9000")
+    assert_one_line_error(
+        capsys, ["run", "all_reduce", "-t", "dgx-z9000", "-s", "1MiB"], "dgx-z9000"
+    )
 
 
 @pytest.mark.parametrize("size", ["12 parsecs", "-5", "5XB", "1KiB:oops", "4KiB:1KiB"])
 def test_bad_size(capsys: pytest.CaptureFixture[str], ring8: str, size: str) -> None:
     """Malformed, negative, unknown-unit and reversed sizes are one line naming the value."""
-    assert_one_line_error(capsys, ["run", "all_reduce", "-t", ring8, "--size", size],
-                          size.split(":")[-1] if size.startswith("1KiB:") else size)
+    assert_one_line_error(
+        capsys,
+        ["run", "all_reduce", "-t", ring8, "--size", size],
+        size.split(":")[-1] if size.startswith("1KiB:") else size,
+    )
 
 
 def test_root_out_of_range(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """--root outside 0..ranks-1 names the root."""
-    assert_one_line_error(capsys, ["run", "broadcast", "-t", ring8, "-s", "1MiB",
-                                   "--root", "8"], "--root", "8")
+    assert_one_line_error(
+        capsys, ["run", "broadcast", "-t", ring8, "-s", "1MiB", "--root", "8"], "--root", "8"
+    )
 
 
 def test_ranks_too_many(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """--ranks above the topology's rank count names the value."""
-    assert_one_line_error(capsys, ["run", "all_reduce", "-t", ring8, "-s", "1MiB",
-                                   "--ranks", "9"], "--ranks", "9")
+    assert_one_line_error(
+        capsys, ["run", "all_reduce", "-t", ring8, "-s", "1MiB", "--ranks", "9"], "--ranks", "9"
+    )
 
 
 def test_chunks_zero(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """--chunks 0 is an error naming the flag."""
-    assert_one_line_error(capsys, ["run", "broadcast", "-t", ring8, "-s", "1MiB",
-                                   "--chunks", "0"], "--chunks")
+    assert_one_line_error(
+        capsys, ["run", "broadcast", "-t", ring8, "-s", "1MiB", "--chunks", "0"], "--chunks"
+    )
 
 
 def test_non_integer_flag(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """An argparse usage error (--chunks two) is one line too."""
-    assert_one_line_error(capsys, ["run", "broadcast", "-t", ring8, "-s", "1MiB",
-                                   "--chunks", "two"], "--chunks", "two")
+    assert_one_line_error(
+        capsys,
+        ["run", "broadcast", "-t", ring8, "-s", "1MiB", "--chunks", "two"],
+        "--chunks",
+        "two",
+    )
 
 
-def test_power_of_two_needed(capsys: pytest.CaptureFixture[str], ring6: str) -> None:
-    """recursive_doubling on 6 ranks: a clear error naming the algorithm and the count."""
-    assert_one_line_error(capsys, ["run", "all_reduce", "-t", ring6, "-s", "1MiB",
-                                   "-a", "recursive_doubling"], "recursive_doubling", "6")
+def test_power_of_two_needed(
+    capsys: pytest.CaptureFixture[str], ring6: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An algorithm that needs a power-of-two rank count, on 6 ranks: a clear one-line error.
+
+    Every shipped algorithm folds non-powers of two in, so the test registers a
+    power-of-two-only variant of ring.
+    """
+    import dataclasses
+
+    from commsim.algorithms import ALGORITHMS
+
+    pow2 = dataclasses.replace(ALGORITHMS["ring"], name="pow2_ring", power_of_two_only=True)
+    monkeypatch.setitem(ALGORITHMS, "pow2_ring", pow2)
+    assert_one_line_error(
+        capsys,
+        ["run", "all_reduce", "-t", ring6, "-s", "1MiB", "-a", "pow2_ring"],
+        "pow2_ring",
+        "power-of-two",
+        "6",
+    )
 
 
-def test_algorithm_cannot_run_collective(capsys: pytest.CaptureFixture[str],
-                                         ring8: str) -> None:
+def test_recursive_doubling_on_six_ranks(capsys: pytest.CaptureFixture[str], ring6: str) -> None:
+    """recursive_doubling folds the two extra ranks in: it runs on 6 ranks."""
+    out = run_json(capsys, "all_reduce", "-t", ring6, "-s", "1MiB", "-a", "recursive_doubling")
+    assert out["algorithm"] == "recursive_doubling" and out["ranks"] == 6
+
+
+def test_hierarchical_needs_hosts(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
+    """The hierarchical algorithm on a flat ring (no hosts) is a one-line error."""
+    assert_one_line_error(
+        capsys,
+        ["run", "all_reduce", "-t", ring8, "-s", "1MiB", "-a", "hierarchical"],
+        "hierarchical",
+    )
+
+
+def test_algorithm_cannot_run_collective(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
     """rabenseifner is an all-reduce (and reduce) algorithm: broadcast with it is an error."""
-    assert_one_line_error(capsys, ["run", "broadcast", "-t", ring8, "-s", "1MiB",
-                                   "-a", "rabenseifner"], "rabenseifner", "broadcast")
+    assert_one_line_error(
+        capsys,
+        ["run", "broadcast", "-t", ring8, "-s", "1MiB", "-a", "rabenseifner"],
+        "rabenseifner",
+        "broadcast",
+    )
 
 
 @pytest.mark.parametrize(
@@ -310,13 +462,15 @@ def test_algorithm_cannot_run_collective(capsys: pytest.CaptureFixture[str],
     ],
     ids=["malformed-yaml", "negative-bandwidth", "unknown-kind"],
 )
-def test_bad_topology_file(capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str,
-                           needle: str) -> None:
+def test_bad_topology_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, text: str, needle: str
+) -> None:
     """Broken topology files are one-line errors naming the file or the bad value."""
     path = tmp_path / "bad.yaml"
     path.write_text(text)
-    line = assert_one_line_error(capsys, ["run", "all_reduce", "-t", str(path), "-s", "1MiB"],
-                                 needle)
+    line = assert_one_line_error(
+        capsys, ["run", "all_reduce", "-t", str(path), "-s", "1MiB"], needle
+    )
     if not needle:
         assert "bad.yaml" in line
 
@@ -330,16 +484,67 @@ def test_help_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
     """`commsim run --help` prints the flags of the contract and exits 0."""
     assert main(["run", "--help"]) == 0
     out = capsys.readouterr().out
-    for flag in ("--topology", "--size", "--algorithm", "--root", "--ranks", "--chunks",
-                 "--engine", "--json", "--transfers", "--trace"):
+    for flag in (
+        "--topology",
+        "--size",
+        "--algorithm",
+        "--root",
+        "--ranks",
+        "--chunks",
+        "--engine",
+        "--json",
+        "--transfers",
+        "--trace",
+    ):
         assert flag in out
 
 
 def test_python_dash_m(tmp_path: Path) -> None:
     """`python -m commsim` is the same command, in a fresh process, with exit status 2 on error."""
-    proc = subprocess.run([sys.executable, "-m", "commsim", "run", "all_reduce", "-t",
-                           "dgx-h100", "-s", "5XB"], capture_output=True, text=True,
-                          check=False, stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-m", "commsim", "run", "all_reduce", "-t", "dgx-h100", "-s", "5XB"],
+        capture_output=True,
+        text=True,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "5XB" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_package_doctest() -> None:
+    """The example in the package docstring (the public API) runs and prints what it shows."""
+    import doctest
+
+    import commsim
+
+    assert doctest.testmod(commsim).failed == 0
+
+
+def test_version_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    """`commsim --version` prints the installed version and exits 0."""
+    import commsim
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"commsim {commsim.__version__}"
+
+
+def test_public_api_names() -> None:
+    """`commsim` exports its documented names; importing a submodule pulls in neither SimPy
+    nor pandas (the package's names load on first use)."""
+    import commsim
+
+    for name in commsim.__all__:
+        assert getattr(commsim, name) is not None, name
+    code = (
+        "import sys, commsim.units, commsim.engine.analytic; "
+        "assert not {'simpy', 'pandas'} & set(sys.modules), sorted(sys.modules)"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, stdin=subprocess.DEVNULL)
+
+
+def test_one_size_range_is_a_list(capsys: pytest.CaptureFixture[str], ring8: str) -> None:
+    """A range that yields a single size still prints a JSON list (scripts can rely on it)."""
+    out = run_json(capsys, "all_reduce", "-t", ring8, "-s", "1KiB:1KiB")
+    assert isinstance(out, list) and [row["nbytes"] for row in out] == [1024]

@@ -20,8 +20,12 @@ from commsim.table import format_table
 
 def _star_network() -> Network:
     """Three GPUs behind one switch: every transfer crosses two links, gpu->sw and sw->gpu."""
-    devices = (Device("gpu0", "gpu"), Device("gpu1", "gpu"), Device("gpu2", "gpu"),
-               Device("sw", "switch"))
+    devices = (
+        Device("gpu0", "gpu"),
+        Device("gpu1", "gpu"),
+        Device("gpu2", "gpu"),
+        Device("sw", "switch"),
+    )
     links = []
     for gpu in range(3):
         links.append(Link(gpu, 3, 1e-6, 1e9))
@@ -38,9 +42,18 @@ def _result() -> tuple[Result, Network]:
     b.add(1, 2, 0, 1000, OpKind.REDUCE, [a, c])
     schedule = b.build(Collective.BROADCAST, "handmade", 3, 2000)
     timing = simulate_des(schedule, network)
-    result = Result(collective=Collective.BROADCAST, algorithm="handmade", topology="star3",
-                    ranks=3, nbytes=2000, chunks=1, engine="des", time_s=timing.time_s,
-                    schedule=schedule, timing=timing)
+    result = Result(
+        collective=Collective.BROADCAST,
+        algorithm="handmade",
+        topology="star3",
+        ranks=3,
+        nbytes=2000,
+        chunks=1,
+        engine="des",
+        time_s=timing.time_s,
+        schedule=schedule,
+        timing=timing,
+    )
     return result, network
 
 
@@ -55,14 +68,25 @@ def test_transfers_csv_columns_and_time(tmp_path: Path) -> None:
     assert len(rows) == 3
     assert max(float(r["end_s"]) for r in rows) == result.time_s
     assert [r["op"] for r in rows] == ["copy", "copy", "reduce"]
-    assert [(int(r["offset"]), int(r["nbytes"])) for r in rows] == [(0, 1000), (1000, 1000),
-                                                                    (0, 1000)]
+    assert [(int(r["offset"]), int(r["nbytes"])) for r in rows] == [
+        (0, 1000),
+        (1000, 1000),
+        (0, 1000),
+    ]
 
 
 def test_transfers_csv_needs_des_engine(tmp_path: Path) -> None:
     """An analytic result has no transfers: asking for them is a clear ValueError."""
-    result = Result(collective=Collective.ALL_REDUCE, algorithm="ring", topology="x", ranks=2,
-                    nbytes=8, chunks=1, engine="analytic", time_s=1.0)
+    result = Result(
+        collective=Collective.ALL_REDUCE,
+        algorithm="ring",
+        topology="x",
+        ranks=2,
+        nbytes=8,
+        chunks=1,
+        engine="analytic",
+        time_s=1.0,
+    )
     with pytest.raises(ValueError, match="discrete-event"):
         write_transfers_csv(result, tmp_path / "t.csv")
 
@@ -72,17 +96,26 @@ def test_trace_layout() -> None:
     result, network = _result()
     trace = trace_events(result, network)
     events = trace["traceEvents"]
-    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-             if e["ph"] == "M" and e["name"] == "thread_name"}
-    procs = {e["pid"]: e["args"]["name"] for e in events
-             if e["ph"] == "M" and e["name"] == "process_name"}
+    names = {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and e["name"] == "thread_name"
+    }
+    procs = {
+        e["pid"]: e["args"]["name"]
+        for e in events
+        if e["ph"] == "M" and e["name"] == "process_name"
+    }
     assert procs == {0: "rank 0 (gpu0)", 1: "rank 1 (gpu1)", 2: "rank 2 (gpu2)", 3: "links"}
     # rank 0 sends two transfers at once: two send lanes
     assert names[(0, 1)] == "send" and names[(0, 2)] == "send #2"
     assert "gpu0->sw" in names.values() and "sw->gpu2" in names.values()
     slices = [e for e in events if e["ph"] == "X"]
-    assert {e["name"] for e in slices} == {"r0->r1 [0,1000) copy", "r0->r2 [1000,2000) copy",
-                                          "r1->r2 [0,1000) reduce"}
+    assert {e["name"] for e in slices} == {
+        "r0->r1 [0,1000) copy",
+        "r0->r2 [1000,2000) copy",
+        "r1->r2 [0,1000) reduce",
+    }
     # each transfer: one send slice, one recv slice, one per link of its 2-hop route
     assert len(slices) == 3 * (2 + 2)
     assert trace["otherData"]["time_s"] == result.time_s
@@ -142,3 +175,12 @@ def test_table_rows() -> None:
     assert fields[0] == "2000" and fields[1] == "handmade"
     assert float(fields[3]) == pytest.approx(result.time_s * 1e6, abs=0.005)
     assert lines[-1].startswith("# Avg bus bandwidth")
+
+
+def test_table_doctest() -> None:
+    """The examples in commsim.table's docstrings run and print what they show."""
+    import doctest
+
+    import commsim.table
+
+    assert doctest.testmod(commsim.table).failed == 0

@@ -5,7 +5,7 @@
 >>> len(build_schedule(call, "ring"))        # 2(p-1) steps of 4 transfers
 24
 >>> candidates(call)
-['binomial_tree', 'double_binary_tree', 'rabenseifner', 'recursive_doubling', 'ring']
+['ring', 'binomial_tree', 'recursive_doubling', 'rabenseifner', 'double_binary_tree']
 """
 
 from __future__ import annotations
@@ -98,12 +98,16 @@ def build_schedule(call: Call, algorithm_name: str) -> Schedule:
 
 
 def candidates(call: Call) -> list[str]:
-    """Names of the algorithms able to run ``call`` (what ``auto`` chooses among), sorted."""
+    """Names of the algorithms able to run ``call`` (what ``auto`` chooses among), in registry
+    order (``ring`` first, so ties go to it). ``hierarchical`` is offered only when the ranks
+    span more than one host: on a single host it is the ring."""
     out = []
-    for name, algorithm in sorted(ALGORITHMS.items()):
+    for name, algorithm in ALGORITHMS.items():
         try:
             algorithm.check_supports(call)
         except ScheduleError:
+            continue
+        if algorithm.needs_hosts and len(set(call.hosts or ())) < 2:
             continue
         out.append(name)
     return out

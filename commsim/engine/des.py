@@ -12,13 +12,13 @@ flow that started or finished, so an uncontended schedule costs O(transfers).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import simpy
 
 from commsim.network import Network
-from commsim.schedule import OpKind, Schedule
+from commsim.schedule import OpKind, Schedule, Transfer
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,18 +49,22 @@ class _Flow:
 
 
 class _Simulation:
-    """One run of one schedule; all state is local to the instance."""
+    """One run of one schedule's transfers; all state is local to the instance.
 
-    def __init__(self, schedule: Schedule, network: Network) -> None:
-        self.schedule = schedule
+    ``transfers`` may hold other items with ``deps`` if a subclass overrides :meth:`_start`
+    for them (``commsim.engine.tasks`` adds fixed-duration delays this way).
+    """
+
+    def __init__(self, transfers: Sequence[Transfer], network: Network) -> None:
+        self.transfers = transfers
         self.network = network
         self.env = simpy.Environment()
-        n = len(schedule.transfers)
+        n = len(transfers)
         self.start = [0.0] * n
         self.end = [0.0] * n
-        self.waiting = [len(t.deps) for t in schedule.transfers]
+        self.waiting = [len(t.deps) for t in transfers]
         self.dependents: list[list[int]] = [[] for _ in range(n)]
-        for index, transfer in enumerate(schedule.transfers):
+        for index, transfer in enumerate(transfers):
             for dep in transfer.deps:
                 self.dependents[dep].append(index)
         # link id -> active flows on it (a dict keeps insertion order: deterministic)
@@ -80,7 +84,7 @@ class _Simulation:
 
     # -- transfer life cycle -------------------------------------------------------------
     def _start(self, index: int) -> None:
-        transfer = self.schedule.transfers[index]
+        transfer = self.transfers[index]
         now = self.env.now
         self.start[index] = float(now)
         path = self.network.route(transfer.src, transfer.dst)
@@ -105,7 +109,7 @@ class _Simulation:
 
     def _arrive(self, index: int) -> None:
         """The last byte has left: wait for the route's latency (and reduction), then end."""
-        transfer = self.schedule.transfers[index]
+        transfer = self.transfers[index]
         delay = self._path_latency(transfer.src, transfer.dst)
         if transfer.op is OpKind.REDUCE:
             delay += self.network.gamma_s_per_B * transfer.nbytes
@@ -193,4 +197,4 @@ def simulate_des(schedule: Schedule, network: Network) -> Timing:
     """Time ``schedule`` on ``network`` with the discrete-event engine."""
     if schedule.ranks > network.ranks:
         raise ValueError(f"schedule needs {schedule.ranks} ranks, network has {network.ranks}")
-    return _Simulation(schedule, network).run()
+    return _Simulation(schedule.transfers, network).run()

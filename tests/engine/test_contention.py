@@ -20,7 +20,9 @@ B = 2.0**30  # link bandwidth, B/s (about 1 GB/s)
 N = 2**20  # transfer size, B
 
 
-def _network(ranks: int, links: list[tuple[int, int, float]], devices: int | None = None) -> Network:
+def _network(
+    ranks: int, links: list[tuple[int, int, float]], devices: int | None = None
+) -> Network:
     """Ranks 0..ranks-1 on devices 0..ranks-1 (more devices are switches); links (src, dst, bw)."""
     total = devices if devices is not None else ranks
     devs = tuple(

@@ -1,0 +1,318 @@
+"""The analytic engine: a collective's closed-form alpha-beta(-gamma) time, without a schedule.
+
+:func:`predict` evaluates, for the named algorithm, the longest path of the dependency graph
+its builder would emit, each transfer of ``x`` bytes costing ``alpha + x/beta`` (plus
+``gamma * x`` if it reduces), where ``alpha`` is a path's summed hop latency and ``beta`` its
+narrowest hop. The formulas (``closed_forms``, ``butterfly``) see one :class:`Hop` per phase:
+this module picks it as the *worst* pair the phase uses (largest ``alpha``, smallest ``beta``),
+so the result equals the DES on uncontended networks whose pairs are alike, and bounds it from
+above elsewhere as long as nothing is shared. Contention (flows sharing a link) is the DES's
+business; see ``docs/closed-forms.md``.
+
+Path lookups stay O(p log p) at most, and O(1) for the kinds whose pairs are alike by
+construction (``fully_connected``, ``switch``; ``hierarchical`` has one intra-host and one
+inter-host class), so ``auto`` can rank algorithms for tens of thousands of ranks.
+
+>>> from commsim.algorithms.base import Call
+>>> from commsim.collectives import Collective
+>>> from commsim.topology import ring
+>>> net = ring(8, latency="1us", bandwidth="100GB/s")
+>>> call = Call(collective=Collective.ALL_REDUCE, ranks=8, nbytes=2**30)
+>>> t = predict(call, net, "ring")
+>>> round(t / (14 * (1e-6 + 2**30 / 8 / 100e9)), 12)
+1.0
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections import Counter
+
+import numpy as np
+
+from commsim.algorithms import get_algorithm
+from commsim.algorithms.base import Call
+from commsim.algorithms.double_binary_tree import dbt_parents
+from commsim.collectives import Collective
+from commsim.engine import closed_forms as cf
+from commsim.engine.butterfly import rabenseifner, recursive_doubling_all_gather
+from commsim.engine.closed_forms import Hop, Ints
+from commsim.errors import SpecError
+from commsim.network import Network
+
+#: Pair kinds whose every pair of distinct ranks costs the same, by construction.
+UNIFORM_KINDS = frozenset({"fully_connected", "switch"})
+#: At most this many distinct pairs are looked up per phase; beyond it an even sample is.
+MAX_LOOKUPS = 4096
+
+
+class PairCosts:
+    """Worst (alpha, beta) over sets of rank pairs of one network, with few path lookups."""
+
+    def __init__(self, network: Network, ranks: int, hosts: tuple[int, ...] | None) -> None:
+        self.network = network
+        self.gamma = network.gamma_s_per_B
+        self.kind = network.meta.get("kind")
+        self.hosts = None if hosts is None else np.asarray(hosts, dtype=np.int64)
+        self.ranks = ranks
+        self._classes: dict[bool, tuple[float, float]] = {}
+
+    def hop(self, src: Ints, dst: Ints) -> Hop:
+        """The worst pair among ``src[k] -> dst[k]`` (pairs of a rank with itself ignored)."""
+        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+        if src.size == 0:
+            return Hop(0.0, float("inf"), self.gamma)
+        if self.kind in UNIFORM_KINDS:
+            alpha, beta = self._cost(int(src[0]), int(dst[0]))
+        elif self.kind == "hierarchical" and self.hosts is not None:
+            same = self.hosts[src] == self.hosts[dst]
+            costs = [self._class(bool(flag), src, dst, same) for flag in np.unique(same)]
+            alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
+        else:
+            pairs = np.unique(src * self.ranks + dst)
+            if pairs.size > MAX_LOOKUPS:
+                pairs = pairs[np.linspace(0, pairs.size - 1, MAX_LOOKUPS).astype(np.int64)]
+            costs = [self._cost(int(k) // self.ranks, int(k) % self.ranks) for k in pairs]
+            alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
+        return Hop(alpha, beta, self.gamma)
+
+    def _class(self, same: bool, src: Ints, dst: Ints, flags: np.ndarray) -> tuple[float, float]:
+        """One representative pair's cost for the intra-host (``same``) or inter-host class."""
+        if same not in self._classes:
+            k = int(np.flatnonzero(flags == same)[0])
+            self._classes[same] = self._cost(int(src[k]), int(dst[k]))
+        return self._classes[same]
+
+    def _cost(self, src: int, dst: int) -> tuple[float, float]:
+        return self.network.path_cost(src, dst)
+
+
+def predict(call: Call, network: Network, algorithm: str) -> float:
+    """Closed-form time in seconds of ``call`` run by ``algorithm`` on ``network``.
+
+    Raises :class:`~commsim.errors.ScheduleError` when the algorithm cannot run the call, and
+    :class:`~commsim.errors.SpecError` when the network has fewer ranks than the call.
+    """
+    algo = get_algorithm(algorithm)
+    algo.check_supports(call)
+    if call.ranks > network.ranks:
+        raise SpecError(
+            f"call needs {call.ranks} ranks, network {network.name!r} has {network.ranks}"
+        )
+    p, n = call.ranks, call.nbytes
+    if p < 2 or n == 0:
+        return 0.0
+    chunks = call.chunks if call.chunks is not None else algo.default_chunks(call)
+    hosts = call.hosts
+    if hosts is None and network.host_of(0) is not None:
+        hosts = tuple(int(network.host_of(r) or 0) for r in range(p))
+    pairs = PairCosts(network, p, hosts)
+    coll = call.collective
+    if algo.name == "ring":
+        return _ring(call, chunks, pairs)
+    if algo.name == "binomial_tree":
+        v = np.arange(1, p, dtype=np.int64)
+        child, parent = (v + call.root) % p, ((v & (v - 1)) + call.root) % p
+        up, down = pairs.hop(child, parent), pairs.hop(parent, child)
+        return cf.binomial_tree(
+            p, n, chunks, up, down, coll is not Collective.BROADCAST, coll is not Collective.REDUCE
+        )
+    if algo.name in ("recursive_doubling", "rabenseifner"):
+        return _butterfly(algo.name, call, chunks, pairs)
+    if algo.name == "double_binary_tree":
+        time_s = 0.0
+        for parents, half in zip(dbt_parents(p), (n // 2, n - n // 2), strict=True):
+            par = np.asarray(parents, dtype=np.int64)
+            child = np.flatnonzero(par >= 0)
+            up, down = pairs.hop(child, par[child]), pairs.hop(par[child], child)
+            time_s = max(time_s, cf.tree_all_reduce(parents, half, chunks, up, down))
+        return time_s
+    if algo.name == "hierarchical":
+        if hosts is None:  # check_supports already refused calls without hosts
+            raise SpecError(f"algorithm {algo.name!r} needs a multi-host topology")
+        return _hierarchical(hosts, n, chunks, pairs)
+    raise SpecError(f"no closed form for algorithm {algo.name!r}")  # pragma: no cover
+
+
+def _ring(call: Call, chunks: int, pairs: PairCosts) -> float:
+    """Ring collectives over the pairs ``(i, i + 1 mod p)``; chains skip the pair into/out of
+    the root."""
+    p, n, root = call.ranks, call.nbytes, call.root
+    i = np.arange(p, dtype=np.int64)
+    coll = call.collective
+    if coll.rooted:
+        # broadcast: root -> root+1 -> ... ; reduce: root+1 -> ... -> root
+        k = np.arange(p - 1, dtype=np.int64)
+        first = root if coll is Collective.BROADCAST else root + 1
+        hop = pairs.hop((first + k) % p, (first + k + 1) % p)
+        return cf.ring_chain(p, n, chunks, hop, coll is Collective.REDUCE)
+    hop = pairs.hop(i, (i + 1) % p)
+    steps = {
+        Collective.ALL_GATHER: (0, p - 1, 0),
+        Collective.REDUCE_SCATTER: (p - 1, 0, 1),
+        Collective.ALL_REDUCE: (p - 1, p - 1, 1),
+    }[coll]
+    return cf.ring_collective(p, n, chunks, steps[0], steps[1], steps[2], hop, hop)
+
+
+def _butterfly(name: str, call: Call, chunks: int, pairs: PairCosts) -> float:
+    """Recursive doubling / Rabenseifner: fold pairs, one hop per distance, unfold pairs."""
+    p, n = call.ranks, call.nbytes
+    pof2 = 1 << (p.bit_length() - 1)
+    rem = p - pof2
+    a = np.arange(pof2, dtype=np.int64)
+    core = np.where(a < rem, 2 * a + 1, a + rem)
+    evens = 2 * np.arange(rem, dtype=np.int64)
+    fold, unfold = pairs.hop(evens, evens + 1), pairs.hop(evens + 1, evens)
+    steps: dict[int, Hop] = {}
+    mask = 1
+    while mask < pof2:
+        partner = core[a ^ mask]
+        steps[mask] = pairs.hop(np.concatenate([core, partner]), np.concatenate([partner, core]))
+        mask <<= 1
+    ordered = [steps[1 << m] for m in range(len(steps))]
+    if name == "recursive_doubling":
+        if call.collective is Collective.ALL_GATHER:
+            return recursive_doubling_all_gather(p, n, chunks, fold, ordered, unfold)
+        return cf.recursive_doubling_all_reduce(p, n, chunks, fold, ordered, unfold)
+    all_reduce = call.collective is Collective.ALL_REDUCE
+    return rabenseifner(p, n, chunks, all_reduce, fold, steps, unfold)
+
+
+# -- hierarchical ----------------------------------------------------------------------------
+def _groups(hosts: tuple[int, ...]) -> list[list[int]]:
+    """Ranks of each host, ascending, hosts ordered by their lowest rank (as the builder)."""
+    groups: dict[int, list[int]] = {}
+    for rank, host in enumerate(hosts):
+        groups.setdefault(host, []).append(rank)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+def _hierarchical(hosts: tuple[int, ...], nbytes: int, chunks: int, pairs: PairCosts) -> float:
+    """Intra-host ring reduce-scatter, inter-host rail all-reduce, intra-host ring all-gather.
+
+    Exact for hosts of equal size ``L``: the hosts' intra phases are identical, so phase 1 is
+    one ring recurrence; rail ``l`` (part ``l``, cut into ``H`` sub-blocks) starts from phase
+    1's arrival of part ``l``; phase 3 continues phase 1's link chains and starts each part from
+    its latest arrival over all hosts (the continuation of a path is host-independent, so the
+    maximum over hosts commutes with the longest path). With one piece the rails are closed:
+    ``E1[l] + (H - 1)(w_r(m_l) + w_c(m_l))``, ``m_l`` the largest sub-block of part ``l``.
+    Hosts of unequal size make some ranks own ``k > 1`` rails, whose messages queue on one pair
+    or share one NIC (the DES's contention); then this is an estimate: the slowest host's intra
+    phases plus the largest rail, each step costing ``q alpha + k x / beta`` for ``q`` rails
+    queueing on one pair and ``k`` rails through one rank's NIC.
+    """
+    groups = _groups(hosts)
+    sizes = {len(g) for g in groups}
+    intra_src = [g[i] for g in groups for i in range(len(g))]
+    intra_dst = [g[(i + 1) % len(g)] for g in groups for i in range(len(g))]
+    intra = pairs.hop(np.asarray(intra_src), np.asarray(intra_dst))
+    hop_count = len(groups)
+    width = min(sizes)  # every host has an owner of local index < width: a representative set
+    inter_src = [g[i] for g in groups for i in range(width)]
+    inter_dst = [groups[(h + 1) % hop_count][i] for h in range(hop_count) for i in range(width)]
+    inter = pairs.hop(np.asarray(inter_src), np.asarray(inter_dst)) if hop_count > 1 else intra
+    if len(sizes) == 1:
+        return _hierarchical_equal(hop_count, max(sizes), nbytes, chunks, intra, inter)
+    return _hierarchical_unequal(groups, nbytes, chunks, intra, inter)
+
+
+def _hierarchical_equal(
+    hosts: int, local: int, nbytes: int, chunks: int, intra: Hop, inter: Hop
+) -> float:
+    parts = cf.segment_lengths(local, nbytes)
+    part_start = (np.arange(local, dtype=np.int64) * nbytes) // local
+    table = cf.piece_table(parts, chunks)  # (L, c)
+    time_s = 0.0
+    if local > 1:
+        one = cf.ring_steps(table[None], local - 1, 0, 1, intra, intra)
+        # position b - 1's last step reduced block b into position b
+        arrived = one.last[0][(np.arange(local) - 1) % local]  # (L, c)
+        link = one.link
+        time_s = one.time_s
+    else:
+        arrived, link = np.zeros((1, chunks)), None
+    ready3 = arrived
+    if hosts > 1:
+        ready3, rails_s = _rails(hosts, parts, part_start, table, arrived, chunks, inter)
+        time_s = max(time_s, rails_s)
+    if local > 1:
+        three = cf.ring_steps(
+            table[None], 0, local - 1, 0, intra, intra, init_ready=ready3[None], init_link=link
+        )
+        time_s = max(time_s, three.time_s)
+    return time_s
+
+
+def _rails(
+    hosts: int,
+    parts: Ints,
+    part_start: Ints,
+    table: Ints,
+    arrived: np.ndarray,
+    chunks: int,
+    inter: Hop,
+) -> tuple[np.ndarray, float]:
+    """Rail all-reduces of every part: per (part, piece) the latest arrival over all hosts,
+    and the latest end."""
+    local = len(parts)
+    sub = np.arange(hosts + 1, dtype=np.int64)
+    sub_bounds = part_start[:, None] + (parts[:, None] * sub) // hosts  # (L, H+1)
+    sub_len = np.diff(sub_bounds, axis=1)
+    if chunks == 1:
+        top = sub_len.max(axis=1)
+        per = np.array([inter.reduce(int(m)) + inter.copy(int(m)) for m in top])
+        ends = arrived[:, 0] + (hosts - 1) * per
+        return ends[:, None], float(ends.max())
+    sub_table = cf.piece_table(sub_len, chunks)  # (L, H, c)
+    # absolute piece bounds of parts (L, c) and sub-blocks (L, H, c)
+    j = np.arange(chunks + 1, dtype=np.int64)
+    pcut = part_start[:, None] + (parts[:, None] * j) // chunks
+    scut = sub_bounds[:, :-1, None] + (sub_len[..., None] * j) // chunks
+    overlap = np.maximum(scut[..., :-1, None], pcut[:, None, None, :-1]) < np.minimum(
+        scut[..., 1:, None], pcut[:, None, None, 1:]
+    )  # (L, H, c, c)
+    init = np.where(overlap, arrived[:, None, None, :], 0.0).max(axis=-1)
+    steps = 2 * (hosts - 1) * chunks
+    if steps * local * hosts > cf.RING_DP_BUDGET:  # link-chain upper bound
+        w_max = inter.reduce(int(sub_table.max()))
+        ends = arrived.max(axis=1) + steps * w_max
+        return np.repeat(ends[:, None], chunks, axis=1), float(ends.max())
+    out = cf.ring_steps(sub_table, hosts - 1, hosts - 1, 1, inter, inter, init_ready=init)
+    final = out.last[:, (np.arange(hosts) - 2) % hosts, :]  # (L, H, c) by sub-block
+    hit = np.maximum(pcut[:, :-1, None, None], scut[:, None, :, :-1]) < np.minimum(
+        pcut[:, 1:, None, None], scut[:, None, :, 1:]
+    )  # (L, c, H, c)
+    ready = np.where(hit, final[:, None], 0.0).max(axis=(2, 3))
+    return ready, out.time_s
+
+
+def _hierarchical_unequal(
+    groups: list[list[int]], nbytes: int, chunks: int, intra: Hop, inter: Hop
+) -> float:
+    sizes = [len(g) for g in groups]
+    distinct = sorted(set(sizes))
+    intra_s = max(
+        cf.ring_collective(s, nbytes, chunks, s - 1, 0, 1, intra, intra) for s in distinct
+    )
+    gather_s = max(
+        cf.ring_collective(s, nbytes, chunks, 0, s - 1, 0, intra, intra) for s in distinct
+    )
+    cuts = sorted({k * nbytes // s for s in distinct for k in range(s)} | {nbytes})
+    widest = max(b - a for a, b in zip(cuts, cuts[1:], strict=False))
+    owner = {}  # host size -> local index owning each range (as the builder's rails)
+    for s in distinct:
+        starts = [k * nbytes // s for k in range(s)]
+        owner[s] = [bisect_right(starts, c) - 1 for c in cuts[:-1]]
+    # rails through one rank share its NIC; rails on one ordered pair queue on it
+    nic = max(Counter(owner[s]).most_common(1)[0][1] for s in distinct)
+    hops = len(groups)
+    transitions = {(sizes[h], sizes[(h + 1) % hops]) for h in range(hops)}
+    queue = max(
+        Counter(zip(owner[a], owner[b], strict=True)).most_common(1)[0][1] for a, b in transitions
+    )
+    shared = Hop(inter.alpha_s * queue, inter.beta_Bps / nic, inter.gamma_s_per_B)
+    rail_s = cf.ring_collective(hops, widest, chunks, hops - 1, hops - 1, 1, shared, shared)
+    return intra_s + rail_s + gather_s

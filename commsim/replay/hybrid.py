@@ -1,0 +1,301 @@
+"""4D parallelism (TP x CP x PP x DP) of a decoder-only transformer, for capacity planning.
+
+Ranks are assigned in Llama 3's ``[TP, CP, PP, DP]`` order, TP varying fastest: rank
+``t + tp (c + cp (p + pp d))`` is TP rank ``t`` of CP rank ``c`` of pipeline stage ``p`` of data
+replica ``d``, so TP groups are consecutive ranks and stay inside a node when ``tp`` divides its
+GPUs. The step, on the simulated network:
+
+* each data replica runs ``global_batch / (micro_batch * dp)`` micro-batches through a
+  pipeline of ``pp`` stages (:mod:`.pipeline`'s schedules, ``v`` chunks per stage); a stage's
+  chunk holds ``layers / (pp v)`` layers; activations go to the next stage as sends of
+  ``micro_batch * seq/cp * hidden * bytes_per_param / tp`` from each TP rank to its peer;
+* each layer runs as in :mod:`.tensor`: attention and MLP halves, each followed by a TP
+  all-reduce of the activation (``micro_batch * seq/cp * hidden * bytes_per_param``); with
+  ``cp > 1`` the attention first all-gathers keys and values over the CP group
+  (``2 micro_batch seq hidden bytes_per_param / tp``) and reduce-scatters their gradients in
+  backward;
+* gradients are reduced over the ranks holding the same parameters (same ``t`` and ``p``, all
+  ``c`` and ``d``): ``ddp`` all-reduces 25 MiB buckets of layers in backward order after their
+  last micro-batch's backward; ``fsdp`` makes every layer a unit whose parameters are
+  all-gathered before its first forward (one layer ahead) and kept for the step (no reshard
+  after forward, as Llama 3 does with pipelining), and whose gradients are reduce-scattered
+  after its last backward;
+* compute times come from the FLOPs of :mod:`.transformer` at ``flops * efficiency`` (backward
+  twice forward; with ``recompute: full`` thrice), or per layer from ``compute.layer_forward_time``
+  / ``layer_backward_time``.
+
+The lowering lives in :mod:`.hybrid_graph`.
+
+Memory per rank: weights and gradients at ``bytes_per_param`` and 12 bytes of Adam states per
+parameter held (sharded over DP x CP with FSDP), gathered FSDP layers and unsharded gradients
+while live, and each layer's activations from its forward to its backward.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from commsim.errors import SpecError
+from commsim.network import Network
+from commsim.replay import fields
+from commsim.replay.graph import StepGraph
+from commsim.replay.metrics import StepMetrics
+from commsim.replay.pipeline import SCHEDULES, stage_orders
+from commsim.replay.transformer import Model
+
+KIND = "hybrid"
+DATA_PARALLEL = ("ddp", "fsdp")
+RECOMPUTE = ("none", "full")
+#: Bytes of Adam's fp32 master weights, momentum and variance per parameter.
+OPTIMIZER_BYTES_PER_PARAM = 12
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parallel:
+    """Group sizes: tensor, context, pipeline and data parallel."""
+
+    tp: int = 1
+    cp: int = 1
+    pp: int = 1
+    dp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "cp", "pp", "dp"):
+            fields.positive_int(getattr(self, name), f"parallel.{name}")
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    def rank(self, t: int, c: int, p: int, d: int) -> int:
+        """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
+        return t + self.tp * (c + self.cp * (p + self.pp * d))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HybridSpec:
+    """``kind: hybrid`` (see the module docstring for the step it replays).
+
+    Attributes
+    ----------
+    model
+        The transformer.
+    parallel
+        TP, CP, PP and DP sizes; their product must not exceed the topology's ranks.
+    micro_batch, global_batch
+        Sequences per micro-batch per replica, and per step.
+    schedule, chunks_per_stage
+        The pipeline schedule and its ``v``.
+    data_parallel
+        ``ddp`` or ``fsdp``.
+    recompute
+        ``none`` or ``full`` activation checkpointing.
+    bytes_per_param
+        Bytes of a weight, a gradient and an activation element (2 for bf16).
+    flops, efficiency
+        Peak FLOP/s per GPU and the fraction its matmuls achieve.
+    layer_forward_time_s, layer_backward_time_s
+        Per layer per micro-batch per rank; None: derived from the FLOPs.
+    algorithm
+        Algorithm of every collective (``auto``: the lowest closed-form cost).
+    """
+
+    model: Model
+    parallel: Parallel
+    micro_batch: int
+    global_batch: int
+    schedule: str = "1f1b"
+    chunks_per_stage: int = 1
+    data_parallel: str = "fsdp"
+    recompute: str = "none"
+    bytes_per_param: int = 2
+    flops: float
+    efficiency: float
+    layer_forward_time_s: float | None = None
+    layer_backward_time_s: float | None = None
+    algorithm: str = "auto"
+
+    def __post_init__(self) -> None:
+        par, m = self.parallel, self.model
+        fields.positive_int(self.micro_batch, "micro_batch")
+        fields.positive_int(self.global_batch, "global_batch")
+        fields.positive_int(self.bytes_per_param, "bytes_per_param")
+        fields.positive_int(self.chunks_per_stage, "pipeline.chunks_per_stage")
+        fields.choice(self.schedule, "pipeline.schedule", SCHEDULES)
+        fields.choice(self.data_parallel, "data_parallel", DATA_PARALLEL)
+        fields.choice(self.recompute, "recompute", RECOMPUTE)
+        if self.global_batch % (self.micro_batch * par.dp):
+            raise SpecError(
+                f"global_batch: {self.global_batch} is not a multiple of micro_batch x dp "
+                f"({self.micro_batch} x {par.dp})"
+            )
+        if m.layers % (par.pp * self.chunks_per_stage):
+            raise SpecError(
+                f"model.layers: {m.layers} layers do not split into pp x chunks_per_stage "
+                f"({par.pp} x {self.chunks_per_stage}) equal chunks"
+            )
+        if m.heads % par.tp:
+            raise SpecError(f"parallel.tp: {par.tp} does not divide model.heads ({m.heads})")
+        if m.seq % par.cp:
+            raise SpecError(f"parallel.cp: {par.cp} does not divide model.seq ({m.seq})")
+        if not (self.flops > 0 and 0 < self.efficiency <= 1):
+            raise SpecError("compute: flops must be > 0 and efficiency in (0, 1]")
+        try:
+            stage_orders(
+                self.schedule,
+                stages=par.pp,
+                microbatches=self.microbatches,
+                chunks=self.chunks_per_stage,
+            )
+        except SpecError as exc:
+            raise SpecError(f"pipeline: {exc}") from None
+
+    @property
+    def kind(self) -> str:
+        return KIND
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches per replica per step (gradient accumulation steps)."""
+        return self.global_batch // (self.micro_batch * self.parallel.dp)
+
+    @property
+    def layers_per_chunk(self) -> int:
+        return self.model.layers // (self.parallel.pp * self.chunks_per_stage)
+
+    # -- per-layer quantities on one rank ----------------------------------------------------
+    def _rate(self) -> float:
+        return self.flops * self.efficiency
+
+    def layer_times(self) -> tuple[float, float]:
+        """(forward, backward) seconds of one layer per micro-batch on one rank."""
+        par = self.parallel
+        flops = self.model.layer_forward_flops(self.micro_batch, self.model.seq // par.cp)
+        forward = flops / par.tp / self._rate()
+        backward = (3 if self.recompute == "full" else 2) * forward
+        if self.layer_forward_time_s is not None:
+            forward = self.layer_forward_time_s
+        if self.layer_backward_time_s is not None:
+            backward = self.layer_backward_time_s
+        return forward, backward
+
+    def logits_time(self) -> float:
+        par = self.parallel
+        flops = self.model.logits_forward_flops(self.micro_batch, self.model.seq // par.cp)
+        return flops / par.tp / self._rate()
+
+    def layer_params(self, layer: int) -> int:
+        """Parameters of global layer ``layer`` held by one TP rank (the tied embedding is
+        counted with layer 0, and again with the last layer when it sits on another stage)."""
+        m, par = self.model, self.parallel
+        params = m.layer_params
+        if layer == 0:
+            params += m.embedding_params
+        if layer == m.layers - 1 and par.pp > 1:
+            params += m.embedding_params
+        return math.ceil(params / par.tp)
+
+    def stage_layers(self, stage: int) -> list[int]:
+        """Global layers held by ``stage``, in forward order (chunk by chunk)."""
+        per, pp = self.layers_per_chunk, self.parallel.pp
+        return [
+            (c * pp + stage) * per + i for c in range(self.chunks_per_stage) for i in range(per)
+        ]
+
+    def static_bytes(self, stage: int) -> int:
+        """Bytes held all step by one rank of ``stage``: weights, gradients, Adam states."""
+        params = sum(self.layer_params(layer) for layer in self.stage_layers(stage))
+        per_param = 2 * self.bytes_per_param + OPTIMIZER_BYTES_PER_PARAM
+        if self.data_parallel == "fsdp":
+            return math.ceil(params / (self.parallel.dp * self.parallel.cp)) * per_param
+        return params * per_param
+
+    # -- the step ----------------------------------------------------------------------------
+    def graph(self, network: Network) -> StepGraph:
+        par = self.parallel
+        if par.world > network.ranks:
+            raise SpecError(
+                f"parallel: tp x cp x pp x dp = {par.world} exceeds the {network.ranks} ranks of "
+                f"topology {network.name!r}"
+            )
+        from commsim.replay.hybrid_graph import HybridGraphBuilder
+
+        return HybridGraphBuilder(self).build()
+
+    def extras(self, metrics: StepMetrics) -> dict[str, object]:
+        world = self.parallel.world
+        step = metrics.step_time_s
+        tokens = self.global_batch * self.model.seq
+        tokens_per_s = tokens / step if step > 0 else 0.0
+        model_tflops = self.model.model_flops_per_token * tokens_per_s / world / 1e12
+        hardware_tflops = (
+            self.model.hardware_flops_per_token(self.recompute == "full")
+            * tokens_per_s
+            / world
+            / 1e12
+        )
+        forward, backward = self.layer_times()
+        return {
+            "parallel": {
+                "tp": self.parallel.tp,
+                "cp": self.parallel.cp,
+                "pp": self.parallel.pp,
+                "dp": self.parallel.dp,
+            },
+            "microbatches": self.microbatches,
+            "params": self.model.params,
+            "layer_forward_time_s": forward,
+            "layer_backward_time_s": backward,
+            "tokens_per_s": tokens_per_s,
+            "model_tflops_per_gpu": model_tflops,
+            "hardware_tflops_per_gpu": hardware_tflops,
+            "mfu": model_tflops * 1e12 / self.flops,
+        }
+
+
+def parse(data: Mapping[str, Any]) -> HybridSpec:
+    """A ``kind: hybrid`` mapping -> :class:`HybridSpec` (errors name the field)."""
+    fields.check_keys(
+        data,
+        ("kind", "model", "parallel", "micro_batch", "global_batch", "compute"),
+        ("pipeline", "data_parallel", "recompute", "bytes_per_param", "algorithm"),
+        "",
+        " for kind 'hybrid'",
+    )
+    model = fields.mapping(data["model"], "model")
+    fields.check_keys(model, ("layers", "hidden", "heads", "seq", "vocab"), (), "model")
+    par = fields.mapping(data["parallel"], "parallel")
+    fields.check_keys(par, (), ("tp", "cp", "pp", "dp"), "parallel")
+    pipe = fields.mapping(data.get("pipeline", {}), "pipeline")
+    fields.check_keys(pipe, (), ("schedule", "chunks_per_stage"), "pipeline")
+    comp = fields.mapping(data["compute"], "compute")
+    fields.check_keys(
+        comp, ("flops", "efficiency"), ("layer_forward_time", "layer_backward_time"), "compute"
+    )
+    times = {
+        k: fields.time(comp[k], f"compute.{k}") if k in comp else None
+        for k in ("layer_forward_time", "layer_backward_time")
+    }
+    return HybridSpec(
+        model=Model(**{k: fields.positive_int(model[k], f"model.{k}") for k in model}),
+        parallel=Parallel(**{k: fields.positive_int(par[k], f"parallel.{k}") for k in par}),
+        micro_batch=fields.positive_int(data["micro_batch"], "micro_batch"),
+        global_batch=fields.positive_int(data["global_batch"], "global_batch"),
+        schedule=fields.choice(pipe.get("schedule", "1f1b"), "pipeline.schedule", SCHEDULES),
+        chunks_per_stage=fields.positive_int(
+            pipe.get("chunks_per_stage", 1), "pipeline.chunks_per_stage"
+        ),
+        data_parallel=fields.choice(
+            data.get("data_parallel", "fsdp"), "data_parallel", DATA_PARALLEL
+        ),
+        recompute=fields.choice(data.get("recompute", "none"), "recompute", RECOMPUTE),
+        bytes_per_param=fields.positive_int(data.get("bytes_per_param", 2), "bytes_per_param"),
+        flops=fields.flops(comp["flops"], "compute.flops"),
+        efficiency=fields.fraction(comp["efficiency"], "compute.efficiency"),
+        layer_forward_time_s=times["layer_forward_time"],
+        layer_backward_time_s=times["layer_backward_time"],
+        algorithm=fields.algorithm(data.get("algorithm", "auto"), "algorithm"),
+    )

@@ -1,0 +1,288 @@
+"""Lower a :class:`~commsim.replay.hybrid.HybridSpec` to a step graph (see :mod:`.hybrid`).
+
+Pipeline stages are the "devices" of :func:`~commsim.replay.pipeline.emit_pipeline`; a stage's
+op is run for every rank of the stage (all replicas, CP and TP ranks), and the lists of tasks
+passed between ops are aligned with :attr:`HybridGraphBuilder.stage_ranks`, so each rank's op
+waits only for its own counterpart on the neighbouring stage.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
+from commsim.replay.graph import GraphBuilder, StepGraph
+from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
+
+if TYPE_CHECKING:
+    from commsim.replay.hybrid import HybridSpec
+
+
+class HybridGraphBuilder:
+    """Lowers a :class:`HybridSpec` to a step graph (one instance per graph)."""
+
+    def __init__(self, spec: HybridSpec) -> None:
+        self.spec = spec
+        self.par = spec.parallel
+        self.b = GraphBuilder(spec.parallel.world)
+        par, m = self.par, spec.model
+        self.stage_ranks = [
+            [
+                par.rank(t, c, p, d)
+                for d in range(par.dp)
+                for c in range(par.cp)
+                for t in range(par.tp)
+            ]
+            for p in range(par.pp)
+        ]
+        s_local = m.seq // par.cp
+        bpp = spec.bytes_per_param
+        self.tp_bytes = spec.micro_batch * s_local * m.hidden * bpp
+        self.cp_bytes = 2 * spec.micro_batch * m.seq * m.hidden * bpp // par.tp
+        self.send_bytes = self.tp_bytes // par.tp
+        self.act_bytes = m.layer_activation_bytes(
+            spec.micro_batch, par.tp, par.cp, spec.recompute == "full"
+        )
+        self.forward_s, self.backward_s = spec.layer_times()
+        self.logits_s = spec.logits_time()
+        self.k = spec.microbatches
+        # FSDP: (stage, t) -> first-forward-done tasks per layer in order of first use
+        self.first_use: dict[tuple[int, int], list[list[int]]] = {}
+        self.gathers: dict[tuple[int, int], int] = {}  # (layer, t) -> all-gather task
+        self.buckets = {p: self._buckets(p) for p in range(par.pp)}
+
+    # groups (lists of global ranks)
+    def _tp_group(self, c: int, p: int, d: int) -> list[int]:
+        return [self.par.rank(t, c, p, d) for t in range(self.par.tp)]
+
+    def _cp_group(self, t: int, p: int, d: int) -> list[int]:
+        return [self.par.rank(t, c, p, d) for c in range(self.par.cp)]
+
+    def _dp_group(self, t: int, p: int) -> list[int]:
+        return [self.par.rank(t, c, p, d) for d in range(self.par.dp) for c in range(self.par.cp)]
+
+    def _buckets(self, stage: int) -> dict[int, tuple[int, int]]:
+        """DDP: layer closing a bucket -> (bucket index, bytes), in backward order."""
+        out: dict[int, tuple[int, int]] = {}
+        held = 0
+        order = list(reversed(self.spec.stage_layers(stage)))
+        for i, layer in enumerate(order):
+            held += self.spec.layer_params(layer) * self.spec.bytes_per_param
+            if held >= DEFAULT_BUCKET_BYTES or i == len(order) - 1:
+                out[layer] = (len(out), held)
+                held = 0
+        return out
+
+    def build(self) -> StepGraph:
+        spec, par = self.spec, self.par
+        orders = stage_orders(
+            spec.schedule, stages=par.pp, microbatches=self.k, chunks=spec.chunks_per_stage
+        )
+        emit_pipeline(
+            orders, chunks=spec.chunks_per_stage, run_op=self._run_op, transfer=self._transfer
+        )
+        static = [0] * par.world
+        for p in range(par.pp):
+            for r in self.stage_ranks[p]:
+                static[r] = spec.static_bytes(p)
+        return self.b.build(static)
+
+    def _transfer(self, src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
+        what = "act" if op.kind == FORWARD else "grad"
+        return [
+            self.b.send(
+                s, t, self.send_bytes, deps=(dep,), name=f"{what} mb{op.microbatch}", phase="p2p"
+            )
+            for s, t, dep in zip(self.stage_ranks[src], self.stage_ranks[dst], deps, strict=True)
+        ]
+
+    def _run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
+        spec, par = self.spec, self.par
+        per = spec.layers_per_chunk
+        vstage = op.chunk * par.pp + stage
+        layers = list(range(vstage * per, (vstage + 1) * per))
+        ranks = self.stage_ranks[stage]
+        done = {r: ([deps[i]] if deps else []) for i, r in enumerate(ranks)}
+        forward = op.kind == FORWARD
+        last_stage = vstage == par.pp * spec.chunks_per_stage - 1
+        tag = f" mb{op.microbatch}"
+        if not forward and last_stage:
+            for r in ranks:
+                done[r] = [
+                    self.b.compute(
+                        r,
+                        2 * self.logits_s,
+                        name="logits bwd" + tag,
+                        phase="backward",
+                        deps=done[r],
+                    )
+                ]
+        for layer in layers if forward else reversed(layers):
+            done = self._layer(stage, layer, op, done)
+        if forward and last_stage:
+            for r in ranks:
+                done[r] = [
+                    self.b.compute(
+                        r, self.logits_s, name="logits" + tag, phase="forward", deps=done[r]
+                    )
+                ]
+        return [done[r][0] for r in ranks]  # after a layer, one task per rank marks it done
+
+    def _layer(
+        self, stage: int, layer: int, op: PipeOp, done: dict[int, list[int]]
+    ) -> dict[int, list[int]]:
+        spec, par, b = self.spec, self.par, self.b
+        forward = op.kind == FORWARD
+        phase = "forward" if forward else "backward"
+        name = f"{'fwd' if forward else 'bwd'} L{layer} mb{op.microbatch}"
+        time_s = (self.forward_s if forward else self.backward_s) / 2
+        fsdp = spec.data_parallel == "fsdp"
+        sharded = fsdp and par.dp * par.cp > 1
+        first_fwd = forward and op.microbatch == 0
+        first_bwd = not forward and op.microbatch == 0
+        weights = spec.layer_params(layer) * spec.bytes_per_param
+        out: dict[int, list[int]] = {}
+        for d in range(par.dp):
+            cp_tasks: dict[int, int] = {}
+            if par.cp > 1 and forward:
+                for t in range(par.tp):
+                    group = self._cp_group(t, stage, d)
+                    cp_tasks[t] = b.collective(
+                        group,
+                        "all_gather",
+                        self.cp_bytes,
+                        algorithm=spec.algorithm,
+                        name=f"{name} kv allgather",
+                        phase=phase,
+                        deps=[x for r in group for x in done[r]],
+                        stream="cp",
+                    )
+            for c in range(par.cp):
+                group = self._tp_group(c, stage, d)
+                blocks = ("attn", "mlp") if forward else ("mlp", "attn")
+                prev = {r: done[r] for r in group}
+                for block in blocks:
+                    halves = []
+                    for t, r in enumerate(group):
+                        extra = []
+                        if block == "attn" and t in cp_tasks:
+                            extra.append(cp_tasks[t])
+                        if fsdp and first_fwd and block == blocks[0]:
+                            extra.extend(self._gather(stage, layer, t))
+                        last_half = block == blocks[-1]
+                        halves.append(
+                            b.compute(
+                                r,
+                                time_s,
+                                name=f"{name} {block}",
+                                phase=phase,
+                                deps=prev[r] + extra,
+                                mem_start=weights
+                                if (sharded and first_bwd and block == blocks[0])
+                                else 0,
+                                mem_end=(self.act_bytes if forward else -self.act_bytes)
+                                if last_half
+                                else 0,
+                            )
+                        )
+                    if not forward and block == "attn" and par.cp > 1:
+                        rs = [
+                            b.collective(
+                                self._cp_group(t, stage, d),
+                                "reduce_scatter",
+                                self.cp_bytes,
+                                algorithm=spec.algorithm,
+                                name=f"{name} kv reducescatter",
+                                phase=phase,
+                                deps=[halves[t]],
+                                stream="cp",
+                            )
+                            for t in range(par.tp)
+                        ]
+                        halves = rs
+                    if par.tp > 1:
+                        ar = b.collective(
+                            group,
+                            "all_reduce",
+                            self.tp_bytes,
+                            algorithm=spec.algorithm,
+                            name=f"{name} {block} allreduce",
+                            phase=phase,
+                            deps=halves,
+                            stream="tp",
+                        )
+                        prev = {r: [ar] for r in group}
+                    else:
+                        prev = {r: [h] for r, h in zip(group, halves, strict=True)}
+                out.update(prev)
+        if first_fwd and fsdp:
+            for t in range(par.tp):
+                key = (stage, t)
+                self.first_use.setdefault(key, []).append(
+                    [
+                        x
+                        for d in range(par.dp)
+                        for c in range(par.cp)
+                        for x in out[par.rank(t, c, stage, d)]
+                    ]
+                )
+        if not forward and op.microbatch == self.k - 1:
+            self._reduce(stage, layer, out)
+        return out
+
+    def _gather(self, stage: int, layer: int, t: int) -> list[int]:
+        """FSDP: the all-gather of ``layer``'s shard for TP rank ``t``, issued one layer ahead
+        (none when the DP x CP group is one rank: nothing is sharded)."""
+        if self.par.dp * self.par.cp == 1:
+            return []
+        key = (layer, t)
+        if key not in self.gathers:
+            used = self.first_use.get((stage, t), [])
+            deps = used[-2] if len(used) >= 2 else []
+            weights = self.spec.layer_params(layer) * self.spec.bytes_per_param
+            self.gathers[key] = self.b.collective(
+                self._dp_group(t, stage),
+                "all_gather",
+                weights,
+                algorithm=self.spec.algorithm,
+                name=f"allgather L{layer}",
+                phase="forward",
+                deps=deps,
+                stream="dp_gather",
+                mem_start=weights,
+            )
+        return [self.gathers[key]]
+
+    def _reduce(self, stage: int, layer: int, out: dict[int, list[int]]) -> None:
+        """After a layer's last backward: FSDP reduce-scatter, or a closing DDP bucket."""
+        spec, par = self.spec, self.par
+        weights = spec.layer_params(layer) * spec.bytes_per_param
+        for t in range(par.tp):
+            group = self._dp_group(t, stage)
+            deps = [x for r in group for x in out[r]]
+            if len(group) == 1:
+                continue
+            if spec.data_parallel == "fsdp":
+                self.b.collective(
+                    group,
+                    "reduce_scatter",
+                    weights,
+                    algorithm=spec.algorithm,
+                    name=f"reducescatter L{layer}",
+                    phase="gradient",
+                    deps=deps,
+                    stream="dp",
+                    mem_end=-weights,
+                )
+            elif layer in self.buckets[stage]:
+                bucket, nbytes = self.buckets[stage][layer]
+                self.b.collective(
+                    group,
+                    "all_reduce",
+                    nbytes,
+                    algorithm=spec.algorithm,
+                    name=f"allreduce bucket{bucket}",
+                    phase="gradient",
+                    deps=deps,
+                    stream="dp",
+                )

@@ -1,0 +1,189 @@
+"""Replay a workload: YAML or dict -> spec -> step graph -> timed -> :class:`StepResult`.
+
+>>> r = replay({"kind": "pipeline", "schedule": "gpipe", "stages": 4, "microbatches": 8,
+...             "forward_time": "1ms", "backward_time": "2ms"},
+...            {"kind": "ring", "ranks": 4, "link": {"latency": "1us", "bandwidth": "100GB/s"}})
+>>> round(r.step_time_s / ((8 + 4 - 1) * 3e-3), 12), round(r.idle_fraction, 12) == round(3 / 11, 12)
+(1.0, True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from commsim.errors import SpecError
+from commsim.network import Network
+from commsim.replay import ddp, fields, fsdp, hybrid, pipeline, tensor
+from commsim.replay.graph import StepGraph
+from commsim.replay.lower import GraphTiming, time_graph
+from commsim.replay.metrics import StepMetrics, step_metrics
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class WorkloadSpec(Protocol):
+    """What every workload kind's spec provides."""
+
+    @property
+    def kind(self) -> str: ...
+
+    def graph(self, network: Network) -> StepGraph: ...
+
+    def extras(self, metrics: StepMetrics) -> dict[str, object]: ...
+
+
+#: Workload kinds: ``kind`` -> parser of its YAML mapping.
+KINDS: dict[str, Callable[[Mapping[str, Any]], WorkloadSpec]] = {
+    ddp.KIND: ddp.parse,
+    fsdp.KIND: fsdp.parse,
+    pipeline.KIND: pipeline.parse,
+    tensor.KIND: tensor.parse,
+    hybrid.KIND: hybrid.parse,
+}
+
+#: Columns of :meth:`StepResult.tasks`.
+TASK_COLUMNS = (
+    "task",
+    "name",
+    "kind",
+    "phase",
+    "stream",
+    "ranks",
+    "collective",
+    "algorithm",
+    "nbytes",
+    "start_s",
+    "end_s",
+)
+
+
+def workload_from_dict(data: object, source: str = "") -> WorkloadSpec:
+    """A parsed YAML mapping -> the spec of its ``kind`` (SpecError naming the field path)."""
+    try:
+        mapping = fields.mapping(data, "")
+        if "kind" not in mapping:
+            raise SpecError(f"kind: missing required key (known kinds: {', '.join(KINDS)})")
+        kind = mapping["kind"]
+        if kind not in KINDS:
+            raise SpecError(f"kind: unknown workload kind {kind!r} (known: {', '.join(KINDS)})")
+        return KINDS[kind](mapping)
+    except SpecError as exc:
+        if source:
+            raise SpecError(f"{source}: {exc}") from None
+        raise
+
+
+def load_workload(workload: WorkloadSpec | Mapping[str, Any] | str | Path) -> WorkloadSpec:
+    """A workload spec from a spec, a parsed mapping or a YAML file path."""
+    if isinstance(workload, str | Path):
+        return workload_from_dict(fields.read_yaml(workload), str(workload))
+    if isinstance(workload, Mapping) or not hasattr(workload, "graph"):
+        return workload_from_dict(workload)
+    return workload
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """One replayed training step.
+
+    Attributes
+    ----------
+    workload
+        The spec that was replayed (its ``kind``: ddp, fsdp, pipeline, tensor, hybrid).
+    topology
+        The network's name.
+    graph, timing
+        The step graph and when each of its tasks started and ended.
+    metrics
+        Step time, compute, communication, exposed communication, overlap and idle fractions,
+        per rank and aggregated (see :mod:`commsim.replay.metrics`).
+    extra
+        Kind-specific results (pipeline bubbles, FSDP memory, hybrid throughput and MFU).
+    """
+
+    workload: WorkloadSpec
+    topology: str
+    graph: StepGraph
+    timing: GraphTiming
+    metrics: StepMetrics
+    extra: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def step_time_s(self) -> float:
+        return self.metrics.step_time_s
+
+    @property
+    def exposed_comm_s(self) -> float:
+        return self.metrics.exposed_comm_s
+
+    @property
+    def overlap_fraction(self) -> float:
+        return self.metrics.overlap_fraction
+
+    @property
+    def idle_fraction(self) -> float:
+        return self.metrics.idle_fraction
+
+    def to_dict(self) -> dict[str, object]:
+        """The contract's JSON object: the metrics, ``per_rank``, then the kind's extras."""
+        out: dict[str, object] = {
+            "workload": self.workload.kind,
+            "topology": self.topology,
+            "ranks": self.graph.ranks,
+        }
+        metrics = self.metrics.to_dict()
+        per_rank = metrics.pop("per_rank")
+        out.update(metrics)
+        out.update(self.extra)
+        out["per_rank"] = per_rank
+        return out
+
+    def tasks(self) -> pd.DataFrame:
+        """One row per task, columns :data:`TASK_COLUMNS` (``ranks`` as a tuple of ints)."""
+        import pandas as pd
+
+        rows = []
+        for index, task in enumerate(self.graph.tasks):
+            rows.append(
+                (
+                    index,
+                    task.name,
+                    task.kind.value,
+                    task.phase,
+                    task.stream,
+                    task.ranks,
+                    task.collective.value if task.collective else "",
+                    self.timing.algorithms[index],
+                    task.nbytes,
+                    self.timing.start_s[index],
+                    self.timing.end_s[index],
+                )
+            )
+        return pd.DataFrame(rows, columns=list(TASK_COLUMNS))
+
+
+def replay(
+    workload: WorkloadSpec | Mapping[str, Any] | str | Path,
+    topology: Network | str | Path | Mapping[str, Any],
+) -> StepResult:
+    """Replay one training step of ``workload`` on ``topology``.
+
+    Parameters
+    ----------
+    workload
+        A YAML file, a parsed mapping (``kind: ddp | fsdp | pipeline | tensor | hybrid``) or a spec.
+    topology
+        A preset name, a topology YAML file, a parsed mapping or a built network.
+    """
+    from commsim.topology import load_topology
+
+    spec = load_workload(workload)
+    network = load_topology(topology)  # type: ignore[arg-type]
+    graph = spec.graph(network)
+    timing = time_graph(graph, network)
+    metrics = step_metrics(graph, timing)
+    return StepResult(spec, network.name, graph, timing, metrics, spec.extras(metrics))
