@@ -48,13 +48,33 @@ def make_call(
     )
 
 
-def choose_algorithm(call: Call, network: Network) -> str:
-    """``auto``: the candidate with the lowest closed-form cost (ties: registry order)."""
+#: ``auto`` with the DES ranks candidates by simulating them when the call is this small
+#: (ranks, and ranks^2 x chunks as a bound on the transfers a candidate may have); beyond it,
+#: by the closed forms, which ignore contention.
+DES_RANKING_MAX_RANKS = 64
+DES_RANKING_MAX_WORK = 2**18
+
+
+def choose_algorithm(call: Call, network: Network, engine: Engine | str = "analytic") -> str:
+    """``auto``: the candidate that finishes first (ties: registry order).
+
+    With ``engine="des"`` and a small call, each candidate is simulated, so contention the
+    closed forms ignore (several tree children behind one switch port) is counted; otherwise
+    candidates are ranked by their closed-form (contention-free) cost.
+    """
     from commsim.engine.analytic import predict
 
+    by_des = (
+        engine == "des"
+        and call.ranks <= DES_RANKING_MAX_RANKS
+        and call.ranks**2 * (call.chunks or 1) <= DES_RANKING_MAX_WORK
+    )
     best_name, best_time = "", float("inf")
     for name in candidates(call):
-        time_s = predict(call, network, name)
+        if by_des:
+            time_s = simulate_des(build_schedule(call, name), network).time_s
+        else:
+            time_s = predict(call, network, name)
         if time_s < best_time:
             best_name, best_time = name, time_s
     if not best_name:
@@ -84,7 +104,7 @@ def simulate(
     size
         Bytes of the full buffer (nccl-tests' ``size``), an int or a string like ``"1GiB"``.
     algorithm
-        An algorithm name, or ``auto`` for the one with the lowest closed-form cost.
+        An algorithm name, or ``auto`` for the fastest (see :func:`choose_algorithm`).
     ranks
         Use only the first ``ranks`` ranks of the topology.
     chunks
@@ -98,7 +118,10 @@ def simulate(
     if ranks is not None:
         network = network.with_ranks(ranks)
     call = make_call(collective, network, size, root=root, chunks=chunks)
-    name = choose_algorithm(call, network) if algorithm == "auto" else get_algorithm(algorithm).name
+    if algorithm == "auto":
+        name = choose_algorithm(call, network, engine)
+    else:
+        name = get_algorithm(algorithm).name
     algo = get_algorithm(name)
     algo.check_supports(call)
     used_chunks = call.chunks if call.chunks is not None else algo.default_chunks(call)

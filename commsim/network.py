@@ -125,7 +125,9 @@ class Network:
         if ranks < 1:
             raise SpecError(f"--ranks must be >= 1, got {ranks}")
         if ranks > self.ranks:
-            raise SpecError(f"--ranks {ranks} exceeds the {self.ranks} ranks of topology {self.name!r}")
+            raise SpecError(
+                f"--ranks {ranks} exceeds the {self.ranks} ranks of topology {self.name!r}"
+            )
         if ranks == self.ranks:
             return self
         return Network(

@@ -73,7 +73,8 @@ def parse_size(value: object, name: str = "") -> int:
     """Bytes as an int: ``"1GiB"`` -> 1073741824. Fractional bytes are an error."""
     nbytes = _parse(value, SIZE_UNITS, "size", name)
     if nbytes != int(nbytes):
-        raise SpecError(f"{name + ': ' if name else ''}size {value!r} is not a whole number of bytes")
+        label = f"{name}: " if name else ""
+        raise SpecError(f"{label}size {value!r} is not a whole number of bytes")
     return int(nbytes)
 
 

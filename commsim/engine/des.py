@@ -146,7 +146,7 @@ class _Simulation:
             for index, flow in self.on_link[link].items():
                 if index not in flows:
                     flows[index] = flow
-                    stack.extend(l for l in flow.links if l not in links)
+                    stack.extend(other for other in flow.links if other not in links)
         return list(flows.values()), list(links)
 
     def _reshare(self, seed_links: Iterable[int]) -> None:
