@@ -51,9 +51,10 @@ def _ring_steps(plan: Plan, rings: Sequence[Ring], chunks: int, op: OpKind, shif
 
 
 def default_chunks(call: Call) -> int:
-    """1 (one segment per step), except the chains: ``ceil(n / 512 KiB)`` pieces, at most 64."""
+    """1 (one segment per step), except the chains: ``ceil(n / 512 KiB)`` pieces, at most
+    ``max(64, 4 (p - 1))`` so that a long chain's fill time stays small beside its pieces."""
     if call.collective.rooted:
-        return pipeline_chunks(call.nbytes, MAX_CHAIN_CHUNKS)
+        return pipeline_chunks(call.nbytes, max(MAX_CHAIN_CHUNKS, 4 * (call.ranks - 1)))
     return 1
 
 
