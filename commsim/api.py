@@ -56,7 +56,8 @@ DES_RANKING_MAX_WORK = 2**18
 
 
 def choose_algorithm(call: Call, network: Network, engine: Engine | str = "analytic") -> str:
-    """``auto``: the candidate that finishes first (ties: registry order).
+    """``auto``: the topology's algorithm for this collective if it names one (its
+    ``algorithms:`` mapping), else the candidate that finishes first (ties: registry order).
 
     With ``engine="des"`` and a small call, each candidate is simulated, so contention the
     closed forms ignore (several tree children behind one switch port) is counted; otherwise
@@ -64,6 +65,11 @@ def choose_algorithm(call: Call, network: Network, engine: Engine | str = "analy
     """
     from commsim.engine.analytic import predict
 
+    mapping = network.meta.get("algorithms")
+    if isinstance(mapping, dict) and call.collective.value in mapping:
+        name = str(mapping[call.collective.value])
+        get_algorithm(name).check_supports(call)
+        return get_algorithm(name).name
     by_des = (
         engine == "des"
         and call.ranks <= DES_RANKING_MAX_RANKS

@@ -8,6 +8,10 @@ reduce also spends ``gamma * nbytes`` adding it in. Uncontended, a transfer ther
 
 Rates are re-shared only within the connected component of flows that share links with the
 flow that started or finished, so an uncontended schedule costs O(transfers).
+
+A transfer is two SimPy events and no process: its data phase ends (*drained*; superseded
+whenever its rate changes) and it arrives (*ends*). ``benchmarks/des_throughput.py`` measures
+the engine against a naive SimPy model of the same schedule.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import simpy
+from simpy.events import NORMAL
 
 from commsim.network import Network
 from commsim.schedule import OpKind, Schedule, Transfer
@@ -34,10 +39,20 @@ class Timing:
         return max(self.end_s, default=0.0)
 
 
+# NOTE: SimPy's ``Environment.schedule(event, priority, delay)`` is public and duck-typed: the
+# loop reads an event's ``callbacks`` (replacing them with None) and ``_ok``. Scheduling these
+# slotted objects instead of ``Timeout``s with a closure each skips Event.__init__ and one
+# allocation per event while keeping SimPy's heap, tie-breaking counter and therefore the
+# exact event order (and results) of ``env.timeout``. benchmarks/des_throughput.py: about a
+# third of the per-transfer time.
 class _Flow:
-    """An active transfer's data phase: bytes left and the rate they drain at."""
+    """An active transfer's data phase: bytes left and the rate they drain at.
 
-    __slots__ = ("index", "links", "remaining", "rate", "updated", "version")
+    Once drained, the flow object itself is scheduled as the transfer's arrival event.
+    """
+
+    __slots__ = ("index", "links", "remaining", "rate", "updated", "version", "callbacks")
+    _ok = True  # read by SimPy after the callbacks ran
 
     def __init__(self, index: int, links: tuple[int, ...], nbytes: float, now: float) -> None:
         self.index = index
@@ -46,14 +61,43 @@ class _Flow:
         self.rate = 0.0
         self.updated = now
         self.version = 0
+        self.callbacks: tuple[object, ...] | None = None
+
+
+class _Drained:
+    """The event "``flow`` has no bytes left", valid while the flow is at ``version``."""
+
+    __slots__ = ("callbacks", "flow", "version")
+    _ok = True
+
+    def __init__(self, callbacks: tuple[object, ...], flow: _Flow) -> None:
+        self.callbacks = callbacks
+        self.flow = flow
+        self.version = flow.version
+
+
+class _Arrival:
+    """The arrival event of a transfer without a flow (both ends on one device)."""
+
+    __slots__ = ("callbacks", "index")
+    _ok = True
+
+    def __init__(self, callbacks: tuple[object, ...], index: int) -> None:
+        self.callbacks = callbacks
+        self.index = index
 
 
 class _Simulation:
     """One run of one schedule's transfers; all state is local to the instance.
 
     ``transfers`` may hold other items with ``deps`` if a subclass overrides :meth:`_start`
-    for them (``commsim.engine.tasks`` adds fixed-duration delays this way).
+    for them (``commsim.engine.tasks`` adds fixed-duration delays this way); :meth:`_end`
+    ends any item.
     """
+
+    #: Time a flow that starts on idle links without max-min filling (same result; tests
+    #: switch it off to prove that).
+    fast_path = True
 
     def __init__(self, transfers: Sequence[Transfer], network: Network) -> None:
         self.transfers = transfers
@@ -67,10 +111,14 @@ class _Simulation:
         for index, transfer in enumerate(transfers):
             for dep in transfer.deps:
                 self.dependents[dep].append(index)
-        # link id -> active flows on it (a dict keeps insertion order: deterministic)
-        self.on_link: dict[int, dict[int, _Flow]] = {}
+        # link id -> active flows on it, in insertion order (deterministic); empty when idle
+        self.on_link: list[dict[int, _Flow]] = [{} for _ in network.links]
         self.capacity = [link.bandwidth_Bps for link in network.links]
-        self.latency: dict[tuple[int, int], float] = {}
+        # (src rank, dst rank) -> (links, summed latency, narrowest bandwidth)
+        self.routes: dict[tuple[int, int], tuple[tuple[int, ...], float, float]] = {}
+        self.gamma = network.gamma_s_per_B
+        self._on_drained = (self._drained,)
+        self._on_arrival = (self._arrival,)
 
     def run(self) -> Timing:
         for index, count in enumerate(self.waiting):
@@ -83,67 +131,99 @@ class _Simulation:
         return Timing(tuple(self.start), tuple(self.end))
 
     # -- transfer life cycle -------------------------------------------------------------
+    def _route(self, src: int, dst: int) -> tuple[tuple[int, ...], float, float]:
+        path = self.network.route(src, dst)
+        links = self.network.links
+        latency = sum(links[i].latency_s for i in path)
+        narrowest = min((self.capacity[i] for i in path), default=0.0)
+        self.routes[(src, dst)] = route = (path, latency, narrowest)
+        return route
+
     def _start(self, index: int) -> None:
         transfer = self.transfers[index]
-        now = self.env.now
+        env = self.env
+        now = env.now
         self.start[index] = float(now)
-        path = self.network.route(transfer.src, transfer.dst)
+        route = self.routes.get((transfer.src, transfer.dst))
+        if route is None:
+            route = self._route(transfer.src, transfer.dst)
+        path = route[0]
         if not path:
-            self._arrive(index)
+            self._arrive(index, transfer)
             return
         flow = _Flow(index, path, float(transfer.nbytes), now)
+        on_link = self.on_link
+        idle = True
         for link in path:
-            self.on_link.setdefault(link, {})[index] = flow
+            flows = on_link[link]
+            if flows:
+                idle = False
+            flows[index] = flow
+        if idle and self.fast_path:
+            # NOTE: a flow alone on its links is its own max-min component: progressive filling
+            # would give it capacity / 1 on its narrowest link, exactly the route's bandwidth,
+            # and _reshare would schedule the same drain; skipping the component search and the
+            # filling halves the cost of an uncontended transfer (benchmarks/des_throughput.py).
+            rate = route[2]
+            flow.rate = rate
+            flow.version = 1
+            env.schedule(
+                _Drained(self._on_drained, flow), NORMAL, max(flow.remaining, 0.0) / rate
+            )
+            return
         self._reshare(path)
 
-    def _drained(self, flow: _Flow, version: int) -> None:
-        if version != flow.version:  # superseded by a later rate change
+    def _drained(self, event: _Drained) -> None:
+        flow = event.flow
+        if event.version != flow.version:  # superseded by a later rate change
             return
+        on_link = self.on_link
+        index = flow.index
+        busy = False
         for link in flow.links:
-            flows = self.on_link[link]
-            del flows[flow.index]
-            if not flows:
-                del self.on_link[link]
-        self._reshare(flow.links)
-        self._arrive(flow.index)
+            flows = on_link[link]
+            del flows[index]
+            if flows:
+                busy = True
+        if busy:  # flows left behind on a shared link may speed up
+            self._reshare(flow.links)
+        self._arrive(index, self.transfers[index], flow)
 
-    def _arrive(self, index: int) -> None:
+    def _arrive(self, index: int, transfer: Transfer, flow: _Flow | None = None) -> None:
         """The last byte has left: wait for the route's latency (and reduction), then end."""
-        transfer = self.transfers[index]
-        delay = self._path_latency(transfer.src, transfer.dst)
+        delay = self.routes[(transfer.src, transfer.dst)][1]
         if transfer.op is OpKind.REDUCE:
-            delay += self.network.gamma_s_per_B * transfer.nbytes
-        event = self.env.timeout(delay)
-        event.callbacks.append(lambda _e, i=index: self._end(i))
+            delay += self.gamma * transfer.nbytes
+        if flow is None:
+            self.env.schedule(_Arrival(self._on_arrival, index), NORMAL, delay)
+        else:
+            flow.callbacks = self._on_arrival
+            self.env.schedule(flow, NORMAL, delay)
+
+    def _arrival(self, event: _Flow | _Arrival) -> None:
+        self._end(event.index)
 
     def _end(self, index: int) -> None:
         self.end[index] = float(self.env.now)
+        waiting = self.waiting
         for dependent in self.dependents[index]:
-            self.waiting[dependent] -= 1
-            if self.waiting[dependent] == 0:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
                 self._start(dependent)
-
-    def _path_latency(self, src: int, dst: int) -> float:
-        key = (src, dst)
-        latency = self.latency.get(key)
-        if latency is None:
-            links = self.network.links
-            latency = sum(links[i].latency_s for i in self.network.route(src, dst))
-            self.latency[key] = latency
-        return latency
 
     # -- bandwidth sharing ---------------------------------------------------------------
     def _component(self, seed_links: Iterable[int]) -> tuple[list[_Flow], list[int]]:
         """Flows connected to ``seed_links`` through shared links, and the links they use."""
+        on_link = self.on_link
         flows: dict[int, _Flow] = {}
         links: dict[int, None] = {}
-        stack = [link for link in seed_links if link in self.on_link]
+        stack = [link for link in seed_links if on_link[link]]
         while stack:
             link = stack.pop()
             if link in links:
                 continue
             links[link] = None
-            for index, flow in self.on_link[link].items():
+            for index, flow in on_link[link].items():
                 if index not in flows:
                     flows[index] = flow
                     stack.extend(other for other in flow.links if other not in links)
@@ -155,7 +235,8 @@ class _Simulation:
         if not flows:
             return
         rates = _max_min_rates(flows, links, self.capacity, self.on_link)
-        now = self.env.now
+        env = self.env
+        now = env.now
         for flow in flows:
             rate = rates[flow.index]
             if rate == flow.rate:
@@ -164,16 +245,16 @@ class _Simulation:
             flow.updated = now
             flow.rate = rate
             flow.version += 1
-            left = max(flow.remaining, 0.0) / rate
-            event = self.env.timeout(left)
-            event.callbacks.append(lambda _e, f=flow, v=flow.version: self._drained(f, v))
+            env.schedule(
+                _Drained(self._on_drained, flow), NORMAL, max(flow.remaining, 0.0) / rate
+            )
 
 
 def _max_min_rates(
     flows: list[_Flow],
     links: list[int],
     capacity: list[float],
-    on_link: dict[int, dict[int, _Flow]],
+    on_link: Sequence[dict[int, _Flow]],
 ) -> dict[int, float]:
     """Progressive filling: repeatedly saturate the link with the smallest fair share."""
     spare = {link: capacity[link] for link in links}

@@ -62,6 +62,7 @@ def _meta(spec: TopologySpec, **params: object) -> dict[str, object]:
         "kind": spec.kind,
         "description": spec.description,
         "sources": tuple(spec.sources),
+        "algorithms": dict(spec.algorithms),
         **params,
     }
 

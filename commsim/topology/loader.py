@@ -40,7 +40,7 @@ from commsim.topology.spec import (
 from commsim.units import parse_bandwidth, parse_time
 
 #: Optional keys every kind accepts.
-COMMON_KEYS = ("name", "description", "sources", "gamma")
+COMMON_KEYS = ("name", "description", "sources", "gamma", "algorithms")
 
 
 def _what(value: object) -> str:
@@ -130,7 +130,32 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
         out["sources"] = tuple(_string(s, f"sources[{i}]") for i, s in enumerate(sources))
     if "gamma" in data:
         out["gamma_s_per_B"] = parse_time(data["gamma"], "gamma")
+    if "algorithms" in data:
+        out["algorithms"] = _algorithms(data["algorithms"])
     return out
+
+
+def _algorithms(value: object) -> tuple[tuple[str, str], ...]:
+    """``{all_reduce: ring, bcast: binomial_tree}`` -> canonical (collective, algorithm) pairs,
+    sorted by collective; the spec checks that each algorithm can run its collective."""
+    from commsim.algorithms import get_algorithm
+    from commsim.collectives import parse_collective
+
+    data = _mapping(value, "algorithms")
+    pairs: dict[str, str] = {}
+    for key, name in data.items():
+        try:
+            collective = parse_collective(key).value
+        except SpecError as exc:
+            raise SpecError(f"algorithms: {exc}") from None
+        if collective in pairs:
+            raise SpecError(f"algorithms.{key}: {collective} is listed twice")
+        text = _string(name, f"algorithms.{key}")
+        try:
+            pairs[collective] = get_algorithm(text).name
+        except SpecError as exc:
+            raise SpecError(f"algorithms.{key}: {exc}") from None
+    return tuple(sorted(pairs.items()))
 
 
 def _flat(cls: type[RingSpec | FullyConnectedSpec | SwitchSpec]) -> _KindParser:

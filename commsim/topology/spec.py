@@ -90,6 +90,9 @@ class TopologySpec:
         Where the latency/bandwidth figures come from.
     gamma_s_per_B : float
         Seconds per byte reduced (0: reduction arithmetic is free).
+    algorithms : tuple of (str, str)
+        ``(collective, algorithm)`` pairs: the algorithm ``auto`` uses for that collective on
+        this machine (e.g. gloo's fixed choices); collectives not listed are ranked as usual.
     """
 
     kind: ClassVar[str] = ""
@@ -97,6 +100,7 @@ class TopologySpec:
     description: str = ""
     sources: tuple[str, ...] = ()
     gamma_s_per_B: float = 0.0
+    algorithms: tuple[tuple[str, str], ...] = ()
 
     @property
     def num_ranks(self) -> int:
@@ -116,6 +120,35 @@ def _check_common(spec: TopologySpec) -> None:
     for i, source in enumerate(spec.sources):
         _nonempty_str(source, f"sources[{i}]")
     _real(spec.gamma_s_per_B, "gamma", positive=False)
+    _check_algorithms(spec.algorithms)
+
+
+def _check_algorithms(pairs: object) -> None:
+    """``algorithms``: (collective, algorithm) pairs, each collective once, the algorithm
+    registered and able to run it."""
+    from commsim.algorithms import get_algorithm
+    from commsim.collectives import Collective
+
+    if not isinstance(pairs, tuple):
+        raise SpecError(f"algorithms: must be a tuple of (collective, algorithm), got {pairs!r}")
+    seen: set[str] = set()
+    for pair in pairs:
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            raise SpecError(f"algorithms: entries must be (collective, algorithm), got {pair!r}")
+        collective, name = pair
+        known = ", ".join(c.value for c in Collective)
+        if collective not in {c.value for c in Collective}:
+            raise SpecError(f"algorithms: unknown collective {collective!r} (known: {known})")
+        if collective in seen:
+            raise SpecError(f"algorithms.{collective}: listed twice")
+        seen.add(collective)
+        algorithm = get_algorithm(_nonempty_str(name, f"algorithms.{collective}"))
+        if Collective(collective) not in algorithm.collectives:
+            can = ", ".join(sorted(c.value for c in algorithm.collectives))
+            raise SpecError(
+                f"algorithms.{collective}: algorithm {algorithm.name!r} cannot run "
+                f"{collective} (it runs: {can})"
+            )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

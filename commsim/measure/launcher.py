@@ -1,0 +1,332 @@
+"""Launch the measuring processes: one spawn per world size, on 127.0.0.1, never left hanging.
+
+For each world size, :func:`measure` starts ``world_size`` processes with the ``spawn`` start
+method (each imports torch afresh; nothing is inherited from the caller but the environment),
+each running :func:`commsim.measure.worker.run`. They rendezvous over TCP on a free loopback
+port (``tcp://127.0.0.1:PORT``; the port is found by binding ``127.0.0.1:0``) with
+``GLOO_SOCKET_IFNAME=lo`` and ``OMP_NUM_THREADS=1`` in their environment. Rank 0 streams its
+progress and finally its rows through a queue.
+
+Failure handling: a rank that raises reports its error before exiting; a rank that dies
+silently is noticed by its exit status; a world that outlives ``timeout_s`` is stopped. In every
+case all of that world's processes are terminated (then killed) and joined before
+:class:`~commsim.errors.CommsimError` is raised with one line naming the world size, the rank and
+the cause, so no process outlives the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import queue as queue_module
+import socket
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from commsim.errors import CommsimError, SpecError
+from commsim.measure.records import Measurement
+
+#: Collectives ``measure`` times (``sendrecv`` is a ping-pong between ranks 0 and 1).
+COLLECTIVES = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce", "sendrecv")
+BACKENDS = ("gloo", "nccl")
+
+#: ``progress(world_size, done, total, label)``: rank 0 finished ``done`` of ``total`` rows.
+Progress = Callable[[int, int, int, str], None]
+
+#: How long to wait for the other ranks' error messages once one rank has died.
+_GRACE_S = 2.0
+_POLL_S = 0.1
+
+
+def _positive(value: object, name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise SpecError(f"{name}: must be a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MeasureSpec:
+    """What to measure and how.
+
+    Parameters
+    ----------
+    sizes : tuple of int
+        Bytes of the full buffer, as nccl-tests counts them (all_gather: the gathered output;
+        reduce_scatter: the unreduced input). Rounded down to a multiple of ``4 * world_size``
+        (float32 elements split evenly); the rows report the bytes actually used.
+    backend : str
+        ``gloo`` (CPU) or ``nccl`` (one GPU per rank; needs ``torch.cuda.is_available()``).
+    world_sizes : tuple of int
+        Process counts, one spawn each, run one after another.
+    collectives : tuple of str
+        Among :data:`COLLECTIVES`.
+    iterations : int
+        Timed calls per row (the row's time is their median).
+    warmups : int
+        Untimed calls before them.
+    rounds : int
+        Run the whole plan this many times, ``iterations / rounds`` timed calls per row each
+        time, so that a slow spell of the machine spreads over all rows.
+    port : int or None
+        Rendezvous port on 127.0.0.1 (None: a free one per world size).
+    init_timeout_s : float
+        ``init_process_group`` timeout; also bounds every collective.
+    timeout_s : float
+        Wall-clock limit of one world size, start-up included.
+    """
+
+    sizes: tuple[int, ...]
+    backend: str = "gloo"
+    world_sizes: tuple[int, ...] = (2,)
+    collectives: tuple[str, ...] = COLLECTIVES
+    iterations: int = 20
+    warmups: int = 3
+    rounds: int = 1
+    port: int | None = None
+    init_timeout_s: float = 60.0
+    timeout_s: float = 600.0
+    #: Tests only: this rank exits abruptly after start-up (a crashed worker).
+    crash_rank: int | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise SpecError(
+                f"--backend: unknown backend {self.backend!r} (known: {', '.join(BACKENDS)})"
+            )
+        if not self.world_sizes:
+            raise SpecError("--world-size: give at least one world size")
+        for world in self.world_sizes:
+            _positive(world, "--world-size")
+        if not self.sizes:
+            raise SpecError("--sizes: give at least one size")
+        for nbytes in self.sizes:
+            if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+                raise SpecError(f"--sizes: must be sizes >= 0, got {nbytes!r}")
+        if not self.collectives:
+            raise SpecError("--collectives: give at least one collective")
+        for name in self.collectives:
+            if name not in COLLECTIVES:
+                raise SpecError(
+                    f"--collectives: unknown collective {name!r} (known: {', '.join(COLLECTIVES)})"
+                )
+        _positive(self.iterations, "--iterations")
+        if isinstance(self.warmups, bool) or not isinstance(self.warmups, int) or self.warmups < 0:
+            raise SpecError(f"--warmups: must be an integer >= 0, got {self.warmups!r}")
+        _positive(self.rounds, "--rounds")
+        if self.port is not None and (
+            isinstance(self.port, bool) or not isinstance(self.port, int)
+            or not 0 < self.port < 65536
+        ):
+            raise SpecError(f"--port: must be an integer in 1..65535, got {self.port!r}")
+        for name, value in (("--init-timeout", self.init_timeout_s), ("--timeout", self.timeout_s)):
+            if not (isinstance(value, int | float) and value > 0):
+                raise SpecError(f"{name}: must be > 0 seconds, got {value!r}")
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now (bind to port 0)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def check_port(port: int) -> None:
+    """Raise CommsimError if 127.0.0.1:``port`` cannot be bound (taken)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise CommsimError(
+                f"--port {port}: 127.0.0.1:{port} is taken ({exc.strerror or exc}); "
+                "choose another port or leave --port out for a free one"
+            ) from None
+
+
+def check_backend(spec: MeasureSpec) -> str:
+    """Import torch and check that ``spec.backend`` can run ``spec.world_sizes``.
+
+    Returns the torch version. Raises CommsimError when torch is missing, the backend is not
+    built in, or nccl has no (or too few) GPUs.
+    """
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        raise CommsimError(
+            "measure needs PyTorch: pip install 'commsim[torch]' (or torch itself)"
+        ) from None
+    if not dist.is_available():
+        raise CommsimError(f"torch {torch.__version__} was built without torch.distributed")
+    if spec.backend == "gloo" and not dist.is_gloo_available():
+        raise CommsimError(f"--backend gloo: torch {torch.__version__} has no gloo backend")
+    if spec.backend == "nccl":
+        if not torch.cuda.is_available():
+            raise CommsimError(
+                "--backend nccl: needs CUDA GPUs, but torch.cuda.is_available() is False "
+                "(use --backend gloo on CPUs)"
+            )
+        if not dist.is_nccl_available():
+            raise CommsimError(f"--backend nccl: torch {torch.__version__} has no nccl backend")
+        gpus = torch.cuda.device_count()
+        if max(spec.world_sizes) > gpus:
+            raise CommsimError(
+                f"--world-size {max(spec.world_sizes)}: nccl needs one GPU per rank, "
+                f"this machine has {gpus}"
+            )
+    return str(torch.__version__)
+
+
+def measure(spec: MeasureSpec, progress: Progress | None = None) -> list[Measurement]:
+    """Run every world size of ``spec`` and return its rows (world sizes in the given order).
+
+    Raises
+    ------
+    CommsimError
+        torch or the backend is missing, the port is taken, a rank fails or dies, or a world
+        size outlives ``spec.timeout_s``. No spawned process is left running.
+    """
+    check_backend(spec)
+    if spec.port is not None:
+        check_port(spec.port)
+    rows: list[Measurement] = []
+    for world in spec.world_sizes:
+        rows.extend(_run_world(spec, world, progress))
+    return rows
+
+
+@contextlib.contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    """Set environment variables for the children spawned inside, then restore them."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, old in saved.items():
+            if old is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = old
+
+
+def _run_world(spec: MeasureSpec, world: int, progress: Progress | None) -> list[Measurement]:
+    from commsim.measure.worker import WorkerArgs, run
+
+    port = spec.port if spec.port is not None else free_port()
+    args = WorkerArgs(
+        backend=spec.backend,
+        world_size=world,
+        port=port,
+        collectives=spec.collectives,
+        sizes=spec.sizes,
+        iterations=spec.iterations,
+        warmups=spec.warmups,
+        rounds=spec.rounds,
+        init_timeout_s=float(spec.init_timeout_s),
+        crash_rank=spec.crash_rank,
+    )
+    ctx = multiprocessing.get_context("spawn")
+    messages: Any = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=run, args=(rank, args, messages), name=f"commsim-measure-w{world}-r{rank}",
+            daemon=True,
+        )
+        for rank in range(world)
+    ]
+    try:
+        with _environment(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"):
+            for proc in procs:
+                proc.start()
+        raw = _collect(spec, world, port, procs, messages, progress)
+    finally:
+        _stop(procs)
+        messages.close()
+        messages.cancel_join_thread()
+    return [Measurement.from_dict(row) for row in raw]
+
+
+def _collect(
+    spec: MeasureSpec,
+    world: int,
+    port: int,
+    procs: Sequence[Any],
+    messages: Any,
+    progress: Progress | None,
+) -> list[dict[str, object]]:
+    """Read the queue until rank 0 delivered its rows and every rank exited cleanly."""
+    where = f"measure --backend {spec.backend} --world-size {world}"
+    deadline = time.monotonic() + spec.timeout_s
+    rows: list[dict[str, object]] | None = None
+    errors: dict[int, str] = {}
+    failed_at: float | None = None
+    while True:
+        try:
+            message = messages.get(timeout=_POLL_S)
+        except queue_module.Empty:
+            message = None
+        if message is not None:
+            kind = message[0]
+            if kind == "progress" and progress is not None:
+                progress(world, int(message[1]), int(message[2]), str(message[3]))
+            elif kind == "rows":
+                rows = list(message[1])
+            elif kind == "error":
+                errors.setdefault(int(message[1]), str(message[2]))
+                failed_at = failed_at if failed_at is not None else time.monotonic()
+            continue  # drain the queue before looking at the processes
+        codes = [proc.exitcode for proc in procs]
+        dead = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
+        if dead and failed_at is None:
+            failed_at = time.monotonic()
+        if failed_at is not None and (
+            time.monotonic() - failed_at > _GRACE_S or all(c is not None for c in codes)
+        ):
+            raise CommsimError(f"{where}: {_cause(errors, codes, port)}; all workers stopped")
+        if rows is not None and all(code == 0 for code in codes):
+            return rows
+        if time.monotonic() > deadline:
+            raise CommsimError(
+                f"{where}: did not finish within {spec.timeout_s:g} s (--timeout); "
+                "all workers stopped"
+            )
+
+
+def _cause(errors: dict[int, str], codes: list[int | None], port: int) -> str:
+    """The most telling reason for a failed world, as a phrase."""
+    for rank, code in enumerate(codes):
+        if code not in (None, 0, 3) and rank not in errors:  # died without a word
+            how = f"signal {-code}" if code < 0 else f"exit status {code}"
+            return f"rank {rank} died ({how})"
+    if errors:
+        rank = min(errors)
+        for r, text in errors.items():  # prefer a root cause to a peer's 'connection closed'
+            lowered = text.lower()
+            if "address already in use" in lowered or "eaddrinuse" in lowered:
+                return f"127.0.0.1:{port} is taken ({_one_line(text)})"
+            if "closed" not in lowered and "reset" not in lowered:
+                rank = r
+                break
+        return f"rank {rank} failed: {_one_line(errors[rank])}"
+    rank = next(r for r, code in enumerate(codes) if code not in (None, 0))
+    return f"rank {rank} exited with status {codes[rank]}"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _stop(procs: Sequence[Any]) -> None:
+    """Terminate, then kill, then reap every process (idempotent; quick for exited ones)."""
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=3)
+    for proc in procs:
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=3)

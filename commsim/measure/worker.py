@@ -1,0 +1,222 @@
+"""What each measuring process runs: time real torch.distributed collectives, report to rank 0.
+
+This module imports ``torch``; only the processes :mod:`commsim.measure.launcher` spawns import
+it (torch is an optional extra of commsim). Rank 0 sends ``("progress", done, total, label)``
+messages while it works, then ``("rows", [...])``; any rank that fails sends
+``("error", rank, message)`` before exiting with a non-zero status.
+
+Timing, for every (collective, size) of a plan, in the plan's order:
+
+* ``warmups`` untimed calls (allocations, connection set-up, caches), one per later round;
+* ``iterations`` timed calls, each after a barrier so that every rank starts together; a
+  rank's time for a call is ``perf_counter`` after minus before (``torch.cuda.synchronize``
+  before reading the clock on nccl);
+* the call's time is the maximum over ranks (the slowest rank finishes the collective), and
+  the row reports the median of those over iterations, with percentiles as its spread.
+
+Iterations may be spread over ``rounds``: the whole plan is run ``rounds`` times, each time
+with ``iterations / rounds`` timed calls per row, so that a slow spell of a noisy machine hits
+every row a little instead of one row entirely.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import statistics
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+#: The collectives the worker knows, as the CSV names them; ``sendrecv`` is ping-pong.
+OPS = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce", "sendrecv")
+ELEMENT_BYTES = 4  # float32
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerArgs:
+    """Everything a rank needs (picklable: it crosses the spawn boundary)."""
+
+    backend: str
+    world_size: int
+    port: int
+    collectives: tuple[str, ...]
+    sizes: tuple[int, ...]
+    iterations: int
+    warmups: int
+    rounds: int
+    init_timeout_s: float
+    #: Tests only: this rank exits abruptly once set up (a crashed worker).
+    crash_rank: int | None = None
+
+
+def elements(nbytes: int, world_size: int) -> int:
+    """float32 elements of the full buffer: ``nbytes`` rounded down to a multiple of
+    ``4 * world_size`` bytes, so that all_gather and reduce_scatter split it evenly."""
+    return (nbytes // (ELEMENT_BYTES * world_size)) * world_size
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of a non-empty list."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _make_op(
+    name: str, numel: int, rank: int, world: int, device: torch.device
+) -> Callable[[], None]:
+    """A zero-argument callable running one ``name`` collective on fresh float32 buffers."""
+    full = torch.zeros(numel, dtype=torch.float32, device=device)
+    shard = torch.zeros(numel // world, dtype=torch.float32, device=device)
+    if name == "all_reduce":
+        return lambda: dist.all_reduce(full)
+    if name == "broadcast":
+        return lambda: dist.broadcast(full, 0)
+    if name == "reduce":
+        return lambda: dist.reduce(full, 0)
+    if name == "all_gather":
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        return lambda: gather(full, shard)
+    if name == "reduce_scatter":
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        return lambda: scatter(shard, full)
+    if name == "sendrecv":
+
+        def ping_pong() -> None:
+            if rank == 0:
+                dist.send(full, 1)
+                dist.recv(full, 1)
+            elif rank == 1:
+                dist.recv(full, 0)
+                dist.send(full, 0)
+
+        return ping_pong
+    raise ValueError(f"unknown collective {name!r}")
+
+
+def _plan(args: WorkerArgs) -> list[tuple[str, int]]:
+    plan = []
+    for name in args.collectives:
+        if name == "sendrecv" and args.world_size < 2:
+            continue
+        plan.extend((name, nbytes) for nbytes in args.sizes)
+    return plan
+
+
+def run(rank: int, args: WorkerArgs, queue: Any) -> None:
+    """Entry point of one spawned rank (``multiprocessing`` target)."""
+    try:
+        _run(rank, args, queue)
+    except BaseException as exc:  # report, then die: the launcher turns it into one line
+        detail = f"{type(exc).__name__}: {exc}".strip()
+        if os.environ.get("COMMSIM_DEBUG"):
+            detail += "\n" + traceback.format_exc()
+        try:
+            queue.put(("error", rank, detail))
+            queue.close()
+            queue.join_thread()
+        finally:
+            os._exit(3)
+
+
+def _run(rank: int, args: WorkerArgs, queue: Any) -> None:
+    torch.set_num_threads(1)
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    dist.init_process_group(
+        args.backend,
+        init_method=f"tcp://127.0.0.1:{args.port}",
+        rank=rank,
+        world_size=args.world_size,
+        timeout=timedelta(seconds=args.init_timeout_s),
+    )
+    try:
+        if args.crash_rank == rank:
+            dist.barrier()
+            os._exit(4)
+        rows = _measure(rank, args, device, queue)
+        if rank == 0:
+            queue.put(("rows", rows))
+    finally:
+        dist.destroy_process_group()
+    if rank == 0:
+        queue.close()
+        queue.join_thread()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _measure(
+    rank: int, args: WorkerArgs, device: torch.device, queue: Any
+) -> list[dict[str, object]]:
+    world = args.world_size
+    plan = _plan(args)
+    ops = {key: _make_op(key[0], elements(key[1], world), rank, world, device) for key in plan}
+    times: dict[tuple[str, int], list[float]] = {key: [] for key in plan}
+    rounds = max(1, min(args.rounds, args.iterations))
+    per_round = [args.iterations // rounds + (r < args.iterations % rounds) for r in range(rounds)]
+    total, done = len(plan) * rounds, 0
+    for round_index, count in enumerate(per_round):
+        warmups = args.warmups if round_index == 0 else min(args.warmups, 1)
+        for key in plan:
+            op = ops[key]
+            for _ in range(warmups):
+                op()
+            _sync(device)
+            mine = []
+            for _ in range(count):
+                dist.barrier()
+                _sync(device)
+                start = time.perf_counter()
+                op()
+                _sync(device)
+                mine.append(time.perf_counter() - start)
+            slowest = torch.tensor(mine, dtype=torch.float64, device=device)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+            times[key].extend(slowest.cpu().tolist())
+            done += 1
+            if rank == 0:
+                label = f"{key[0]} {key[1]} B"
+                queue.put(("progress", done, total, label))
+    if rank != 0:
+        return []
+    return [_row(name, nbytes, times[(name, nbytes)], args, device) for name, nbytes in plan]
+
+
+def _row(
+    name: str, nbytes: int, samples: list[float], args: WorkerArgs, device: torch.device
+) -> dict[str, object]:
+    if name == "sendrecv":  # ping-pong: report one way, half the round trip
+        samples = [t / 2 for t in samples]
+    return {
+        "collective": name,
+        "ranks": args.world_size,
+        "nbytes": elements(nbytes, args.world_size) * ELEMENT_BYTES,
+        "time_s": statistics.median(samples),
+        "time_p10_s": percentile(samples, 10),
+        "time_p90_s": percentile(samples, 90),
+        "time_min_s": min(samples),
+        "time_max_s": max(samples),
+        "iterations": len(samples),
+        "warmups": args.warmups,
+        "backend": args.backend,
+        "world_size": args.world_size,
+        "torch_version": torch.__version__,
+        "host": socket.gethostname(),
+        "cpus": os.cpu_count() or 0,
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+    }

@@ -1,0 +1,1 @@
+"""Checking the model against reality: measured rows, nccl-tests logs, validate, calibrate."""

@@ -1,0 +1,739 @@
+"""Read nccl-tests output (any version since 2019, text or ``-J`` JSON) into measured rows.
+
+nccl-tests prints a header, ``# Rank ...`` device lines and one table row per size. Versions
+differ: old ones print per-test columns (``size count type [redop] [root]``) and an ``error``
+column, new ones always print ``redop root`` and ``#wrong`` (``N/A`` with ``-c 0``), ``-C``
+renames ``time`` to ``cputime``, ``--report_timestamps`` appends a date, 2.19's per-iteration
+report adds ``i_min i_max i_p99 i_cv%`` to each side. Columns are therefore mapped by the
+header line. Launchers prefix lines (``[1,0]<stdout>:`` from Open MPI, ``0:`` from
+``srun -l``) and NCCL interleaves ``NCCL INFO`` lines; both are handled.
+
+The log rarely names its collective and rank count, so both are *inferred* (``--collective``
+and ``--ranks`` override):
+
+* **collective**: the test binary when the log names it (``# Collective test starting:
+  all_gather_perf``, or a unique ``*_perf`` in the comments), checked against the table's
+  structure: a root column holding a rank -> broadcast (``redop none``) or reduce; otherwise
+  ``size / (count x type size)``, which is the rank count for all_gather and reduce_scatter
+  (nccl-tests prints their per-rank count) and 1 for all_reduce; ``redop none`` -> all_gather.
+* **ranks**: that size/count ratio for all_gather/reduce_scatter; else the device lines when
+  they list every rank; else the bus-bandwidth factor busbw/algbw = 2(p-1)/p (all_reduce),
+  solved for p over every row with the printed precision of each number taken into account.
+  Where the factor allows several p (large p, few digits) the nearest is taken and said so.
+
+Before nccl-tests commit ec1b5e2 (June 2020) all_gather and reduce_scatter printed
+``algbw = count x type x (p-1) / time`` and ``busbw = algbw``; the times (which is what
+commsim uses) are unaffected, and the parser notes the convention.
+
+>>> log = parse_nccl_tests('''
+... #       size    count   type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+...      1048576   262144  float     sum      -1    20.00   52.43   91.75      0    20.00   52.43   91.75      0
+... ''')
+>>> log.collective.value, log.ranks, log.rows[0].time_s
+('all_reduce', 8, 2e-05)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from commsim.collectives import Collective, parse_collective
+from commsim.errors import ParseError, SpecError
+from commsim.validation.measurements import Measurement
+
+#: nccl-tests binaries (without ``_perf``) -> the collective, or None when commsim has none.
+BINARIES: dict[str, Collective | None] = {
+    "all_reduce": Collective.ALL_REDUCE,
+    "all_gather": Collective.ALL_GATHER,
+    "reduce_scatter": Collective.REDUCE_SCATTER,
+    "broadcast": Collective.BROADCAST,
+    "reduce": Collective.REDUCE,
+    "alltoall": None,
+    "alltoallv": None,
+    "gather": None,
+    "scatter": None,
+    "sendrecv": None,
+    "hypercube": None,
+}
+
+#: Element sizes of nccl-tests' type names (and a few spellings of other tools).
+TYPE_SIZES: dict[str, int] = {
+    "int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
+    "half": 2, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
+    "int32": 4, "uint32": 4, "int": 4, "float": 4, "float32": 4, "fp32": 4,
+    "int64": 8, "uint64": 8, "double": 8, "float64": 8, "fp64": 8,
+}
+
+_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")  # mpirun --tag-output
+_SRUN = re.compile(r"^\s*\d+:\s")  # srun -l
+_DEVICE = re.compile(
+    r"^\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]"
+)
+_BINARY = re.compile(r"\b([a-z_]+?)_perf(?:_mpi)?\b")
+_STARTING = re.compile(r"Collective test starting:\s*(\S+)")
+_ROW = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z_]\w*\s")
+_ELISION = re.compile(r"^\s*#?\s*(?:\.\.\.|…)\s*$")
+_TIME_COLUMNS = ("time", "cputime")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclTestsRow:
+    """One table row: the out-of-place side (or in-place where out-of-place is absent).
+
+    ``*_text`` keep the numbers as printed (their precision bounds the inferred rank count).
+    """
+
+    line: int
+    nbytes: int
+    count: int
+    dtype: str
+    redop: str | None
+    root: int | None
+    time_s: float
+    algbw_GBps: float | None
+    busbw_GBps: float | None
+    in_place_time_s: float | None = None
+    in_place_only: bool = False
+    time_text: str = field(default="", repr=False)
+    algbw_text: str = field(default="", repr=False)
+    busbw_text: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclTestsLog:
+    """A parsed nccl-tests run.
+
+    Attributes
+    ----------
+    source : str
+        The file (or label) it came from.
+    collective, ranks : Collective, int
+        What ran, inferred or given (see the module docstring).
+    rows : tuple of NcclTestsRow
+        Every table row, in order.
+    hosts : tuple of str or None
+        Host name of each rank, when the device lines list every rank.
+    binary : str or None
+        The test binary the log names (``all_reduce_perf``), if any.
+    notes : tuple of str
+        How the collective and rank count were determined, and anything odd.
+    """
+
+    source: str
+    collective: Collective
+    ranks: int
+    rows: tuple[NcclTestsRow, ...]
+    hosts: tuple[str, ...] | None = None
+    binary: str | None = None
+    notes: tuple[str, ...] = ()
+
+    def measurements(self) -> list[Measurement]:
+        """One :class:`Measurement` per row with a size and a time (0-byte rows are dropped:
+        NCCL returns at once and the time is launch overhead, nothing a network model has)."""
+        return [
+            Measurement(
+                collective=self.collective, ranks=self.ranks, nbytes=r.nbytes, time_s=r.time_s
+            )
+            for r in self.rows
+            if r.nbytes > 0 and r.time_s > 0
+        ]
+
+    def host_indices(self) -> tuple[int, ...] | None:
+        """Hosts as indices in order of first appearance (``(0,)*8 + (1,)*8``), or None."""
+        if self.hosts is None:
+            return None
+        index: dict[str, int] = {}
+        return tuple(index.setdefault(h, len(index)) for h in self.hosts)
+
+
+# -- numbers -------------------------------------------------------------------------------
+def _number(text: str) -> float | None:
+    """A printed number, or None for ``N/A``, ``-`` and the like."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _half_unit(text: str) -> float:
+    """Half a unit in the last printed place: ``"12.35"`` -> 0.005, ``"1.2e+05"`` -> 5000."""
+    mantissa, _, exponent = text.lower().partition("e")
+    decimals = len(mantissa.partition(".")[2])
+    scale = 10.0 ** int(exponent) if exponent else 1.0
+    return 0.5 * 10.0**-decimals * scale
+
+
+# -- the text format -----------------------------------------------------------------------
+@dataclass(slots=True)
+class _Layout:
+    """Column positions from a header line."""
+
+    prefix: list[str]
+    groups: list[list[str]]
+    timestamp: bool
+
+    @property
+    def width(self) -> int:
+        return len(self.prefix) + sum(len(g) for g in self.groups)
+
+
+def _layout(tokens: list[str]) -> _Layout | None:
+    """The layout of a ``# size count type ... time algbw busbw ...`` header, or None."""
+    if tokens[:2] != ["size", "count"] or "busbw" not in tokens:
+        return None
+    if not any(t in _TIME_COLUMNS for t in tokens):
+        return None
+    first = next(i for i, t in enumerate(tokens) if t in _TIME_COLUMNS)
+    timestamp = tokens[-1] == "timestamp"
+    rest = tokens[first : len(tokens) - timestamp]
+    groups: list[list[str]] = []
+    for token in rest:
+        if token in _TIME_COLUMNS or not groups:
+            groups.append([])
+        groups[-1].append(token)
+    return _Layout(prefix=tokens[:first], groups=groups, timestamp=timestamp)
+
+
+@dataclass(slots=True)
+class _Scan:
+    """What one pass over the lines found."""
+
+    rows: list[NcclTestsRow] = field(default_factory=list)
+    devices: dict[int, str] = field(default_factory=dict)
+    devices_elided: bool = False
+    binaries_strong: list[str] = field(default_factory=list)
+    binaries_weak: set[str] = field(default_factory=set)
+    header_seen: bool = False
+    layout: _Layout | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _clean(raw: str) -> str:
+    line = raw.rstrip("\r\n")
+    for _ in range(2):  # e.g. "[1,0]<stdout>:" then nothing, or "0: "
+        stripped = _TAG.sub("", line, count=1)
+        stripped = _SRUN.sub("", stripped, count=1)
+        if stripped == line:
+            break
+        line = stripped
+    return line
+
+
+def _scan_text(text: str, source: str) -> _Scan:
+    scan = _Scan()
+    lines = text.splitlines()
+    pending_bad: tuple[int, str] | None = None
+    in_devices = False
+    for number, raw in enumerate(lines, start=1):
+        line = _clean(raw)
+        body = line.strip()
+        if not body:
+            continue
+        if "NCCL INFO" in body or "NCCL WARN" in body:
+            continue
+        if body.startswith("#"):
+            comment = body.lstrip("#").strip()
+            match = _STARTING.search(comment)
+            if match:
+                scan.binaries_strong.append(match.group(1))
+            else:
+                scan.binaries_weak.update(m.group(0) for m in _BINARY.finditer(comment))
+            if comment.startswith("Using devices"):
+                in_devices = True
+                continue
+            device = _DEVICE.match(comment)
+            if device:
+                scan.devices[int(device.group(1))] = device.group(2)
+                continue
+            layout = _layout(comment.split())
+            if layout is not None:
+                if scan.layout is not None and layout.width != scan.layout.width:
+                    scan.notes.append(f"line {number}: a second table with other columns")
+                scan.layout, scan.header_seen, in_devices = layout, True, False
+                continue
+            if in_devices and _ELISION.match(body):
+                scan.devices_elided = True
+            continue
+        if _ELISION.match(body):
+            if in_devices or not scan.header_seen:
+                scan.devices_elided = True
+            continue
+        if not _ROW.match(line):
+            continue  # launcher chatter, SHARP/UCX logs, prompts
+        if pending_bad is not None:
+            raise ParseError(f"{source}:{pending_bad[0]}: {pending_bad[1]}")
+        if scan.layout is None:
+            raise ParseError(
+                f"{source}:{number}: a result row before any column header "
+                "('#  size  count  type ...')"
+            )
+        row, problem = _row(line.split(), scan.layout, number)
+        if row is None:
+            pending_bad = (number, problem)  # fatal unless it is the last row (truncated)
+            continue
+        scan.rows.append(row)
+    if pending_bad is not None:
+        scan.notes.append(f"line {pending_bad[0]} ignored: {pending_bad[1]} (truncated log?)")
+    return scan
+
+
+def _row(tokens: list[str], layout: _Layout, number: int) -> tuple[NcclTestsRow | None, str]:
+    """Map a data line's tokens by the header; (None, why) when they do not fit."""
+    groups = layout.groups
+    width = layout.width
+    n = len(tokens)
+    if layout.timestamp and n == width + 2:  # "YYYY-mm-dd HH:MM:SS"
+        tokens, n = tokens[:width], width
+    in_place_only = False
+    if n == width:
+        sides = groups
+    elif len(groups) == 2 and n == len(layout.prefix) + len(groups[1]):
+        sides, in_place_only = [groups[1]], True  # out-of-place skipped (blank)
+    else:
+        return None, f"{n} fields, the column header has {width}"
+    values = dict(zip(layout.prefix, tokens, strict=False))
+    try:
+        nbytes, count = int(values["size"]), int(values.get("count", "0"))
+    except ValueError:
+        return None, "size/count are not integers"
+    offset = len(layout.prefix)
+    parsed: list[dict[str, str]] = []
+    for group in sides:
+        parsed.append(dict(zip(group, tokens[offset : offset + len(group)], strict=True)))
+        offset += len(group)
+    first = parsed[0]
+    time_key = next(k for k in first if k in _TIME_COLUMNS)
+    time_us = _number(first[time_key])
+    if time_us is None:
+        return None, f"time {first[time_key]!r} is not a number"
+    in_place_time = None
+    if len(parsed) == 2:
+        second = parsed[1]
+        value = _number(second.get(time_key, ""))
+        in_place_time = None if value is None else value * 1e-6
+    root_text = values.get("root")
+    root = None
+    if root_text is not None:
+        try:
+            root = int(root_text)
+        except ValueError:
+            return None, f"root {root_text!r} is not an integer"
+    return (
+        NcclTestsRow(
+            line=number,
+            nbytes=nbytes,
+            count=count,
+            dtype=values.get("type", ""),
+            redop=values.get("redop"),
+            root=root,
+            time_s=time_us * 1e-6,
+            algbw_GBps=_number(first.get("algbw", "")),
+            busbw_GBps=_number(first.get("busbw", "")),
+            in_place_time_s=in_place_time,
+            in_place_only=in_place_only,
+            time_text=first[time_key],
+            algbw_text=first.get("algbw", ""),
+            busbw_text=first.get("busbw", ""),
+        ),
+        "",
+    )
+
+
+# -- the JSON format (-J) ------------------------------------------------------------------
+def _scan_json(text: str, source: str) -> _Scan:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
+        raise ParseError(f"{source}: JSON without a 'results' list: not nccl-tests -J output")
+    scan = _Scan(header_seen=True)
+    args = data.get("args")
+    if isinstance(args, list) and args and isinstance(args[0], str):
+        scan.binaries_strong.append(Path(args[0]).name)
+    config = data.get("config")
+    devices = config.get("devices") if isinstance(config, dict) else None
+    if devices is None:
+        devices = data.get("devices")
+    if isinstance(devices, list):
+        for device in devices:
+            if isinstance(device, dict) and isinstance(device.get("rank"), int):
+                scan.devices[device["rank"]] = str(device.get("hostname", ""))
+    for i, result in enumerate(data["results"]):
+        where = f"{source}: results[{i}]"
+        if not isinstance(result, dict):
+            raise ParseError(f"{where}: not an object")
+        side = result.get("out_of_place")
+        in_place_only = not isinstance(side, dict)
+        if in_place_only:
+            side = result.get("in_place")
+        if not isinstance(side, dict):
+            raise ParseError(f"{where}: neither out_of_place nor in_place results")
+        time_us = side.get("time", side.get("cpu_time"))
+        try:
+            nbytes, count = int(result["size"]), int(result.get("count", 0))
+            time_s = float(time_us) * 1e-6
+            root_text = result.get("root")
+            root = None if root_text is None else int(str(root_text).strip())
+        except (KeyError, TypeError, ValueError):
+            raise ParseError(f"{where}: missing or malformed size/count/time/root") from None
+        other = result.get("in_place")
+        in_place_time = None
+        if not in_place_only and isinstance(other, dict):
+            value = other.get("time", other.get("cpu_time"))
+            in_place_time = float(value) * 1e-6 if isinstance(value, int | float) else None
+        algbw, busbw = side.get("alg_bw"), side.get("bus_bw")
+        scan.rows.append(
+            NcclTestsRow(
+                line=i,
+                nbytes=nbytes,
+                count=count,
+                dtype=str(result.get("type", "")),
+                redop=None if result.get("redop") is None else str(result["redop"]),
+                root=root,
+                time_s=time_s,
+                algbw_GBps=float(algbw) if isinstance(algbw, int | float) else None,
+                busbw_GBps=float(busbw) if isinstance(busbw, int | float) else None,
+                in_place_time_s=in_place_time,
+                in_place_only=in_place_only,
+                time_text=f"{float(time_us):f}",
+                algbw_text=f"{algbw:f}" if isinstance(algbw, int | float) else "",
+                busbw_text=f"{busbw:f}" if isinstance(busbw, int | float) else "",
+            )
+        )
+    has_columns = bool(scan.rows)
+    scan.layout = _Layout(
+        prefix=["size", "count", "type", "redop", "root"] if has_columns else [],
+        groups=[],
+        timestamp=False,
+    )
+    return scan
+
+
+# -- inference -----------------------------------------------------------------------------
+def _binary_collective(name: str) -> tuple[str, Collective | None] | None:
+    """``all_gather_perf_mpi`` -> ("all_gather", ALL_GATHER); None if not a known test."""
+    match = _BINARY.search(name)
+    if match is None:
+        return None
+    test = match.group(1)
+    if test not in BINARIES:
+        return None
+    return test, BINARIES[test]
+
+
+def _size_ratio(rows: list[NcclTestsRow], source: str, notes: list[str]) -> int | None:
+    """size / (count x type size), the same integer on every row, or None."""
+    ratios = set()
+    for row in rows:
+        size = TYPE_SIZES.get(row.dtype.lower())
+        if size is None or row.count <= 0:
+            continue
+        q, rest = divmod(row.nbytes, row.count * size)
+        if rest or q < 1:
+            notes.append(
+                f"line {row.line}: size {row.nbytes} is not a multiple of count x type size"
+            )
+            return None
+        ratios.add(q)
+    if len(ratios) > 1:
+        notes.append(f"size/count ratio varies between rows ({sorted(ratios)})")
+        return None
+    return ratios.pop() if ratios else None
+
+
+def _factor_interval(row: NcclTestsRow) -> tuple[float, float] | None:
+    """Bounds on busbw/algbw from the printed precision of busbw, algbw and time."""
+    busbw, algbw = row.busbw_GBps, row.algbw_GBps
+    if busbw is None or busbw <= 0 or not row.busbw_text:
+        return None
+    hb = _half_unit(row.busbw_text)
+    lows, highs = [], []
+    if row.time_text and row.time_s > 0:
+        ht = _half_unit(row.time_text) * 1e-6
+        if row.time_s - ht > 0:
+            lows.append(row.nbytes / (row.time_s + ht) / 1e9)
+            highs.append(row.nbytes / (row.time_s - ht) / 1e9)
+    if algbw is not None and algbw > 0 and row.algbw_text:
+        ha = _half_unit(row.algbw_text)
+        low, high = algbw - ha, algbw + ha
+        if lows and (low > highs[0] or high < lows[0]):  # printed algbw is not size/time:
+            lows, highs = [], []  # the pre-2020 convention; trust what was printed
+        lows.append(low)
+        highs.append(high)
+    if not lows:
+        return None
+    a_low, a_high = max(lows), min(highs)
+    if a_low <= 0 or a_high < a_low:
+        return None
+    return (busbw - hb) / a_high, (busbw + hb) / a_low
+
+
+def _ranks_from_factor(
+    rows: list[NcclTestsRow], collective: Collective
+) -> tuple[int, int, float] | None:
+    """(lowest, highest, best estimate) rank count consistent with every row's busbw/algbw."""
+    low, high, estimates = 1.0, math.inf, []
+    for row in rows:
+        bounds = _factor_interval(row)
+        if bounds is None:
+            continue
+        f_low, f_high = bounds
+        if collective is Collective.ALL_REDUCE:  # f = 2(p-1)/p -> p = 2/(2-f)
+            p_low = 2 / (2 - f_low) if f_low < 2 else math.inf
+            p_high = 2 / (2 - f_high) if f_high < 2 else math.inf
+        else:  # (p-1)/p -> p = 1/(1-f)
+            p_low = 1 / (1 - f_low) if f_low < 1 else math.inf
+            p_high = 1 / (1 - f_high) if f_high < 1 else math.inf
+        if p_high - p_low > 64 and estimates:
+            continue  # a 0.00-ish row says nothing
+        low, high = max(low, p_low), min(high, p_high)
+        if math.isfinite(p_low) and math.isfinite(p_high):
+            estimates.append(((p_low + p_high) / 2, p_high - p_low))
+    if not estimates:
+        return None
+    best = min(estimates, key=lambda e: e[1])[0]
+    lo, hi = math.ceil(low - 1e-9), math.floor(high + 1e-9) if math.isfinite(high) else 10**9
+    return lo, hi, best
+
+
+def _structure(
+    rows: list[NcclTestsRow], layout: _Layout, q: int | None, notes: list[str]
+) -> Collective | None:
+    """The collective the columns imply, or None when they cannot tell."""
+    has_redop, has_root = "redop" in layout.prefix, "root" in layout.prefix
+    redops = {(r.redop or "").lower() for r in rows}
+    reducing = has_redop and bool(redops - {"none", ""})
+    rooted = has_root and any(r.root is not None and r.root >= 0 for r in rows)
+    modern = has_redop and has_root
+    if rooted:
+        if q is not None and q > 1:
+            raise ParseError("a root column with a per-rank count: gather or scatter")
+        if not has_redop:
+            return Collective.BROADCAST
+        return Collective.REDUCE if reducing else Collective.BROADCAST
+    if modern or has_redop:
+        if q is not None and q > 1:
+            if reducing:
+                return Collective.REDUCE_SCATTER
+            notes.append("redop none, per-rank count: all_gather (alltoall prints the same)")
+            return Collective.ALL_GATHER
+        if q == 1 and reducing:
+            return Collective.ALL_REDUCE
+        if q is None and reducing:
+            return None  # all_reduce or reduce_scatter: the busbw factor decides below
+        return None
+    if has_root:  # old broadcast prints root without redop
+        return Collective.BROADCAST
+    if q is not None and q > 1:  # old all_gather: neither redop nor root
+        return Collective.ALL_GATHER
+    return None
+
+
+def _infer(
+    scan: _Scan,
+    source: str,
+    collective: Collective | str | None,
+    ranks: int | None,
+) -> NcclTestsLog:
+    rows = scan.rows
+    notes = list(scan.notes)
+    assert scan.layout is not None
+    q = _size_ratio(rows, source, notes)
+
+    # the binary the log names
+    binary: str | None = None
+    named: Collective | None = None
+    strong = sorted(set(scan.binaries_strong))
+    if len(strong) > 1:
+        raise ParseError(f"{source}: several tests in one log ({', '.join(strong)})")
+    candidates = strong or sorted(scan.binaries_weak)
+    known = [(c, _binary_collective(c)) for c in candidates]
+    known = [(c, k) for c, k in known if k is not None]
+    if len({k[0] for _, k in known}) == 1:
+        binary, (test, named) = known[0][0], known[0][1]  # type: ignore[misc]
+        if named is None and collective is None:
+            raise ParseError(
+                f"{source}: {binary} measures {test}, which commsim does not model "
+                f"(it models {', '.join(c.value for c in Collective)})"
+            )
+    elif len(known) > 1:
+        notes.append(f"comments name several tests ({', '.join(c for c, _ in known)}); ignored")
+
+    if collective is not None:
+        try:
+            chosen = parse_collective(collective)
+        except SpecError as exc:
+            raise SpecError(f"--collective: {exc}") from None
+        notes.append(f"collective {chosen.value} (given)")
+    else:
+        try:
+            structural = _structure(rows, scan.layout, q, notes)
+        except ParseError as exc:
+            raise ParseError(f"{source}: {exc}; commsim does not model it") from None
+        if structural is None and named is None and q is None:
+            # redop but no count information: the busbw factor tells all_reduce (> 1) apart
+            factors = [b for b in map(_factor_interval, rows) if b is not None]
+            if factors and all(f_low > 1.0 for f_low, _ in factors[-3:]):
+                structural = Collective.ALL_REDUCE
+        if structural is not None and named is not None and structural is not named:
+            if strong:
+                raise ParseError(
+                    f"{source}: the log names {binary} but its columns look like "
+                    f"{structural.value}; pass --collective"
+                )
+            notes.append(f"comments mention {binary}, columns say {structural.value}")
+        chosen_or_none = named if named is not None and (strong or structural is None) else None
+        chosen_or_none = chosen_or_none or structural
+        if chosen_or_none is None:
+            raise ParseError(
+                f"{source}: cannot tell which collective this log measured "
+                "(no test name, ambiguous columns); pass --collective"
+            )
+        chosen = chosen_or_none
+        how = f"named by {binary}" if chosen is named else "from the columns"
+        notes.append(f"collective {chosen.value} ({how})")
+
+    # hosts from the device lines
+    devices = scan.devices
+    complete = bool(devices) and not scan.devices_elided and set(devices) == set(
+        range(len(devices))
+    )
+    hosts = tuple(devices[r] for r in range(len(devices))) if complete else None
+    device_count = len(devices) if complete else None
+
+    p: int | None
+    if ranks is not None:
+        if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+            raise SpecError(f"--ranks: must be a positive integer, got {ranks!r}")
+        p = ranks
+        notes.append(f"ranks {p} (given)")
+    else:
+        p = _infer_ranks(rows, chosen, q, device_count, len(devices), source, notes)
+    if hosts is not None and len(hosts) != p:
+        hosts = hosts[:p] if len(hosts) > p else None
+    if chosen in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and p > 2:
+        factors = [b for b in map(_factor_interval, rows) if b is not None]
+        if factors and all(f_low <= 1.0 <= f_high for f_low, f_high in factors[-3:]):
+            notes.append(
+                "busbw = algbw: the pre-2020 nccl-tests convention for all_gather/"
+                "reduce_scatter (algbw = count x type x (p-1) / time); times are unaffected"
+            )
+    if any(r.in_place_only for r in rows):
+        notes.append("out-of-place results absent: in-place times used")
+    return NcclTestsLog(
+        source=source,
+        collective=chosen,
+        ranks=p,
+        rows=tuple(rows),
+        hosts=hosts,
+        binary=binary,
+        notes=tuple(notes),
+    )
+
+
+def _infer_ranks(
+    rows: list[NcclTestsRow],
+    collective: Collective,
+    q: int | None,
+    device_count: int | None,
+    devices_listed: int,
+    source: str,
+    notes: list[str],
+) -> int:
+    """The rank count (see the module docstring); ParseError when nothing determines it."""
+    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and q is not None:
+        if device_count is not None and device_count != q:
+            notes.append(f"{device_count} device lines, size/count says {q}: using {q}")
+        notes.append(f"ranks {q} (size / (count x type size))")
+        return q
+    factor = None
+    if collective in (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        factor = _ranks_from_factor(rows, collective)
+    if device_count is not None:
+        if factor is not None and not factor[0] <= device_count <= factor[1]:
+            raise ParseError(
+                f"{source}: {device_count} device lines, but busbw/algbw implies "
+                f"{factor[0]}..{factor[1]} ranks for {collective.value}; pass --ranks"
+            )
+        notes.append(f"ranks {device_count} (device lines)")
+        return device_count
+    if factor is not None:
+        low, high, best = factor
+        low = max(low, devices_listed, 1)
+        if low > high:
+            p = max(devices_listed, round(best))
+            notes.append(
+                f"ranks {p}: busbw/algbw is inconsistent between rows (best {best:.1f}); "
+                "pass --ranks to be sure"
+            )
+            return p
+        if low == high:
+            notes.append(f"ranks {low} (busbw/algbw)")
+            return low
+        p = min(max(round(best), low), high)
+        notes.append(
+            f"ranks {p} (busbw/algbw allows {low}..{high} at the printed precision; "
+            "pass --ranks to be sure)"
+        )
+        return p
+    listed = f" (the device lines are elided: at least {devices_listed})" if devices_listed else ""
+    raise ParseError(
+        f"{source}: cannot tell the rank count of this {collective.value} log{listed}; "
+        "pass --ranks"
+    )
+
+
+# -- entry points --------------------------------------------------------------------------
+def parse_nccl_tests(
+    text: str,
+    source: str = "<text>",
+    *,
+    collective: Collective | str | None = None,
+    ranks: int | None = None,
+) -> NcclTestsLog:
+    """Parse nccl-tests output (text or ``-J`` JSON) given as a string.
+
+    Raises
+    ------
+    ParseError
+        One line naming ``source``: empty, no result table, a header but no rows
+        (truncated), a malformed row, a test commsim does not model, or a log that determines
+        neither its collective nor its rank count (pass ``collective`` / ``ranks``).
+    """
+    if not text.strip():
+        raise ParseError(f"{source}: empty file")
+    if text.lstrip().startswith("{"):
+        scan = _scan_json(text, source)
+    else:
+        scan = _scan_text(text, source)
+    if not scan.header_seen:
+        raise ParseError(f"{source}: no nccl-tests result table (no '# size count type ...' line)")
+    if not scan.rows:
+        raise ParseError(f"{source}: a column header but no result rows (truncated log?)")
+    return _infer(scan, source, collective, ranks)
+
+
+def read_nccl_tests(
+    path: str | Path,
+    *,
+    collective: Collective | str | None = None,
+    ranks: int | None = None,
+) -> NcclTestsLog:
+    """Read an nccl-tests log file (see :func:`parse_nccl_tests`)."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ParseError(f"{source}: no such file") from None
+    except OSError as exc:
+        raise ParseError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    if b"\x00" in data[:4096]:
+        raise ParseError(f"{source}: binary data, not an nccl-tests log")
+    return parse_nccl_tests(data.decode("utf-8", errors="replace"), source,
+                            collective=collective, ranks=ranks)

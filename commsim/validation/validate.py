@@ -1,0 +1,275 @@
+"""Predict measured rows on a topology and report the error: what ``commsim validate`` prints.
+
+Every row is predicted on the first ``ranks`` ranks of the topology with the algorithm
+``auto`` picks (or the one the topology file maps the collective to). ``engine="auto"`` uses
+the discrete-event simulation for calls of at most :data:`DES_MAX_RANKS` ranks and the closed
+forms (``commsim.engine.analytic``) beyond, where the DES of a 128-rank sweep would take
+minutes; each row says which engine predicted it. The signed error is
+``(predicted - measured) / measured x 100``; the summary is the median of its absolute value,
+over all rows and split at 1 MiB (latency-bound vs bandwidth-bound sizes).
+
+>>> from commsim.collectives import Collective
+>>> from commsim.validation.measurements import Measurement
+>>> topo = {"kind": "switch", "ranks": 2, "link": {"latency": "10us", "bandwidth": "1GB/s"}}
+>>> rows = [Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=2000, time_s=24e-6)]
+>>> report = validate(rows, topo)
+>>> report.rows[0].predicted_time_s, round(report.rows[0].error_pct, 6)
+(2.2e-05, -8.333333)
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from commsim.collectives import Collective
+from commsim.errors import SpecError
+from commsim.network import Network
+from commsim.topology.presets import TopologyRef, load_topology
+from commsim.validation.measurements import Measurement
+
+#: ``engine="auto"``: the DES predicts calls of at most this many ranks, closed forms beyond.
+DES_MAX_RANKS = 32
+#: Rows below this size are "small" (latency-bound) in the split medians.
+SPLIT_BYTES = 1 << 20
+ENGINES = ("auto", "des", "analytic")
+
+
+@dataclass(frozen=True, slots=True)
+class Prediction:
+    """A predicted time and how it was obtained (the algorithm ``auto`` resolved to)."""
+
+    time_s: float
+    algorithm: str
+    engine: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidationRow:
+    """One measured row next to its prediction; ``error_pct`` is signed (+: predicted slower)."""
+
+    collective: Collective
+    ranks: int
+    nbytes: int
+    measured_time_s: float
+    predicted_time_s: float
+    algorithm: str
+    engine: str
+    error_pct: float
+
+    @property
+    def measured_busbw_Bps(self) -> float:
+        """nccl-tests' bus bandwidth of the measured time."""
+        return self.nbytes / self.measured_time_s * self.collective.busbw_factor(self.ranks)
+
+    @property
+    def predicted_busbw_Bps(self) -> float:
+        """Bus bandwidth of the predicted time (0 for a zero prediction)."""
+        if self.predicted_time_s <= 0:
+            return 0.0
+        return self.nbytes / self.predicted_time_s * self.collective.busbw_factor(self.ranks)
+
+    def to_dict(self) -> dict[str, object]:
+        """The row as ``--json`` prints it (contract keys first)."""
+        return {
+            "collective": self.collective.value,
+            "ranks": self.ranks,
+            "nbytes": self.nbytes,
+            "measured_time_s": self.measured_time_s,
+            "predicted_time_s": self.predicted_time_s,
+            "error_pct": self.error_pct,
+            "algorithm": self.algorithm,
+            "engine": self.engine,
+            "measured_busbw_GBps": self.measured_busbw_Bps / 1e9,
+            "predicted_busbw_GBps": self.predicted_busbw_Bps / 1e9,
+        }
+
+
+def _median_abs(rows: Sequence[ValidationRow]) -> float | None:
+    return statistics.median(abs(r.error_pct) for r in rows) if rows else None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ValidationReport:
+    """Every row's prediction and error, with the summary medians.
+
+    Attributes
+    ----------
+    source, topology : str
+        Where the measurements came from; the topology's name.
+    rows : tuple of ValidationRow
+        In the order of the measurements.
+    median_abs_error_pct : float
+        Median of |error_pct| over all rows.
+    median_abs_error_pct_below_1MiB, median_abs_error_pct_above_1MiB : float or None
+        The same over rows with ``nbytes < 1 MiB`` and ``nbytes >= 1 MiB`` (None: no rows).
+    notes : tuple of str
+        How the measurements were read (inferred collective and ranks, ...).
+    """
+
+    source: str
+    topology: str
+    rows: tuple[ValidationRow, ...]
+    median_abs_error_pct: float
+    median_abs_error_pct_below_1MiB: float | None
+    median_abs_error_pct_above_1MiB: float | None
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_rows(
+        cls,
+        rows: Sequence[ValidationRow],
+        *,
+        source: str = "",
+        topology: str = "",
+        notes: Sequence[str] = (),
+    ) -> ValidationReport:
+        """Summarise ``rows`` (at least one)."""
+        if not rows:
+            raise SpecError("no rows to validate")
+        small = [r for r in rows if r.nbytes < SPLIT_BYTES]
+        large = [r for r in rows if r.nbytes >= SPLIT_BYTES]
+        overall = _median_abs(rows)
+        assert overall is not None
+        return cls(
+            source=source,
+            topology=topology,
+            rows=tuple(rows),
+            median_abs_error_pct=overall,
+            median_abs_error_pct_below_1MiB=_median_abs(small),
+            median_abs_error_pct_above_1MiB=_median_abs(large),
+            notes=tuple(notes),
+        )
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``--json`` object."""
+        return {
+            "source": self.source,
+            "topology": self.topology,
+            "rows": [r.to_dict() for r in self.rows],
+            "median_abs_error_pct": self.median_abs_error_pct,
+            "median_abs_error_pct_below_1MiB": self.median_abs_error_pct_below_1MiB,
+            "median_abs_error_pct_above_1MiB": self.median_abs_error_pct_above_1MiB,
+            "engines": sorted({r.engine for r in self.rows}),
+            "notes": list(self.notes),
+        }
+
+
+def _engine_for(ranks: int, engine: str) -> str:
+    if engine not in ENGINES:
+        raise SpecError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    if engine == "auto":
+        return "des" if ranks <= DES_MAX_RANKS else "analytic"
+    return engine
+
+
+def predict_time(
+    collective: Collective | str,
+    ranks: int,
+    nbytes: int,
+    network: Network,
+    *,
+    algorithm: str = "auto",
+    engine: str = "auto",
+) -> Prediction:
+    """Predicted time of one call on the first ``ranks`` ranks of ``network``.
+
+    ``algorithm="auto"`` honours the topology's ``algorithms:`` mapping, else picks the fastest
+    candidate; ``engine="auto"`` is the DES up to :data:`DES_MAX_RANKS` ranks, else analytic.
+    """
+    from commsim.api import simulate
+
+    used = _engine_for(ranks, engine)
+    net = network.with_ranks(ranks)
+    result = simulate(collective, net, nbytes, algorithm=algorithm, engine=used)
+    return Prediction(time_s=result.time_s, algorithm=result.algorithm, engine=used)
+
+
+def validate(
+    rows: Sequence[Measurement],
+    topology: TopologyRef,
+    *,
+    algorithm: str = "auto",
+    engine: str = "auto",
+    source: str = "",
+    notes: Sequence[str] = (),
+) -> ValidationReport:
+    """Predict every measured row on ``topology`` and report the errors.
+
+    Raises
+    ------
+    SpecError
+        No rows, a row with more ranks than the topology, an unknown engine/algorithm.
+    """
+    if not rows:
+        raise SpecError("no measured rows to validate (check --sizes / --collectives)")
+    network = load_topology(topology)
+    most = max(r.ranks for r in rows)
+    if most > network.ranks:
+        raise SpecError(
+            f"the measurements have {most} ranks, topology {network.name!r} only "
+            f"{network.ranks} (use a larger topology, e.g. a preset with an xN suffix)"
+        )
+    cache: dict[tuple[Collective, int, int], Prediction] = {}
+    out: list[ValidationRow] = []
+    for row in rows:
+        key = (row.collective, row.ranks, row.nbytes)
+        if key not in cache:
+            cache[key] = predict_time(
+                row.collective, row.ranks, row.nbytes, network, algorithm=algorithm,
+                engine=engine,
+            )
+        prediction = cache[key]
+        error = (prediction.time_s - row.time_s) / row.time_s * 100
+        out.append(
+            ValidationRow(
+                collective=row.collective,
+                ranks=row.ranks,
+                nbytes=row.nbytes,
+                measured_time_s=row.time_s,
+                predicted_time_s=prediction.time_s,
+                algorithm=prediction.algorithm,
+                engine=prediction.engine,
+                error_pct=error,
+            )
+        )
+    return ValidationReport.from_rows(out, source=source, topology=network.name, notes=notes)
+
+
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.1f}%"
+
+
+def summary_line(report: ValidationReport) -> str:
+    """``median |error| 12.3% (< 1 MiB: 40.1%, >= 1 MiB: 5.2%) over 30 rows``."""
+    return (
+        f"median |error| {_pct(report.median_abs_error_pct)} "
+        f"(< 1 MiB: {_pct(report.median_abs_error_pct_below_1MiB)}, "
+        f">= 1 MiB: {_pct(report.median_abs_error_pct_above_1MiB)}) "
+        f"over {len(report.rows)} rows"
+    )
+
+
+def format_report(report: ValidationReport) -> str:
+    """An nccl-tests-like table: size, collective, ranks, measured and predicted time and
+    busbw, signed error; then the medians."""
+    engines = ", ".join(sorted({r.engine for r in report.rows}))
+    lines = [
+        f"# commsim validate {report.source}: topology {report.topology}, engine {engines}",
+        *(f"# {note}" for note in report.notes),
+        "#",
+        f"#{'size':>11}  {'collective':<14} {'ranks':>5}  {'algorithm':<18}  "
+        f"{'measured':>10}  {'predicted':>10}  {'error':>8}  {'busbw':>8}  {'busbw':>8}",
+        f"#{'(B)':>11}  {'':<14} {'':>5}  {'':<18}  {'(us)':>10}  {'(us)':>10}  {'(%)':>8}  "
+        f"{'meas':>8}  {'pred':>8}",
+    ]
+    for r in report.rows:
+        lines.append(
+            f"{r.nbytes:>12}  {r.collective.value:<14} {r.ranks:>5}  {r.algorithm:<18}  "
+            f"{r.measured_time_s * 1e6:>10.2f}  {r.predicted_time_s * 1e6:>10.2f}  "
+            f"{r.error_pct:>+8.1f}  {r.measured_busbw_Bps / 1e9:>8.2f}  "
+            f"{r.predicted_busbw_Bps / 1e9:>8.2f}"
+        )
+    lines.append(f"# {summary_line(report)}")
+    return "\n".join(lines)
