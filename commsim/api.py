@@ -35,16 +35,13 @@ def make_call(
     chunks: int | None = None,
 ) -> Call:
     """Validate the pieces of a collective call against the network it runs on."""
-    hosts = None
-    if network.ranks > 1 and network.host_of(0) is not None:
-        hosts = tuple(int(network.host_of(r) or 0) for r in range(network.ranks))
     return Call(
         collective=parse_collective(collective),
         ranks=network.ranks,
         nbytes=parse_size(size, "--size"),
         root=root,
         chunks=chunks,
-        hosts=hosts,
+        hosts=network.rank_hosts(),
     )
 
 

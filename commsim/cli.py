@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     from commsim.replay.cli import add_parsers as add_replay_parsers
 
     add_replay_parsers(sub)  # `commsim replay` and `commsim bound fsdp`
+
+    from commsim.validation.cli import add_parsers as add_validation_parsers
+
+    add_validation_parsers(sub)  # `commsim validate` and `commsim calibrate`
     return parser
 
 

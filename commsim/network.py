@@ -8,13 +8,16 @@ latencies plus its size over the narrowest hop's bandwidth, when uncontended.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from commsim.errors import SpecError
 
 #: Maps (source device, destination device) to the link indices of the path between them.
 Router = Callable[["Network", int, int], tuple[int, ...]]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +87,7 @@ class Network:
         default_factory=dict, compare=False, repr=False
     )
     _out: list[list[int]] = field(default_factory=list, compare=False, repr=False)
+    _derived: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ranks(self) -> int:
@@ -102,6 +106,33 @@ class Network:
     def host_of(self, rank: int) -> int | None:
         """The host (server) of a rank's device, or None for a flat topology."""
         return self.devices[self.rank_devices[rank]].host
+
+    def rank_hosts(self) -> tuple[int, ...] | None:
+        """The host of every rank (None for a flat topology or a single rank), built once.
+
+        >>> from commsim.topology import hierarchical
+        >>> hierarchical(2, 2, intra=("1us", "1GB/s"), inter=("2us", "1GB/s")).rank_hosts()
+        (0, 0, 1, 1)
+        """
+
+        def make() -> tuple[int, ...] | None:
+            if self.ranks < 2 or self.host_of(0) is None:
+                return None
+            return tuple(int(self.host_of(r) or 0) for r in range(self.ranks))
+
+        return self.derived("rank_hosts", make)
+
+    def derived(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, computed once per ``key`` and kept with this network.
+
+        For values that depend only on the (immutable) network, such as the analytic engine's
+        pair costs, so that a sweep over sizes and algorithms computes them once.
+        """
+        try:
+            return self._derived[key]  # type: ignore[return-value]
+        except KeyError:
+            value = self._derived[key] = make()
+            return value
 
     def route(self, src_rank: int, dst_rank: int) -> tuple[int, ...]:
         """Link indices from rank ``src_rank``'s device to ``dst_rank``'s (cached)."""

@@ -18,17 +18,22 @@ from collections.abc import Sequence
 
 from commsim.results import Result
 
-_HEAD = (
-    f"#{'size':>10}  {'algorithm':<18}  {'chunks':>6}  {'time(us)':>11}  "
-    f"{'algbw(GB/s)':>11}  {'busbw(GB/s)':>11}"
-)
+#: Width of the algorithm column (wider when a longer name is shown).
+ALGORITHM_WIDTH = 18
 _UNITS = f"#{'(B)':>10}"
 
 
-def format_row(result: Result) -> str:
+def _head(width: int) -> str:
+    return (
+        f"#{'size':>10}  {'algorithm':<{width}}  {'chunks':>6}  {'time(us)':>11}  "
+        f"{'algbw(GB/s)':>11}  {'busbw(GB/s)':>11}"
+    )
+
+
+def format_row(result: Result, width: int = ALGORITHM_WIDTH) -> str:
     """One row: size in bytes, algorithm, chunks, time in us, algbw and busbw in GB/s."""
     return (
-        f"{result.nbytes:>11}  {result.algorithm:<18}  {result.chunks:>6}  "
+        f"{result.nbytes:>11}  {result.algorithm:<{width}}  {result.chunks:>6}  "
         f"{result.time_s * 1e6:>11.2f}  {result.algbw_Bps / 1e9:>11.2f}  "
         f"{result.busbw_Bps / 1e9:>11.2f}"
     )
@@ -50,8 +55,9 @@ def format_table(results: Sequence[Result], *, root: int | None = None) -> str:
     )
     if first.collective.rooted and root is not None:
         title += f", root {root}"
-    lines = [title, "#", _HEAD, _UNITS]
-    lines.extend(format_row(r) for r in results)
+    width = max(ALGORITHM_WIDTH, *(len(r.algorithm) for r in results))
+    lines = [title, "#", _head(width), _UNITS]
+    lines.extend(format_row(r, width) for r in results)
     if len(results) > 1:
         mean = sum(r.busbw_Bps for r in results) / len(results) / 1e9
         lines.append(f"# Avg bus bandwidth: {mean:.2f} GB/s")

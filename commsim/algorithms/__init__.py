@@ -14,6 +14,7 @@ from commsim.algorithms import double_binary_tree, hierarchical, recursive, ring
 from commsim.algorithms.base import Algorithm, Call
 from commsim.collectives import Collective
 from commsim.errors import ScheduleError, SpecError
+from commsim.gcpause import paused_gc
 from commsim.schedule import Schedule
 
 __all__ = [
@@ -72,6 +73,15 @@ ALGORITHMS: dict[str, Algorithm] = {
             summary="intra-host ring reduce-scatter, inter-host rail all-reduce, intra-host "
             "ring all-gather",
         ),
+        Algorithm(
+            name=hierarchical.RABENSEIFNER,
+            collectives=frozenset({Collective.ALL_REDUCE}),
+            build=hierarchical.build_rabenseifner,
+            default_chunks=hierarchical.default_chunks,
+            needs_hosts=True,
+            summary="hierarchical with Rabenseifner rails: 2 log2(hosts) inter-host steps "
+            "instead of 2 (hosts - 1)",
+        ),
     )
 }
 
@@ -94,7 +104,10 @@ def build_schedule(call: Call, algorithm_name: str) -> Schedule:
     """Lower ``call`` with the named algorithm; ScheduleError if it cannot run it."""
     algorithm = get_algorithm(algorithm_name)
     algorithm.check_supports(call)
-    return algorithm.build(call)
+    # NOTE: a schedule is many small long-lived objects; see commsim.gcpause for the cost
+    # of letting the cyclic collector rescan them while they are made.
+    with paused_gc():
+        return algorithm.build(call)
 
 
 def candidates(call: Call) -> list[str]:

@@ -151,10 +151,12 @@ class Plan:
         op: OpKind,
         *,
         channel: int = 0,
+        after: Handle = NONE,
     ) -> Handle:
-        """One message piece: a transfer per byte range, after the link's previous piece and
-        after the data of ``ranges`` reached ``src``; returns the handle of all its parts."""
-        deps = join(self.last(src, dst, channel), self.ready(src, ranges))
+        """One message piece: a transfer per byte range, after the link's previous piece, after
+        the data of ``ranges`` reached ``src`` and after ``after``; returns the handle of all
+        its parts (of its dependencies if it is empty)."""
+        deps = join(self.last(src, dst, channel), self.ready(src, ranges), after)
         handles = self._emit(src, dst, ranges, op, deps, channel)
         self._commit(dst, ranges, op, handles)
         return join(*handles) if handles else deps

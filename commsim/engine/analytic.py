@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections import Counter
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -35,7 +37,11 @@ from commsim.algorithms.base import Call
 from commsim.algorithms.double_binary_tree import dbt_parents
 from commsim.collectives import Collective
 from commsim.engine import closed_forms as cf
-from commsim.engine.butterfly import rabenseifner, recursive_doubling_all_gather
+from commsim.engine.butterfly import (
+    rabenseifner,
+    rail_rabenseifner,
+    recursive_doubling_all_gather,
+)
 from commsim.engine.closed_forms import Hop, Ints
 from commsim.errors import SpecError
 from commsim.network import Network
@@ -45,9 +51,17 @@ UNIFORM_KINDS = frozenset({"fully_connected", "switch"})
 #: At most this many distinct pairs are looked up per phase; beyond it an even sample is.
 MAX_LOOKUPS = 4096
 
+T = TypeVar("T")
+
 
 class PairCosts:
-    """Worst (alpha, beta) over sets of rank pairs of one network, with few path lookups."""
+    """Worst (alpha, beta) over sets of rank pairs of one network, with few path lookups.
+
+    One instance per network and rank count is kept with the network
+    (:meth:`~commsim.network.Network.derived`); through :meth:`memo` it remembers each
+    algorithm's hops and structure (trees, host groups), which do not depend on the size, so a
+    sweep over sizes (and ``auto`` over algorithms) computes them once.
+    """
 
     def __init__(self, network: Network, ranks: int, hosts: tuple[int, ...] | None) -> None:
         self.network = network
@@ -56,8 +70,20 @@ class PairCosts:
         self.hosts = None if hosts is None else np.asarray(hosts, dtype=np.int64)
         self.ranks = ranks
         self._classes: dict[bool, tuple[float, float]] = {}
+        self._memo: dict[object, object] = {}
 
-    def hop(self, src: Ints, dst: Ints) -> Hop:
+    @classmethod
+    def of(cls, network: Network, ranks: int, hosts: tuple[int, ...] | None) -> PairCosts:
+        """The instance kept with ``network`` for ``ranks`` ranks on ``hosts``."""
+        return network.derived(("pair_costs", ranks, hosts), lambda: cls(network, ranks, hosts))
+
+    def memo(self, key: object, make: Callable[[], T]) -> T:
+        """``make()`` once per ``key``: for size-independent structure (trees, host groups)."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]  # type: ignore[return-value]
+
+    def hop(self, src: Ints | list[int], dst: Ints | list[int]) -> Hop:
         """The worst pair among ``src[k] -> dst[k]`` (pairs of a rank with itself ignored)."""
         src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         keep = src != dst
@@ -68,7 +94,8 @@ class PairCosts:
             alpha, beta = self._cost(int(src[0]), int(dst[0]))
         elif self.kind == "hierarchical" and self.hosts is not None:
             same = self.hosts[src] == self.hosts[dst]
-            costs = [self._class(bool(flag), src, dst, same) for flag in np.unique(same)]
+            flags = [flag for flag in (False, True) if (same == flag).any()]
+            costs = [self._class(flag, src, dst, same) for flag in flags]
             alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
         else:
             pairs = np.unique(src * self.ranks + dst)
@@ -107,15 +134,13 @@ def predict(call: Call, network: Network, algorithm: str) -> float:
     chunks = call.chunks if call.chunks is not None else algo.default_chunks(call)
     hosts = call.hosts
     if hosts is None and network.host_of(0) is not None:
-        hosts = tuple(int(network.host_of(r) or 0) for r in range(p))
-    pairs = PairCosts(network, p, hosts)
+        hosts = (network.rank_hosts() or (0,))[:p]
+    pairs = PairCosts.of(network, p, hosts)
     coll = call.collective
     if algo.name == "ring":
         return _ring(call, chunks, pairs)
     if algo.name == "binomial_tree":
-        v = np.arange(1, p, dtype=np.int64)
-        child, parent = (v + call.root) % p, ((v & (v - 1)) + call.root) % p
-        up, down = pairs.hop(child, parent), pairs.hop(parent, child)
+        up, down = pairs.memo(("binomial_tree", call.root), lambda: _binomial_hops(pairs, call.root))
         return cf.binomial_tree(
             p, n, chunks, up, down, coll is not Collective.BROADCAST, coll is not Collective.REDUCE
         )
@@ -123,32 +148,56 @@ def predict(call: Call, network: Network, algorithm: str) -> float:
         return _butterfly(algo.name, call, chunks, pairs)
     if algo.name == "double_binary_tree":
         time_s = 0.0
-        for parents, half in zip(dbt_parents(p), (n // 2, n - n // 2), strict=True):
-            par = np.asarray(parents, dtype=np.int64)
-            child = np.flatnonzero(par >= 0)
-            up, down = pairs.hop(child, par[child]), pairs.hop(par[child], child)
+        for (parents, up, down), half in zip(_dbt(pairs), (n // 2, n - n // 2), strict=True):
             time_s = max(time_s, cf.tree_all_reduce(parents, half, chunks, up, down))
         return time_s
-    if algo.name == "hierarchical":
+    if algo.name in ("hierarchical", "hierarchical_rabenseifner"):
         if hosts is None:  # check_supports already refused calls without hosts
             raise SpecError(f"algorithm {algo.name!r} needs a multi-host topology")
-        return _hierarchical(hosts, n, chunks, pairs)
+        return _hierarchical(hosts, n, chunks, pairs, algo.name != "hierarchical")
     raise SpecError(f"no closed form for algorithm {algo.name!r}")  # pragma: no cover
+
+
+def _dbt(pairs: PairCosts) -> list[tuple[Ints, Hop, Hop]]:
+    """Each tree's parents and its (up, down) hops."""
+
+    def make() -> list[tuple[Ints, Hop, Hop]]:
+        out = []
+        for parents in dbt_parents(pairs.ranks):
+            par = np.asarray(parents, dtype=np.int64)
+            child = np.flatnonzero(par >= 0)
+            out.append((par, pairs.hop(child, par[child]), pairs.hop(par[child], child)))
+        return out
+
+    return pairs.memo("double_binary_tree", make)
+
+
+def _chain_hop(pairs: PairCosts, first: int, length: int | None = None) -> Hop:
+    """The worst of the pairs ``(first + k, first + k + 1) mod p``, ``k < length`` (p - 1)."""
+    p = pairs.ranks
+    k = np.arange(p - 1 if length is None else length, dtype=np.int64)
+    return pairs.hop((first + k) % p, (first + k + 1) % p)
+
+
+def _binomial_hops(pairs: PairCosts, root: int) -> tuple[Hop, Hop]:
+    """The binomial tree's up (child to parent) and down hops."""
+    p = pairs.ranks
+    v = np.arange(1, p, dtype=np.int64)
+    child, parent = (v + root) % p, ((v & (v - 1)) + root) % p
+    return pairs.hop(child, parent), pairs.hop(parent, child)
 
 
 def _ring(call: Call, chunks: int, pairs: PairCosts) -> float:
     """Ring collectives over the pairs ``(i, i + 1 mod p)``; chains skip the pair into/out of
     the root."""
     p, n, root = call.ranks, call.nbytes, call.root
-    i = np.arange(p, dtype=np.int64)
     coll = call.collective
     if coll.rooted:
         # broadcast: root -> root+1 -> ... ; reduce: root+1 -> ... -> root
-        k = np.arange(p - 1, dtype=np.int64)
         first = root if coll is Collective.BROADCAST else root + 1
-        hop = pairs.hop((first + k) % p, (first + k + 1) % p)
+        hop = pairs.memo(("ring chain", first % p), lambda: _chain_hop(pairs, first))
         return cf.ring_chain(p, n, chunks, hop, coll is Collective.REDUCE)
-    hop = pairs.hop(i, (i + 1) % p)
+    hop = pairs.memo("ring", lambda: _chain_hop(pairs, 0, p))
     steps = {
         Collective.ALL_GATHER: (0, p - 1, 0),
         Collective.REDUCE_SCATTER: (p - 1, 0, 1),
@@ -157,9 +206,9 @@ def _ring(call: Call, chunks: int, pairs: PairCosts) -> float:
     return cf.ring_collective(p, n, chunks, steps[0], steps[1], steps[2], hop, hop)
 
 
-def _butterfly(name: str, call: Call, chunks: int, pairs: PairCosts) -> float:
-    """Recursive doubling / Rabenseifner: fold pairs, one hop per distance, unfold pairs."""
-    p, n = call.ranks, call.nbytes
+def _butterfly_hops(pairs: PairCosts) -> tuple[Hop, dict[int, Hop], Hop]:
+    """The fold's, each distance's and the unfold's hop among ``pairs.ranks`` ranks."""
+    p = pairs.ranks
     pof2 = 1 << (p.bit_length() - 1)
     rem = p - pof2
     a = np.arange(pof2, dtype=np.int64)
@@ -172,6 +221,13 @@ def _butterfly(name: str, call: Call, chunks: int, pairs: PairCosts) -> float:
         partner = core[a ^ mask]
         steps[mask] = pairs.hop(np.concatenate([core, partner]), np.concatenate([partner, core]))
         mask <<= 1
+    return fold, steps, unfold
+
+
+def _butterfly(name: str, call: Call, chunks: int, pairs: PairCosts) -> float:
+    """Recursive doubling / Rabenseifner: fold pairs, one hop per distance, unfold pairs."""
+    p, n = call.ranks, call.nbytes
+    fold, steps, unfold = pairs.memo("butterfly", lambda: _butterfly_hops(pairs))
     ordered = [steps[1 << m] for m in range(len(steps))]
     if name == "recursive_doubling":
         if call.collective is Collective.ALL_GATHER:
@@ -182,16 +238,45 @@ def _butterfly(name: str, call: Call, chunks: int, pairs: PairCosts) -> float:
 
 
 # -- hierarchical ----------------------------------------------------------------------------
-def _groups(hosts: tuple[int, ...]) -> list[list[int]]:
+def _groups(hosts: tuple[int, ...]) -> list[Ints]:
     """Ranks of each host, ascending, hosts ordered by their lowest rank (as the builder)."""
-    groups: dict[int, list[int]] = {}
-    for rank, host in enumerate(hosts):
-        groups.setdefault(host, []).append(rank)
-    return sorted(groups.values(), key=lambda g: g[0])
+    host = np.asarray(hosts, dtype=np.int64)
+    order = np.argsort(host, kind="stable")  # by host id, ranks ascending within a host
+    _, first, counts = np.unique(host[order], return_index=True, return_counts=True)
+    if (counts == counts[0]).all():  # equal hosts: rows of one array, by lowest rank
+        table = order.reshape(len(counts), int(counts[0]))
+        return list(table[np.argsort(table[:, 0])])
+    groups = np.split(order, first[1:])
+    return sorted(groups, key=lambda g: int(g[0]))
 
 
-def _hierarchical(hosts: tuple[int, ...], nbytes: int, chunks: int, pairs: PairCosts) -> float:
-    """Intra-host ring reduce-scatter, inter-host rail all-reduce, intra-host ring all-gather.
+def _layout(hosts: tuple[int, ...], pairs: PairCosts) -> tuple[list[Ints], Hop, Hop]:
+    """The host groups and the intra-host ring's and the rails' worst hops (memoised)."""
+
+    def make() -> tuple[list[Ints], Hop, Hop]:
+        groups = _groups(hosts)
+        width = min(len(g) for g in groups)  # every host has an owner of local index < width
+        if len({len(g) for g in groups}) == 1:
+            table = np.stack(groups)
+            intra_src, intra_dst = table.ravel(), np.roll(table, -1, axis=1).ravel()
+        else:
+            intra_src = np.concatenate(groups)
+            intra_dst = np.concatenate([np.roll(g, -1) for g in groups])
+        intra = pairs.hop(intra_src, intra_dst)
+        if len(groups) < 2:
+            return groups, intra, intra
+        owners = np.stack([g[:width] for g in groups])  # (H, width)
+        inter = pairs.hop(owners.ravel(), np.roll(owners, -1, axis=0).ravel())
+        return groups, intra, inter
+
+    return pairs.memo(("hierarchical", hosts), make)
+
+
+def _hierarchical(
+    hosts: tuple[int, ...], nbytes: int, chunks: int, pairs: PairCosts, butterfly: bool = False
+) -> float:
+    """Intra-host ring reduce-scatter, inter-host rail all-reduce, intra-host ring all-gather;
+    the rails are rings or, with ``butterfly``, Rabenseifner's (``hierarchical_rabenseifner``).
 
     Exact for hosts of equal size ``L``: the hosts' intra phases are identical, so phase 1 is
     one ring recurrence; rail ``l`` (part ``l``, cut into ``H`` sub-blocks) starts from phase
@@ -202,25 +287,19 @@ def _hierarchical(hosts: tuple[int, ...], nbytes: int, chunks: int, pairs: PairC
     Hosts of unequal size make some ranks own ``k > 1`` rails, whose messages queue on one pair
     or share one NIC (the DES's contention); then this is an estimate: the slowest host's intra
     phases plus the largest rail, each step costing ``q alpha + k x / beta`` for ``q`` rails
-    queueing on one pair and ``k`` rails through one rank's NIC.
+    queueing on one pair and ``k`` rails through one rank's NIC. Rabenseifner rails are
+    timed by :func:`~commsim.engine.butterfly.rail_rabenseifner` (hosts of equal size: exact;
+    otherwise the widest range's rail with each step ``k`` times as long, ``k`` rails per NIC).
     """
-    groups = _groups(hosts)
+    groups, intra, inter = _layout(hosts, pairs)
     sizes = {len(g) for g in groups}
-    intra_src = [g[i] for g in groups for i in range(len(g))]
-    intra_dst = [g[(i + 1) % len(g)] for g in groups for i in range(len(g))]
-    intra = pairs.hop(np.asarray(intra_src), np.asarray(intra_dst))
-    hop_count = len(groups)
-    width = min(sizes)  # every host has an owner of local index < width: a representative set
-    inter_src = [g[i] for g in groups for i in range(width)]
-    inter_dst = [groups[(h + 1) % hop_count][i] for h in range(hop_count) for i in range(width)]
-    inter = pairs.hop(np.asarray(inter_src), np.asarray(inter_dst)) if hop_count > 1 else intra
     if len(sizes) == 1:
-        return _hierarchical_equal(hop_count, max(sizes), nbytes, chunks, intra, inter)
-    return _hierarchical_unequal(groups, nbytes, chunks, intra, inter)
+        return _hierarchical_equal(len(groups), max(sizes), nbytes, chunks, intra, inter, butterfly)
+    return _hierarchical_unequal(groups, nbytes, chunks, intra, inter, butterfly)
 
 
 def _hierarchical_equal(
-    hosts: int, local: int, nbytes: int, chunks: int, intra: Hop, inter: Hop
+    hosts: int, local: int, nbytes: int, chunks: int, intra: Hop, inter: Hop, butterfly: bool
 ) -> float:
     parts = cf.segment_lengths(local, nbytes)
     part_start = (np.arange(local, dtype=np.int64) * nbytes) // local
@@ -236,7 +315,10 @@ def _hierarchical_equal(
         arrived, link = np.zeros((1, chunks)), None
     ready3 = arrived
     if hosts > 1:
-        ready3, rails_s = _rails(hosts, parts, part_start, table, arrived, chunks, inter)
+        if butterfly:
+            ready3, rails_s = _butterfly_rails(hosts, parts, arrived, chunks, inter)
+        else:
+            ready3, rails_s = _rails(hosts, parts, part_start, table, arrived, chunks, inter)
         time_s = max(time_s, rails_s)
     if local > 1:
         three = cf.ring_steps(
@@ -289,8 +371,29 @@ def _rails(
     return ready, out.time_s
 
 
+def _butterfly_rails(
+    hosts: int, parts: Ints, arrived: np.ndarray, chunks: int, inter: Hop
+) -> tuple[np.ndarray, float]:
+    """Rabenseifner rails of every part (rails of equal parts arriving together are alike)."""
+    ready = np.empty((len(parts), chunks))
+    done: dict[tuple[int, tuple[float, ...]], tuple[np.ndarray, float]] = {}
+    time_s = 0.0
+    for part, (length, arrival) in enumerate(zip(parts, arrived, strict=True)):
+        key = (int(length), tuple(arrival.tolist()))
+        if key not in done:
+            done[key] = rail_rabenseifner(hosts, int(length), chunks, arrival, inter)
+        ready[part], rail_s = done[key]
+        time_s = max(time_s, rail_s)
+    return ready, time_s
+
+
 def _hierarchical_unequal(
-    groups: list[list[int]], nbytes: int, chunks: int, intra: Hop, inter: Hop
+    groups: list[Ints],
+    nbytes: int,
+    chunks: int,
+    intra: Hop,
+    inter: Hop,
+    butterfly: bool = False,
 ) -> float:
     sizes = [len(g) for g in groups]
     distinct = sorted(set(sizes))
@@ -313,6 +416,10 @@ def _hierarchical_unequal(
     queue = max(
         Counter(zip(owner[a], owner[b], strict=True)).most_common(1)[0][1] for a, b in transitions
     )
+    if butterfly:  # a rank's k rails take turns on its NIC, piece by piece
+        serial = Hop(inter.alpha_s * nic, inter.beta_Bps / nic, inter.gamma_s_per_B * nic)
+        _, rail_s = rail_rabenseifner(hops, widest, chunks, np.zeros(chunks), serial)
+        return intra_s + rail_s + gather_s
     shared = Hop(inter.alpha_s * queue, inter.beta_Bps / nic, inter.gamma_s_per_B)
     rail_s = cf.ring_collective(hops, widest, chunks, hops - 1, hops - 1, 1, shared, shared)
     return intra_s + rail_s + gather_s

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import simpy
 from simpy.events import NORMAL
 
+from commsim.gcpause import paused_gc
 from commsim.network import Network
 from commsim.schedule import OpKind, Schedule, Transfer
 
@@ -121,10 +122,13 @@ class _Simulation:
         self._on_arrival = (self._arrival,)
 
     def run(self) -> Timing:
-        for index, count in enumerate(self.waiting):
-            if count == 0:
-                self._start(index)
-        self.env.run()
+        # NOTE: every event allocates objects that die young; with the collector on, the
+        # schedule's long-lived objects are rescanned again and again (commsim.gcpause).
+        with paused_gc():
+            for index, count in enumerate(self.waiting):
+                if count == 0:
+                    self._start(index)
+            self.env.run()
         unfinished = [i for i, count in enumerate(self.waiting) if count > 0]
         if unfinished:  # only a malformed (cyclic) schedule gets here
             raise RuntimeError(f"transfers never became ready: {unfinished[:5]}")

@@ -1,11 +1,12 @@
 """Launch the measuring processes: one spawn per world size, on 127.0.0.1, never left hanging.
 
-For each world size, :func:`measure` starts ``world_size`` processes with the ``spawn`` start
-method (each imports torch afresh; nothing is inherited from the caller but the environment),
-each running :func:`commsim.measure.worker.run`. They rendezvous over TCP on a free loopback
-port (``tcp://127.0.0.1:PORT``; the port is found by binding ``127.0.0.1:0``) with
-``GLOO_SOCKET_IFNAME=lo`` and ``OMP_NUM_THREADS=1`` in their environment. Rank 0 streams its
-progress and finally its rows through a queue.
+For each world size, :func:`measure` starts ``world_size`` fresh Python processes
+(``python -m commsim.measure.worker``: each imports torch itself, nothing of the caller's
+``__main__`` is re-imported, so a script or notebook needs no ``if __name__ == "__main__"``
+guard). They rendezvous over TCP on a free loopback port (``tcp://127.0.0.1:PORT``; the port is
+found by binding ``127.0.0.1:0``) with ``GLOO_SOCKET_IFNAME=lo`` and ``OMP_NUM_THREADS=1`` in
+their environment. Each writes JSON lines to a pipe of its own: rank 0 its progress and finally
+its rows, any rank its error.
 
 Failure handling: a rank that raises reports its error before exiting; a rank that dies
 silently is noticed by its exit status; a world that outlives ``timeout_s`` is stopped. In every
@@ -17,12 +18,15 @@ the cause, so no process outlives the call.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
+import json
 import os
-import queue as queue_module
+import selectors
 import socket
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,6 +88,7 @@ class MeasureSpec:
     iterations: int = 20
     warmups: int = 3
     rounds: int = 1
+    batch: int = 1
     port: int | None = None
     init_timeout_s: float = 60.0
     timeout_s: float = 600.0
@@ -115,6 +120,7 @@ class MeasureSpec:
         if isinstance(self.warmups, bool) or not isinstance(self.warmups, int) or self.warmups < 0:
             raise SpecError(f"--warmups: must be an integer >= 0, got {self.warmups!r}")
         _positive(self.rounds, "--rounds")
+        _positive(self.batch, "--batch")
         if self.port is not None and (
             isinstance(self.port, bool) or not isinstance(self.port, int)
             or not 0 < self.port < 65536
@@ -196,23 +202,8 @@ def measure(spec: MeasureSpec, progress: Progress | None = None) -> list[Measure
     return rows
 
 
-@contextlib.contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    """Set environment variables for the children spawned inside, then restore them."""
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, old in saved.items():
-            if old is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = old
-
-
 def _run_world(spec: MeasureSpec, world: int, progress: Progress | None) -> list[Measurement]:
-    from commsim.measure.worker import WorkerArgs, run
+    from commsim.measure.worker import WorkerArgs
 
     port = spec.port if spec.port is not None else free_port()
     args = WorkerArgs(
@@ -224,82 +215,159 @@ def _run_world(spec: MeasureSpec, world: int, progress: Progress | None) -> list
         iterations=spec.iterations,
         warmups=spec.warmups,
         rounds=spec.rounds,
+        batch=spec.batch,
         init_timeout_s=float(spec.init_timeout_s),
         crash_rank=spec.crash_rank,
-    )
-    ctx = multiprocessing.get_context("spawn")
-    messages: Any = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=run, args=(rank, args, messages), name=f"commsim-measure-w{world}-r{rank}",
-            daemon=True,
-        )
-        for rank in range(world)
-    ]
+    ).to_json()
+    env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    env["PYTHONWARNINGS"] = "ignore::FutureWarning"
+    ranks: list[_Rank] = []
     try:
-        with _environment(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"):
-            for proc in procs:
-                proc.start()
-        raw = _collect(spec, world, port, procs, messages, progress)
+        for rank in range(world):
+            ranks.append(_Rank.start(rank, args, env))
+        raw = _collect(spec, world, port, ranks, progress)
     finally:
-        _stop(procs)
-        messages.close()
-        messages.cancel_join_thread()
+        for r in ranks:
+            r.stop()
     return [Measurement.from_dict(row) for row in raw]
+
+
+class _Rank:
+    """One worker process: its pipe of JSON lines and a file holding its stderr."""
+
+    def __init__(self, rank: int, proc: subprocess.Popen[bytes], pipe: int, log: Any) -> None:
+        self.rank = rank
+        self.proc = proc
+        self.pipe = pipe
+        self.log = log
+        self.buffer = b""
+        self.open = True
+
+    @classmethod
+    def start(cls, rank: int, args: str, env: dict[str, str]) -> _Rank:
+        read_fd, write_fd = os.pipe()
+        log = tempfile.TemporaryFile()
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "commsim.measure.worker", str(rank), str(write_fd), args],
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+            )
+        except BaseException:
+            os.close(read_fd)
+            log.close()
+            raise
+        finally:
+            os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        return cls(rank, proc, read_fd, log)
+
+    def read(self) -> list[dict[str, Any]]:
+        """The complete messages available now (non-blocking)."""
+        if not self.open:
+            return []
+        try:
+            chunk = os.read(self.pipe, 1 << 16)
+        except BlockingIOError:
+            return []
+        if not chunk:
+            self.open = False
+        self.buffer += chunk
+        *lines, self.buffer = self.buffer.split(b"\n")
+        out = []
+        for line in lines:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    def tail(self, limit: int = 400) -> str:
+        """The last characters the process wrote to stdout/stderr, on one line."""
+        try:
+            self.log.seek(0)
+            text = self.log.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+        return _one_line(text[-4 * limit :], limit)
+
+    def stop(self) -> None:
+        """Terminate, then kill, then reap the process; close the pipe and the log."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=3)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        with contextlib.suppress(OSError):
+            os.close(self.pipe)
+        self.log.close()
 
 
 def _collect(
     spec: MeasureSpec,
     world: int,
     port: int,
-    procs: Sequence[Any],
-    messages: Any,
+    ranks: Sequence[_Rank],
     progress: Progress | None,
 ) -> list[dict[str, object]]:
-    """Read the queue until rank 0 delivered its rows and every rank exited cleanly."""
+    """Read the pipes until rank 0 delivered its rows and every rank exited cleanly."""
     where = f"measure --backend {spec.backend} --world-size {world}"
     deadline = time.monotonic() + spec.timeout_s
     rows: list[dict[str, object]] | None = None
     errors: dict[int, str] = {}
     failed_at: float | None = None
-    while True:
-        try:
-            message = messages.get(timeout=_POLL_S)
-        except queue_module.Empty:
-            message = None
-        if message is not None:
-            kind = message[0]
-            if kind == "progress" and progress is not None:
-                progress(world, int(message[1]), int(message[2]), str(message[3]))
-            elif kind == "rows":
-                rows = list(message[1])
-            elif kind == "error":
-                errors.setdefault(int(message[1]), str(message[2]))
-                failed_at = failed_at if failed_at is not None else time.monotonic()
-            continue  # drain the queue before looking at the processes
-        codes = [proc.exitcode for proc in procs]
-        dead = [rank for rank, code in enumerate(codes) if code not in (None, 0)]
-        if dead and failed_at is None:
-            failed_at = time.monotonic()
-        if failed_at is not None and (
-            time.monotonic() - failed_at > _GRACE_S or all(c is not None for c in codes)
-        ):
-            raise CommsimError(f"{where}: {_cause(errors, codes, port)}; all workers stopped")
-        if rows is not None and all(code == 0 for code in codes):
-            return rows
-        if time.monotonic() > deadline:
-            raise CommsimError(
-                f"{where}: did not finish within {spec.timeout_s:g} s (--timeout); "
-                "all workers stopped"
-            )
+    with selectors.DefaultSelector() as selector:
+        for r in ranks:
+            selector.register(r.pipe, selectors.EVENT_READ, r)
+        while True:
+            for key, _ in selector.select(timeout=_POLL_S):
+                r = key.data
+                for message in r.read():
+                    kind = message.get("kind")
+                    if kind == "progress" and progress is not None:
+                        progress(world, int(message["done"]), int(message["total"]),
+                                 str(message["label"]))
+                    elif kind == "rows":
+                        rows = list(message["rows"])
+                    elif kind == "error":
+                        errors.setdefault(r.rank, str(message["message"]))
+                        if failed_at is None:
+                            failed_at = time.monotonic()
+                if not r.open:
+                    selector.unregister(r.pipe)
+            codes = [r.proc.poll() for r in ranks]
+            if failed_at is None and any(code not in (None, 0) for code in codes):
+                failed_at = time.monotonic()
+            if failed_at is not None and (
+                time.monotonic() - failed_at > _GRACE_S or all(c is not None for c in codes)
+            ):
+                cause = _cause(errors, codes, port, ranks)
+                raise CommsimError(f"{where}: {cause}; all workers stopped")
+            if rows is not None and all(code == 0 for code in codes):
+                return rows
+            if all(code == 0 for code in codes) and not selector.get_map():
+                raise CommsimError(f"{where}: rank 0 exited without reporting its rows")
+            if time.monotonic() > deadline:
+                raise CommsimError(
+                    f"{where}: did not finish within {spec.timeout_s:g} s (--timeout); "
+                    "all workers stopped"
+                )
 
 
-def _cause(errors: dict[int, str], codes: list[int | None], port: int) -> str:
+def _cause(
+    errors: dict[int, str], codes: list[int | None], port: int, ranks: Sequence[_Rank]
+) -> str:
     """The most telling reason for a failed world, as a phrase."""
     for rank, code in enumerate(codes):
         if code not in (None, 0, 3) and rank not in errors:  # died without a word
             how = f"signal {-code}" if code < 0 else f"exit status {code}"
-            return f"rank {rank} died ({how})"
+            tail = ranks[rank].tail()
+            return f"rank {rank} died ({how})" + (f": {tail}" if tail else "")
     if errors:
         rank = min(errors)
         for r, text in errors.items():  # prefer a root cause to a peer's 'connection closed'
@@ -319,14 +387,3 @@ def _one_line(text: str, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def _stop(procs: Sequence[Any]) -> None:
-    """Terminate, then kill, then reap every process (idempotent; quick for exited ones)."""
-    for proc in procs:
-        if proc.is_alive():
-            proc.terminate()
-    for proc in procs:
-        proc.join(timeout=3)
-    for proc in procs:
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=3)

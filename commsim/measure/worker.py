@@ -1,9 +1,11 @@
 """What each measuring process runs: time real torch.distributed collectives, report to rank 0.
 
-This module imports ``torch``; only the processes :mod:`commsim.measure.launcher` spawns import
-it (torch is an optional extra of commsim). Rank 0 sends ``("progress", done, total, label)``
-messages while it works, then ``("rows", [...])``; any rank that fails sends
-``("error", rank, message)`` before exiting with a non-zero status.
+This module imports ``torch``; only the processes :mod:`commsim.measure.launcher` starts import
+it (torch is an optional extra of commsim). Each is ``python -m commsim.measure.worker RANK FD
+ARGS_JSON``: it writes one JSON object per line to the pipe ``FD``. Rank 0 writes
+``{"kind": "progress", "done", "total", "label"}`` while it works, then ``{"kind": "rows",
+"rows": [...]}``; a rank that fails writes ``{"kind": "error", "rank", "message"}`` and exits
+with status 3.
 
 Timing, for every (collective, size) of a plan, in the plan's order:
 
@@ -21,16 +23,19 @@ every row a little instead of one row entirely.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import os
 import socket
 import statistics
+import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, TextIO
 
 import torch
 import torch.distributed as dist
@@ -40,7 +45,7 @@ OPS = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce", "sen
 ELEMENT_BYTES = 4  # float32
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerArgs:
     """Everything a rank needs (picklable: it crosses the spawn boundary)."""
 
@@ -52,9 +57,34 @@ class WorkerArgs:
     iterations: int
     warmups: int
     rounds: int
+    batch: int
     init_timeout_s: float
     #: Tests only: this rank exits abruptly once set up (a crashed worker).
     crash_rank: int | None = None
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> WorkerArgs:
+        data = json.loads(text)
+        data["collectives"] = tuple(data["collectives"])
+        data["sizes"] = tuple(data["sizes"])
+        return cls(**data)
+
+
+#: ``emit(kind, **fields)``: one message to the launcher.
+Emit = Callable[..., None]
+
+
+def pipe_emitter(stream: TextIO) -> Emit:
+    """An :data:`Emit` writing JSON lines to ``stream`` (flushed at once)."""
+
+    def emit(kind: str, **fields: Any) -> None:
+        stream.write(json.dumps({"kind": kind, **fields}) + "\n")
+        stream.flush()
+
+    return emit
 
 
 def elements(nbytes: int, world_size: int) -> int:
@@ -112,23 +142,25 @@ def _plan(args: WorkerArgs) -> list[tuple[str, int]]:
     return plan
 
 
-def run(rank: int, args: WorkerArgs, queue: Any) -> None:
-    """Entry point of one spawned rank (``multiprocessing`` target)."""
-    try:
-        _run(rank, args, queue)
-    except BaseException as exc:  # report, then die: the launcher turns it into one line
-        detail = f"{type(exc).__name__}: {exc}".strip()
-        if os.environ.get("COMMSIM_DEBUG"):
-            detail += "\n" + traceback.format_exc()
+def main(argv: Sequence[str]) -> None:
+    """``python -m commsim.measure.worker RANK FD ARGS_JSON``: run one rank, report on ``FD``."""
+    rank, fd, args = int(argv[0]), int(argv[1]), WorkerArgs.from_json(argv[2])
+    with os.fdopen(fd, "w", encoding="utf-8") as stream:
+        emit = pipe_emitter(stream)
         try:
-            queue.put(("error", rank, detail))
-            queue.close()
-            queue.join_thread()
-        finally:
-            os._exit(3)
+            run(rank, args, emit)
+        except BaseException as exc:  # report, then die: the launcher makes it one line
+            detail = f"{type(exc).__name__}: {exc}".strip()
+            if os.environ.get("COMMSIM_DEBUG"):
+                detail += "\n" + traceback.format_exc()
+            try:
+                emit("error", rank=rank, message=detail)
+            finally:
+                os._exit(3)
 
 
-def _run(rank: int, args: WorkerArgs, queue: Any) -> None:
+def run(rank: int, args: WorkerArgs, emit: Emit) -> None:
+    """Initialize the process group, measure the plan, report (rank 0), tear down."""
     torch.set_num_threads(1)
     device = torch.device("cpu")
     if args.backend == "nccl":
@@ -145,14 +177,11 @@ def _run(rank: int, args: WorkerArgs, queue: Any) -> None:
         if args.crash_rank == rank:
             dist.barrier()
             os._exit(4)
-        rows = _measure(rank, args, device, queue)
-        if rank == 0:
-            queue.put(("rows", rows))
+        rows = _measure(rank, args, device, emit)
     finally:
         dist.destroy_process_group()
     if rank == 0:
-        queue.close()
-        queue.join_thread()
+        emit("rows", rows=rows)
 
 
 def _sync(device: torch.device) -> None:
@@ -161,7 +190,7 @@ def _sync(device: torch.device) -> None:
 
 
 def _measure(
-    rank: int, args: WorkerArgs, device: torch.device, queue: Any
+    rank: int, args: WorkerArgs, device: torch.device, emit: Emit
 ) -> list[dict[str, object]]:
     world = args.world_size
     plan = _plan(args)
@@ -182,16 +211,16 @@ def _measure(
                 dist.barrier()
                 _sync(device)
                 start = time.perf_counter()
-                op()
+                for _ in range(args.batch):
+                    op()
                 _sync(device)
-                mine.append(time.perf_counter() - start)
+                mine.append((time.perf_counter() - start) / args.batch)
             slowest = torch.tensor(mine, dtype=torch.float64, device=device)
             dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
             times[key].extend(slowest.cpu().tolist())
             done += 1
             if rank == 0:
-                label = f"{key[0]} {key[1]} B"
-                queue.put(("progress", done, total, label))
+                emit("progress", done=done, total=total, label=f"{key[0]} {key[1]} B")
     if rank != 0:
         return []
     return [_row(name, nbytes, times[(name, nbytes)], args, device) for name, nbytes in plan]
@@ -220,3 +249,7 @@ def _row(
         "cpus": os.cpu_count() or 0,
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
     }
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -16,6 +16,9 @@ from commsim.errors import SpecError
 
 _REPLAY_EPILOG = """\
 workload kinds: pipeline, ddp, fsdp, tensor, hybrid (see docs/replay.md for every key).
+captured traces: a directory of PyTorch profiler traces (*.json, *.json.gz; one per rank) or
+         one trace file replays the captured step; the output adds measured_step_time_s
+         (see docs/traces.md).
 metrics: overlap = communication hidden under compute / communication;
          idle = mean over ranks of (time not computing / step time).
 
@@ -23,6 +26,7 @@ examples:
   commsim replay ddp.yaml --topology dgx-h100x4
   commsim replay pipeline.yaml --topology ring.yaml --json
   commsim replay fsdp.yaml --topology dgx-h100x2 --trace step.json --plot step.png
+  commsim replay traces/ --topology dgx-h100x2 --step all --json
 """
 
 _BOUND_EPILOG = """\
@@ -46,7 +50,12 @@ def add_parsers(sub: Any) -> None:
         epilog=_REPLAY_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    replay.add_argument("workload", metavar="WORKLOAD", help="a workload YAML file")
+    replay.add_argument(
+        "workload",
+        metavar="WORKLOAD",
+        help="a workload YAML file, or captured PyTorch profiler traces: a directory of "
+        "per-rank *.json/*.json.gz files or one such file",
+    )
     replay.add_argument(
         "--topology",
         "-t",
@@ -63,6 +72,13 @@ def add_parsers(sub: Any) -> None:
     )
     replay.add_argument(
         "--plot", metavar="FILE.png", default=None, help="save a Gantt chart of the step"
+    )
+    replay.add_argument(
+        "--step",
+        metavar="N|last|all",
+        default=None,
+        help="captured traces: which ProfilerStep#N to replay (default: the last one; 'all': "
+        "every profiled step)",
     )
     replay.set_defaults(handler=run_replay)
 
@@ -111,7 +127,14 @@ def run_replay(args: argparse.Namespace) -> int:
 
     _check_dir("--trace", args.trace)
     _check_dir("--plot", args.plot)
-    result = replay(args.workload, args.topology)
+    workload: Any = args.workload
+    from commsim.traces.replay import is_trace_path, load_trace_workload
+
+    if is_trace_path(workload):
+        workload = load_trace_workload(workload, args.step)
+    elif args.step is not None:
+        raise SpecError(f"--step {args.step}: only for captured traces, not {workload!r}")
+    result = replay(workload, args.topology)
     if args.trace is not None:
         from commsim.replay.trace import write_step_trace
 
@@ -136,6 +159,11 @@ def format_step(out: dict[str, Any]) -> str:
     lines = [
         f"# commsim replay {out['workload']}: topology {out['topology']}, {out['ranks']} ranks",
         f"step time          {_ms(out['step_time_s'])}",
+        *(
+            [f"measured step      {_ms(out['measured_step_time_s'])}  (captured trace)"]
+            if "measured_step_time_s" in out
+            else []
+        ),
         f"compute            {_ms(out['compute_time_s'])}  (mean over ranks)",
         f"communication      {_ms(out['comm_time_s'])}  (mean over ranks)",
         f"exposed comm       {_ms(out['exposed_comm_s'])}  (mean over ranks)",

@@ -78,8 +78,14 @@ def workload_from_dict(data: object, source: str = "") -> WorkloadSpec:
 
 
 def load_workload(workload: WorkloadSpec | Mapping[str, Any] | str | Path) -> WorkloadSpec:
-    """A workload spec from a spec, a parsed mapping or a YAML file path."""
+    """A workload spec from a spec, a parsed mapping, a YAML file path, or captured PyTorch
+    profiler traces (a directory of per-rank ``*.json``/``*.json.gz`` files or one such file:
+    its last profiler step, see :mod:`commsim.traces`)."""
     if isinstance(workload, str | Path):
+        from commsim.traces.replay import is_trace_path, load_trace_workload
+
+        if is_trace_path(workload):
+            return load_trace_workload(workload)
         return workload_from_dict(fields.read_yaml(workload), str(workload))
     if isinstance(workload, Mapping) or not hasattr(workload, "graph"):
         return workload_from_dict(workload)
@@ -175,7 +181,8 @@ def replay(
     Parameters
     ----------
     workload
-        A YAML file, a parsed mapping (``kind: ddp | fsdp | pipeline | tensor | hybrid``) or a spec.
+        A YAML file, a parsed mapping (``kind: ddp | fsdp | pipeline | tensor | hybrid``), a
+        spec, or captured traces (a directory of per-rank Kineto files or one file).
     topology
         A preset name, a topology YAML file, a parsed mapping or a built network.
     """

@@ -183,14 +183,21 @@ def _hierarchical(spec: HierarchicalSpec) -> Network:
     devices += [Device(f"nvswitch{n}", "switch", n) for n in range(spec.nodes)]
     devices.append(Device("fabric", "switch"))
     fabric = len(devices) - 1
+    intra_s, intra_Bps = spec.intra.latency_s / 2, spec.intra.bandwidth_Bps
+    inter_s, inter_Bps = spec.inter.latency_s / 2, spec.inter.bandwidth_Bps
     links: list[Link] = []
+    # NOTE: the four links of each GPU written out (what _cable does, without a call per
+    # cable): 65,536 GPUs are 262,144 links, and building them is most of an analytic run at
+    # that scale (benchmarks/analytic_scale.py).
     for g in range(gpus):
         node = g // spec.gpus_per_node
-        name = devices[g].name
-        _cable(
-            links, g, gpus + node, spec.intra, (name, f"nvswitch{node}"), spec.intra.latency_s / 2
+        name, switch = devices[g].name, gpus + node
+        links += (
+            Link(g, switch, intra_s, intra_Bps, f"{name}->nvswitch{node}"),
+            Link(switch, g, intra_s, intra_Bps, f"nvswitch{node}->{name}"),
+            Link(g, fabric, inter_s, inter_Bps, f"{name}->fabric"),
+            Link(fabric, g, inter_s, inter_Bps, f"fabric->{name}"),
         )
-        _cable(links, g, fabric, spec.inter, (name, "fabric"), spec.inter.latency_s / 2)
     meta = _meta(
         spec,
         nodes=spec.nodes,

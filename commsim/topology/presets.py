@@ -15,12 +15,14 @@ commsim.errors.SpecError: unknown topology 'no-such-machine' (not a preset or a 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
 from commsim.errors import SpecError
+from commsim.gcpause import paused_gc
 from commsim.network import Network
 from commsim.topology.build import build_network
 from commsim.topology.loader import parse_yaml, read_spec_file, spec_from_dict
@@ -46,9 +48,18 @@ class PresetInfo:
 
 def preset_names() -> list[str]:
     """Names of the shipped presets, sorted (without ``xN`` variants)."""
+    return list(_preset_names())
+
+
+@functools.lru_cache(maxsize=1)
+def _preset_names() -> tuple[str, ...]:
     folder = files(PRESET_PACKAGE)
-    return sorted(
-        entry.name[: -len(".yaml")] for entry in folder.iterdir() if entry.name.endswith(".yaml")
+    return tuple(
+        sorted(
+            entry.name[: -len(".yaml")]
+            for entry in folder.iterdir()
+            if entry.name.endswith(".yaml")
+        )
     )
 
 
@@ -60,6 +71,10 @@ def _split_suffix(name: str, names: list[str]) -> tuple[str, str] | None:
     return None
 
 
+# NOTE: presets are read-only package data and specs are frozen, so each file is parsed once
+# per process: YAML parsing was most of the time of a sweep that names its topology by preset
+# (benchmarks/sweep_throughput.py).
+@functools.lru_cache(maxsize=None)
 def _read_preset(name: str) -> TopologySpec:
     source = f"preset {name!r}"
     text = files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
@@ -170,5 +185,41 @@ def load_topology(ref: TopologyRef, *, ranks: int | None = None) -> Network:
     >>> load_topology("dgx-a100x2", ranks=12).ranks
     12
     """
-    network = ref if isinstance(ref, Network) else build_network(topology_spec(ref))
+    if isinstance(ref, Network):
+        network = ref
+    elif isinstance(ref, str) and _is_preset(ref):
+        network = _preset_network(ref)
+    else:
+        network = _build(topology_spec(ref))
     return network if ranks is None else network.with_ranks(ranks)
+
+
+#: Networks of presets with at most this many ranks are kept (see :func:`_preset_network`).
+CACHED_PRESET_RANKS = 8192
+
+
+def _is_preset(name: str) -> bool:
+    names = preset_names()
+    return name in names or _split_suffix(name, names) is not None
+
+
+# NOTE: a preset's network is immutable (frozen, built from package data), so the few last
+# used are kept and shared: a sweep naming its topology by preset then builds it once and
+# reuses its cached routes and pair costs, 5-10x more predictions per second
+# (benchmarks/sweep_throughput.py). Networks above CACHED_PRESET_RANKS are rebuilt each time
+# rather than kept alive (hundreds of MB at 65,536 ranks).
+@functools.lru_cache(maxsize=8)
+def _cached_preset_network(name: str) -> Network:
+    return _build(preset_spec(name))
+
+
+def _preset_network(name: str) -> Network:
+    spec = preset_spec(name)
+    if spec.num_ranks <= CACHED_PRESET_RANKS:
+        return _cached_preset_network(name)
+    return _build(spec)
+
+
+def _build(spec: TopologySpec) -> Network:
+    with paused_gc():  # 65,536 GPUs are 74k devices and 262k links (commsim.gcpause)
+        return build_network(spec)

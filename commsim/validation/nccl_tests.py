@@ -26,8 +26,8 @@ Before nccl-tests commit ec1b5e2 (June 2020) all_gather and reduce_scatter print
 commsim uses) are unaffected, and the parser notes the convention.
 
 >>> log = parse_nccl_tests('''
-... #       size    count   type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
-...      1048576   262144  float     sum      -1    20.00   52.43   91.75      0    20.00   52.43   91.75      0
+... #  size   count  type redop root  time algbw busbw #wrong  time algbw busbw #wrong
+... 1048576  262144 float   sum   -1 20.00 52.43 91.75      0 20.00 52.43 91.75      0
 ... ''')
 >>> log.collective.value, log.ranks, log.rows[0].time_s
 ('all_reduce', 8, 2e-05)
@@ -75,7 +75,7 @@ _DEVICE = re.compile(
 )
 _BINARY = re.compile(r"\b([a-z_]+?)_perf(?:_mpi)?\b")
 _STARTING = re.compile(r"Collective test starting:\s*(\S+)")
-_ROW = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z_]\w*\s")
+_ROW = re.compile(r"^\s*\d+\s+\d+(?:\s|$)")
 _ELISION = re.compile(r"^\s*#?\s*(?:\.\.\.|…)\s*$")
 _TIME_COLUMNS = ("time", "cputime")
 
@@ -376,6 +376,8 @@ def _scan_json(text: str, source: str) -> _Scan:
             raise ParseError(f"{where}: neither out_of_place nor in_place results")
         time_us = side.get("time", side.get("cpu_time"))
         try:
+            if not isinstance(time_us, int | float):
+                raise TypeError(time_us)
             nbytes, count = int(result["size"]), int(result.get("count", 0))
             time_s = float(time_us) * 1e-6
             root_text = result.get("root")
@@ -478,7 +480,8 @@ def _ranks_from_factor(
     rows: list[NcclTestsRow], collective: Collective
 ) -> tuple[int, int, float] | None:
     """(lowest, highest, best estimate) rank count consistent with every row's busbw/algbw."""
-    low, high, estimates = 1.0, math.inf, []
+    low, high = 1.0, math.inf
+    estimates: list[tuple[float, float]] = []
     for row in rows:
         bounds = _factor_interval(row)
         if bounds is None:
@@ -553,10 +556,13 @@ def _infer(
     if len(strong) > 1:
         raise ParseError(f"{source}: several tests in one log ({', '.join(strong)})")
     candidates = strong or sorted(scan.binaries_weak)
-    known = [(c, _binary_collective(c)) for c in candidates]
-    known = [(c, k) for c, k in known if k is not None]
+    known: list[tuple[str, tuple[str, Collective | None]]] = []
+    for name in candidates:
+        found = _binary_collective(name)
+        if found is not None:
+            known.append((name, found))
     if len({k[0] for _, k in known}) == 1:
-        binary, (test, named) = known[0][0], known[0][1]  # type: ignore[misc]
+        binary, (test, named) = known[0]
         if named is None and collective is None:
             raise ParseError(
                 f"{source}: {binary} measures {test}, which commsim does not model "

@@ -164,6 +164,59 @@ def _engine_for(ranks: int, engine: str) -> str:
     return engine
 
 
+class Predictor:
+    """Predicts calls on one network, caching the networks of each rank count.
+
+    ``algorithm`` is ``auto`` (the topology's ``algorithms:`` mapping, else the fastest
+    candidate), an algorithm name, ``nccl`` (the fastest of NCCL's algorithms and protocols,
+    :mod:`commsim.validation.nccl_model`), or ``ALGORITHM+PROTOCOL`` (``ring+LL128``: one
+    pair of that model). ``engine`` is ``auto`` (DES up to :data:`DES_MAX_RANKS` ranks),
+    ``des`` or ``analytic``.
+    """
+
+    def __init__(self, network: Network, *, algorithm: str = "auto", engine: str = "auto"):
+        from commsim.algorithms import get_algorithm
+        from commsim.validation.nccl_model import NcclModel
+
+        if engine not in ENGINES:
+            raise SpecError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+        self.network = network
+        self.algorithm = algorithm
+        self.engine = engine
+        self._nccl: NcclModel | None = None
+        if algorithm == "nccl" or "+" in algorithm:
+            self._nccl = NcclModel(network)
+            if algorithm != "nccl":
+                self._nccl.check(algorithm)
+        elif algorithm != "auto":
+            get_algorithm(algorithm)
+        self._networks: dict[int, Network] = {}
+
+    def _network(self, ranks: int) -> Network:
+        if ranks not in self._networks:
+            self._networks[ranks] = self.network.with_ranks(ranks)
+        return self._networks[ranks]
+
+    def predict(self, collective: Collective | str, ranks: int, nbytes: int) -> Prediction:
+        """The predicted time of one call on the first ``ranks`` ranks."""
+        from commsim.api import simulate
+        from commsim.collectives import parse_collective
+
+        coll = parse_collective(collective)
+        used = _engine_for(ranks, self.engine)
+        if self._nccl is not None:
+            if self.algorithm == "nccl":
+                time_s, name = self._nccl.fastest(coll, ranks, nbytes, used)
+            else:
+                time_s, name = self._nccl.time(coll, ranks, nbytes, self.algorithm, used), (
+                    self.algorithm
+                )
+            return Prediction(time_s=time_s, algorithm=name, engine=used)
+        result = simulate(coll, self._network(ranks), nbytes, algorithm=self.algorithm,
+                          engine=used)
+        return Prediction(time_s=result.time_s, algorithm=result.algorithm, engine=used)
+
+
 def predict_time(
     collective: Collective | str,
     ranks: int,
@@ -173,17 +226,11 @@ def predict_time(
     algorithm: str = "auto",
     engine: str = "auto",
 ) -> Prediction:
-    """Predicted time of one call on the first ``ranks`` ranks of ``network``.
-
-    ``algorithm="auto"`` honours the topology's ``algorithms:`` mapping, else picks the fastest
-    candidate; ``engine="auto"`` is the DES up to :data:`DES_MAX_RANKS` ranks, else analytic.
-    """
-    from commsim.api import simulate
-
-    used = _engine_for(ranks, engine)
-    net = network.with_ranks(ranks)
-    result = simulate(collective, net, nbytes, algorithm=algorithm, engine=used)
-    return Prediction(time_s=result.time_s, algorithm=result.algorithm, engine=used)
+    """Predicted time of one call on the first ``ranks`` ranks of ``network`` (see
+    :class:`Predictor` for ``algorithm`` and ``engine``)."""
+    return Predictor(network, algorithm=algorithm, engine=engine).predict(
+        collective, ranks, nbytes
+    )
 
 
 def validate(
@@ -211,15 +258,13 @@ def validate(
             f"the measurements have {most} ranks, topology {network.name!r} only "
             f"{network.ranks} (use a larger topology, e.g. a preset with an xN suffix)"
         )
+    predictor = Predictor(network, algorithm=algorithm, engine=engine)
     cache: dict[tuple[Collective, int, int], Prediction] = {}
     out: list[ValidationRow] = []
     for row in rows:
         key = (row.collective, row.ranks, row.nbytes)
         if key not in cache:
-            cache[key] = predict_time(
-                row.collective, row.ranks, row.nbytes, network, algorithm=algorithm,
-                engine=engine,
-            )
+            cache[key] = predictor.predict(row.collective, row.ranks, row.nbytes)
         prediction = cache[key]
         error = (prediction.time_s - row.time_s) / row.time_s * 100
         out.append(

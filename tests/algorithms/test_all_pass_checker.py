@@ -48,13 +48,26 @@ def _hosts(sizes: list[int]) -> tuple[int, ...]:
     return tuple(h for h, size in enumerate(sizes) for _ in range(size))
 
 
-HOST_LAYOUTS = [[4, 4], [3, 3, 3], [2, 2, 2, 2], [4, 4, 3], [8, 8, 1], [1, 3], [5], [1, 1, 1]]
+HOST_LAYOUTS = [
+    [4, 4],
+    [3, 3, 3],
+    [2, 2, 2, 2],
+    [4, 4, 3],
+    [8, 8, 1],
+    [1, 3],
+    [5],
+    [1, 1, 1],
+    [2, 2, 2, 2, 2, 2, 2],
+    [2, 2, 2, 2, 1],
+]
 
 
+@pytest.mark.parametrize("name", ["hierarchical", "hierarchical_rabenseifner"])
 @pytest.mark.parametrize("sizes", HOST_LAYOUTS, ids=lambda s: "x".join(map(str, s)))
-def test_hierarchical_passes_checker(sizes: list[int]) -> None:
-    """Hierarchical all-reduce is correct for 2x4, 3x3, 4x2 hosts, unequal hosts (the first R
-    ranks of a topology), a single host and single-rank hosts."""
+def test_hierarchical_passes_checker(sizes: list[int], name: str) -> None:
+    """Hierarchical all-reduce (ring or Rabenseifner rails) is correct for 2x4, 3x3, 4x2 hosts,
+    unequal hosts (the first R ranks of a topology), a single host, single-rank hosts, and host
+    counts that are not powers of two (folded rails)."""
     hosts = _hosts(sizes)
     for n in SIZES:
         for chunks in CHUNKS:
@@ -65,4 +78,4 @@ def test_hierarchical_passes_checker(sizes: list[int]) -> None:
                 chunks=chunks,
                 hosts=hosts,
             )
-            check(build_schedule(call, "hierarchical"))
+            check(build_schedule(call, name))

@@ -18,7 +18,7 @@ from commsim.errors import ScheduleError, SpecError
 
 
 def test_names_of_the_contract() -> None:
-    """CONTRACT.md's algorithm names exist, plus hierarchical."""
+    """CONTRACT.md's algorithm names exist, plus the two hierarchical ones."""
     assert set(ALGORITHMS) == {
         "ring",
         "binomial_tree",
@@ -26,6 +26,7 @@ def test_names_of_the_contract() -> None:
         "rabenseifner",
         "double_binary_tree",
         "hierarchical",
+        "hierarchical_rabenseifner",
     }
 
 

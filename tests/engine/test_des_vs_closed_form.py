@@ -2,7 +2,8 @@
 
 For every algorithm and every collective it runs, on topologies where no two of its transfers
 share a link (fully connected for all; the ring topology for ring algorithms; the hierarchical
-topology with equal hosts for ``hierarchical``), the discrete-event time equals
+topology with equal hosts for ``hierarchical`` and ``hierarchical_rabenseifner``), the
+discrete-event time equals
 :func:`commsim.engine.analytic.predict` to a relative 1e-9: ranks 1..17, sizes that do and do
 not divide (0, 1, 7, 1000, 1001, 2^20 + 3), default / 1 / 3 pieces, a non-zero root, and
 ``gamma > 0`` on half the cases. The contract's worked examples are pinned as numbers.
@@ -147,6 +148,46 @@ def test_des_equals_closed_form_hierarchical(hosts: int, gpus: int) -> None:
                 _check("hierarchical", make_call("all_reduce", net, n, chunks=chunks), net)
 
 
+def _rabenseifner_rail_cases() -> list[tuple[int, int]]:
+    return [(h, g) for h in (2, 3, 4, 5, 6, 8, 9) for g in (1, 2, 3) if h * g > 1]
+
+
+@pytest.mark.parametrize(("hosts", "gpus"), _rabenseifner_rail_cases())
+def test_des_equals_closed_form_hierarchical_rabenseifner(hosts: int, gpus: int) -> None:
+    """``hierarchical_rabenseifner`` on hosts of equal size, powers of two and not (folded
+    hosts), sizes even and uneven, 1 or 3 pieces, with and without gamma, and with zero
+    latencies: its rails take turns on each NIC, so nothing is shared and DES == closed form."""
+    for g in (0, 1):
+        latency = ("0us", "0us") if g else ("2us", "5us")
+        net = hierarchical(
+            hosts,
+            gpus,
+            intra=(latency[0], "450GB/s"),
+            inter=(latency[1], "50GB/s"),
+            gamma=GAMMA * g,
+        )
+        for n in SIZES:
+            for chunks in CHUNKS:
+                call = make_call("all_reduce", net, n, chunks=chunks)
+                _check("hierarchical_rabenseifner", call, net)
+
+
+@pytest.mark.parametrize(("hosts", "gpus", "ranks"), [(2, 2, 3), (3, 4, 10), (4, 8, 25), (5, 4, 17)])
+def test_hierarchical_rabenseifner_unequal_hosts_is_an_estimate(
+    hosts: int, gpus: int, ranks: int
+) -> None:
+    """Hosts of unequal size: a rank owning ``k`` rails sends them in turn on its NIC; the
+    closed form charges every rail step ``k`` times over, an upper estimate: not below the DES
+    and within 2.5x of it (the worst case is one rank holding every rail of a short host)."""
+    net = hierarchical(hosts, gpus, intra=("2us", "450GB/s"), inter=("5us", "50GB/s"))
+    net = net.with_ranks(ranks)
+    for n in (1000, 2**20 + 3, 2**26):
+        call = make_call("all_reduce", net, n)
+        schedule = build_schedule(call, "hierarchical_rabenseifner")
+        des = simulate_des(schedule, net).time_s
+        assert des * (1 - REL) <= predict(call, net, "hierarchical_rabenseifner") <= 2.5 * des
+
+
 @pytest.mark.parametrize(("hosts", "gpus", "ranks"), [(2, 2, 3), (3, 4, 10), (4, 8, 25)])
 def test_hierarchical_unequal_hosts_is_an_estimate(hosts: int, gpus: int, ranks: int) -> None:
     """Hosts of unequal size make ranks own several rails (queued on a pair or sharing a NIC);
@@ -258,6 +299,54 @@ def test_large_hierarchical_all_reduce_is_the_phase_sum() -> None:
     )
     call = make_call("all_reduce", net, n)
     assert predict(call, net, "hierarchical") == pytest.approx(expected, rel=1e-12)
+
+
+def test_large_hierarchical_rabenseifner_all_reduce_is_the_phase_sum() -> None:
+    """65,536 ranks, 1 GiB, everything dividing evenly: intra reduce-scatter + the rails'
+    recursive halving (2^13 hosts: 13 steps of m/2, m/4, ... reduced) and doubling (the same
+    sizes copied) + intra all-gather, term by term; ``auto`` picks it there."""
+    hosts, gpus, n, gamma = 8192, 8, 2**30, 1e-12
+    net = hierarchical(hosts, gpus, intra=("2us", "450GB/s"), inter=("5us", "50GB/s"), gamma=gamma)
+    part = n / gpus
+    halves = [part / 2**k for k in range(1, 14)]
+    expected = (
+        (gpus - 1) * (2e-6 + part / 450e9 + gamma * part)
+        + sum(5e-6 + x / 50e9 + gamma * x for x in halves)
+        + sum(5e-6 + x / 50e9 for x in halves)
+        + (gpus - 1) * (2e-6 + part / 450e9)
+    )
+    call = make_call("all_reduce", net, n)
+    assert predict(call, net, "hierarchical_rabenseifner") == pytest.approx(expected, rel=1e-12)
+
+
+def test_auto_picks_rabenseifner_rails_at_scale() -> None:
+    """512 DGX H100 nodes, 1 GiB: ``auto`` ranks by closed forms and picks Rabenseifner rails
+    (18 inter-host steps instead of the rings' 1022), the schedule the DES can run at 4096 ranks."""
+    result = simulate("all_reduce", "dgx-h100x512", "1GiB", engine="analytic")
+    assert result.algorithm == "hierarchical_rabenseifner"
+
+
+@pytest.mark.parametrize("p", [2, 3, 5, 8, 13, 16, 33])
+def test_rabenseifner_nested_shortcut_equals_the_general_recurrence(p: int, monkeypatch) -> None:
+    """With one piece and no empty block, Rabenseifner's readiness is a running maximum
+    (``butterfly.NESTED_SHORTCUT``); switched off, the general scan over every earlier write
+    gives the very same times, flat (all-reduce and reduce-scatter) and per rail."""
+    hop = cf.Hop(1e-6, 1e9, 1e-10)
+    steps = {1 << m: cf.Hop(1e-6 * (m + 1), 1e9 / (m + 1), 1e-10) for m in range(6)}
+    ready = np.array([3e-6])
+
+    def times() -> list[object]:
+        out: list[object] = []
+        for n in sorted({p, 2 * p - 1, 1001, 2**20 + 3}):
+            for all_reduce in (True, False):
+                out.append(butterfly.rabenseifner(p, n, 1, all_reduce, hop, steps, hop))
+            final, rail_s = butterfly.rail_rabenseifner(p, n, 1, ready, hop)
+            out += [final.tolist(), rail_s]
+        return out
+
+    shortcut = times()
+    monkeypatch.setattr(butterfly, "NESTED_SHORTCUT", False)
+    assert times() == shortcut
 
 
 # -- the closed forms' own shortcuts ---------------------------------------------------------

@@ -1,0 +1,284 @@
+"""``commsim validate`` and ``commsim calibrate``: parse, load, one library call, print.
+
+:func:`add_parsers` adds both subcommands to ``commsim``'s subparsers. Their inputs are an
+nccl-tests log (``validate nccl-tests LOG``) or a measurements CSV (``validate FILE.csv``); a
+bare file is recognised by its content. Errors are :class:`~commsim.errors.CommsimError`
+(one line, exit 2, printed by ``commsim.cli.main``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from commsim.errors import ParseError, SpecError
+
+_VALIDATE_EPILOG = """\
+inputs: an nccl-tests log (text or -J JSON, any version since 2019; the collective and rank
+        count are inferred, --collective/--ranks override) or a measurements CSV with columns
+        collective,ranks,nbytes,time_s (what 'commsim measure' writes).
+filters: --sizes 64KiB,1MiB keeps those sizes (MIN:MAX keeps a range); --collectives
+        all_reduce,broadcast keeps those collectives; on a CSV --collective/--ranks filter too.
+algorithm: nccl-tests logs are predicted the way NCCL runs them (--algorithm nccl: ring, tree or
+        hierarchical for all_reduce, ring otherwise, each with NCCL's LL/LL128/Simple protocols,
+        the fastest); CSVs with auto (the topology's algorithms: mapping, else the fastest).
+engine: auto (default) simulates calls of up to 32 ranks with the DES and larger ones with the
+        closed forms; each row says which.
+
+examples:
+  commsim validate nccl-tests all_reduce.log --topology dgx-h100x2 --plot ar.png
+  commsim validate m.csv --topology fitted.yaml --sizes 64KiB:1MiB --json
+"""
+
+_CALIBRATE_EPILOG = """\
+fits latency and bandwidth per link class (one class on one host; intra and inter when the
+ranks span several hosts of --topology or of the log's device lines) by least squares on
+log(predicted/measured), and writes a topology YAML whose header says what was fitted.
+
+examples:
+  commsim calibrate m.csv --out cpu.yaml --sizes 1KiB,64KiB,4MiB
+  commsim calibrate nccl-tests ar.log --topology dgx-h100x2 --out fitted.yaml
+"""
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="[nccl-tests] FILE",
+        help="'nccl-tests LOG' for an nccl-tests log, or a measurements CSV",
+    )
+    parser.add_argument(
+        "--collective",
+        default=None,
+        metavar="NAME",
+        help="nccl-tests: the collective the log measured (default: inferred); "
+        "CSV: keep only this collective",
+    )
+    parser.add_argument(
+        "--ranks",
+        type=int,
+        default=None,
+        metavar="R",
+        help="nccl-tests: the rank count (default: inferred); CSV: keep only this world size",
+    )
+    parser.add_argument(
+        "--sizes", default=None, metavar="LIST", help="keep these sizes: 64KiB,1MiB or MIN:MAX"
+    )
+    parser.add_argument(
+        "--collectives",
+        default=None,
+        metavar="LIST",
+        help="keep these collectives: all_reduce,broadcast",
+    )
+    parser.add_argument(
+        "--algorithm",
+        "-a",
+        default=None,
+        metavar="NAME",
+        help="how to predict: 'nccl' (NCCL's algorithms and LL/LL128/Simple protocols, the "
+        "fastest; default for nccl-tests logs), 'auto' (the topology's mapping, else the "
+        "fastest of all; default for CSVs), an algorithm name, or ALGORITHM+PROTOCOL",
+    )
+    parser.add_argument(
+        "--engine",
+        choices=("auto", "des", "analytic"),
+        default="auto",
+        help="auto (default): DES up to 32 ranks, closed forms beyond",
+    )
+    parser.add_argument("--json", action="store_true", help="print JSON")
+
+
+def add_parsers(sub: Any) -> None:
+    """Add ``validate`` and ``calibrate`` to ``commsim``'s subparsers ``sub``."""
+    validate = sub.add_parser(
+        "validate",
+        help="compare predictions with measurements (nccl-tests log or measurements CSV)",
+        description="Predict every measured row on a topology and report the signed error "
+        "per row and the median |error| (overall, below and above 1 MiB).",
+        epilog=_VALIDATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(validate)
+    validate.add_argument(
+        "--topology",
+        "-t",
+        required=True,
+        metavar="FILE|PRESET",
+        help="a YAML topology file or a preset name (see 'commsim topologies')",
+    )
+    validate.add_argument(
+        "--plot", metavar="FILE.png", default=None, help="plot measured vs predicted busbw"
+    )
+    validate.set_defaults(handler=cmd_validate)
+
+    calibrate = sub.add_parser(
+        "calibrate",
+        help="fit a topology's latencies and bandwidths to measurements",
+        description="Fit latency and bandwidth per link class to a measurements CSV or an "
+        "nccl-tests log and write a topology YAML that run, replay and validate accept.",
+        epilog=_CALIBRATE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(calibrate)
+    calibrate.add_argument(
+        "--out", "-o", required=True, metavar="FILE.yaml", help="where to write the topology"
+    )
+    calibrate.add_argument(
+        "--topology",
+        "-t",
+        default=None,
+        metavar="TEMPLATE",
+        help="a topology (preset or file) whose structure is kept and whose link classes "
+        "are fitted (default: a switch, or hierarchical for a multi-host log)",
+    )
+    calibrate.add_argument(
+        "--fit-gamma", action="store_true", help="also fit gamma (seconds per byte reduced)"
+    )
+    calibrate.set_defaults(handler=cmd_calibrate)
+
+
+# -- loading -------------------------------------------------------------------------------
+@dataclass(slots=True)
+class _Loaded:
+    rows: list[Any]
+    source: str
+    notes: list[str]
+    hosts: tuple[int, ...] | None
+
+
+def _looks_like_csv(path: Path) -> bool:
+    """True when the first non-comment line holds the measurement columns."""
+    from commsim.validation.measurements import MEASUREMENT_COLUMNS
+
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                if line.strip() and not line.lstrip().startswith("#"):
+                    names = {name.strip() for name in line.split(",")}
+                    return all(c in names for c in MEASUREMENT_COLUMNS)
+    except FileNotFoundError:
+        raise ParseError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise ParseError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    return False
+
+
+def _load(args: argparse.Namespace) -> _Loaded:
+    """The measured rows the positional inputs and the filters select."""
+    from commsim.collectives import parse_collective
+    from commsim.validation.measurements import (
+        filter_rows,
+        parse_collectives_flag,
+        parse_sizes_flag,
+        read_measurements,
+    )
+    from commsim.validation.nccl_tests import read_nccl_tests
+
+    inputs = list(args.inputs)
+    kind = None
+    if inputs[0] in ("nccl-tests", "nccl_tests", "measurements", "csv"):
+        kind = "nccl-tests" if inputs[0].startswith("nccl") else "csv"
+        inputs = inputs[1:]
+    if len(inputs) != 1:
+        raise SpecError(
+            f"expected one input file, got {len(inputs)} "
+            "(usage: 'nccl-tests LOG' or 'FILE.csv')"
+        )
+    path = Path(inputs[0])
+    if kind is None:
+        kind = "csv" if _looks_like_csv(path) else "nccl-tests"
+    if args.ranks is not None and args.ranks < 1:
+        raise SpecError(f"--ranks must be >= 1, got {args.ranks}")
+    notes: list[str] = []
+    hosts = None
+    if kind == "nccl-tests":
+        log = read_nccl_tests(path, collective=args.collective, ranks=args.ranks)
+        rows = log.measurements()
+        notes = [f"{log.collective.value}, {log.ranks} ranks; " + "; ".join(log.notes)]
+        hosts = log.host_indices()
+        if not rows:
+            raise ParseError(f"{path}: no row with a size > 0")
+    else:
+        rows = read_measurements(path)
+        if args.collective is not None:
+            rows = filter_rows(rows, collectives=[parse_collective(args.collective)])
+            _nonempty(rows, f"--collective {args.collective}")
+        if args.ranks is not None:
+            rows = filter_rows(rows, ranks=[args.ranks])
+            _nonempty(rows, f"--ranks {args.ranks}")
+    if args.sizes is not None:
+        rows = filter_rows(rows, sizes=parse_sizes_flag(args.sizes))
+        _nonempty(rows, f"--sizes {args.sizes}")
+    if args.collectives is not None:
+        rows = filter_rows(rows, collectives=parse_collectives_flag(args.collectives))
+        _nonempty(rows, f"--collectives {args.collectives}")
+    if args.algorithm is None:
+        args.algorithm = "nccl" if kind == "nccl-tests" else "auto"
+    return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts)
+
+
+def _nonempty(rows: list[Any], flag: str) -> None:
+    if not rows:
+        raise SpecError(f"{flag}: no measured row left")
+
+
+def _check_out(flag: str, value: str | None) -> None:
+    if value is not None and not Path(value).resolve().parent.is_dir():
+        raise SpecError(f"{flag} {value}: directory {str(Path(value).parent)!r} does not exist")
+
+
+# -- commands ------------------------------------------------------------------------------
+def cmd_validate(args: argparse.Namespace) -> int:
+    """``commsim validate``: predict each row, print the table (or JSON), plot if asked."""
+    from commsim.validation.validate import format_report, validate
+
+    _check_out("--plot", args.plot)
+    loaded = _load(args)
+    report = validate(
+        loaded.rows,
+        args.topology,
+        algorithm=args.algorithm,
+        engine=args.engine,
+        source=loaded.source,
+        notes=loaded.notes,
+    )
+    if args.plot is not None:
+        from commsim.validation.plot import save_plot
+
+        save_plot(report, args.plot, title=Path(loaded.source).name)
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(format_report(report))
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``commsim calibrate``: fit, write the topology, print what was fitted (or JSON)."""
+    from commsim.validation.calibrate import calibrate, write_topology
+
+    _check_out("--out", args.out)
+    loaded = _load(args)
+    calibration = calibrate(
+        loaded.rows,
+        args.topology,
+        hosts=loaded.hosts,
+        fit_gamma=args.fit_gamma,
+        algorithm=args.algorithm,
+        engine=args.engine,
+        source=loaded.source,
+    )
+    write_topology(calibration, args.out)
+    if args.json:
+        print(json.dumps(calibration.to_dict() | {"out": args.out}, indent=2))
+    else:
+        for line in calibration.header():
+            print(f"# {line}")
+        print(f"# wrote {args.out}")
+    sys.stdout.flush()
+    return 0

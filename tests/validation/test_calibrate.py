@@ -1,0 +1,132 @@
+"""calibrate: recovers known parameters, keeps the template's shape, writes loadable YAML."""
+
+from __future__ import annotations
+
+import pytest
+
+from commsim.api import simulate
+from commsim.collectives import Collective
+from commsim.errors import SpecError
+from commsim.topology import LinkSpec, load_topology, read_spec_file
+from commsim.validation.calibrate import calibrate, write_topology
+from commsim.validation.measurements import Measurement, filter_rows, parse_sizes_flag
+from commsim.validation.validate import validate
+
+SIZES = [2**k for k in range(8, 25, 2)]
+
+
+def _synthetic(topology: object, collectives: list[str], ranks: list[int], **kw) -> list:
+    """Rows whose times are exactly what commsim predicts on ``topology``."""
+    rows = []
+    network = load_topology(topology)  # type: ignore[arg-type]
+    for name in collectives:
+        for p in ranks:
+            for n in SIZES:
+                t = simulate(name, network.with_ranks(p), n, **kw).time_s
+                rows.append(
+                    Measurement(collective=Collective(name), ranks=p, nbytes=n, time_s=t)
+                )
+    return rows
+
+
+def test_recovers_a_switch_from_its_own_predictions(tmp_path) -> None:
+    """Rows generated on a 4-rank switch (7 us, 3 GB/s) fit back to those numbers; the file
+    it writes loads, runs, and has a header saying what was fitted."""
+    truth = {"kind": "switch", "ranks": 4, "link": {"latency": "7us", "bandwidth": "3GB/s"}}
+    rows = _synthetic(truth, ["all_reduce", "broadcast"], [2, 4])
+    cal = calibrate(rows, source="synthetic.csv")
+    assert cal.spec.kind == "switch" and cal.spec.num_ranks == 4
+    assert cal.parameters["link.latency_s"] == pytest.approx(7e-6, rel=1e-4)
+    assert cal.parameters["link.bandwidth_Bps"] == pytest.approx(3e9, rel=1e-4)
+    assert cal.report.median_abs_error_pct < 0.01
+    path = tmp_path / "fit.yaml"
+    write_topology(cal, path)
+    text = path.read_text()
+    assert text.startswith("# Calibrated by `commsim calibrate` from synthetic.csv")
+    assert "link.latency 7" in text and "residuals on these rows" in text
+    spec = read_spec_file(path)
+    assert simulate("all_reduce", str(path), "1MiB").time_s > 0 and spec.num_ranks == 4
+
+
+def test_hierarchical_template_fits_intra_and_inter() -> None:
+    """On a 2 x 4 hierarchical template, rows spanning both hosts fit both link classes."""
+    truth = {
+        "kind": "hierarchical", "nodes": 2, "gpus_per_node": 4,
+        "intra": {"latency": "2us", "bandwidth": "100GB/s"},
+        "inter": {"latency": "8us", "bandwidth": "10GB/s"},
+    }
+    rows = _synthetic(truth, ["all_gather"], [4, 8], algorithm="ring")
+    template = dict(truth, intra={"latency": "1us", "bandwidth": "50GB/s"},
+                    inter={"latency": "1us", "bandwidth": "50GB/s"})
+    cal = calibrate(rows, template, algorithm="ring")
+    assert cal.parameters["intra.latency_s"] == pytest.approx(2e-6, rel=1e-3)
+    assert cal.parameters["intra.bandwidth_Bps"] == pytest.approx(100e9, rel=1e-3)
+    assert cal.parameters["inter.latency_s"] == pytest.approx(8e-6, rel=1e-3)
+    assert cal.parameters["inter.bandwidth_Bps"] == pytest.approx(10e9, rel=1e-3)
+
+
+def test_single_host_rows_keep_the_inter_class() -> None:
+    """When no row spans two hosts, ``inter`` is kept from the template (and said so)."""
+    rows = _synthetic("dgx-h100", ["all_reduce"], [8], algorithm="ring")
+    cal = calibrate(rows, "dgx-h100x2", algorithm="ring")
+    assert cal.spec.inter == LinkSpec(latency_s=5e-6, bandwidth_Bps=46e9)  # type: ignore[attr-defined]
+    assert "inter.latency_s" not in cal.parameters
+    assert any("inter" in note for note in cal.notes)
+    assert cal.parameters["intra.bandwidth_Bps"] == pytest.approx(370e9, rel=1e-3)
+
+
+def test_custom_template_is_scaled_per_link_class_and_gamma_is_fitted() -> None:
+    """A custom template keeps its devices; each (latency, bandwidth) class gets a factor;
+    ``fit_gamma`` recovers the reduction cost."""
+    truth = {
+        "kind": "custom",
+        "devices": [{"name": f"c{i}", "kind": "cpu"} for i in range(4)] + [{"name": "bus",
+                                                                            "kind": "switch"}],
+        "links": [{"src": f"c{i}", "dst": "bus", "latency": "20us", "bandwidth": "2GB/s"}
+                  for i in range(4)],
+        "gamma": "0.2ns",
+        "algorithms": {"all_reduce": "ring"},
+    }
+    rows = _synthetic(truth, ["all_reduce", "all_gather"], [2, 4])
+    template = dict(truth, links=[dict(link, latency="5us", bandwidth="1GB/s")
+                                  for link in truth["links"]], gamma="0.01ns")
+    cal = calibrate(rows, template, fit_gamma=True)
+    assert cal.spec.kind == "custom" and cal.spec.algorithms == (("all_reduce", "ring"),)
+    assert cal.parameters["links[0].latency_scale"] == pytest.approx(4.0, rel=1e-3)
+    assert cal.parameters["links[0].bandwidth_scale"] == pytest.approx(2.0, rel=1e-3)
+    assert cal.parameters["gamma_s_per_B"] == pytest.approx(0.2e-9, rel=1e-3)
+
+
+def test_fit_on_some_sizes_predicts_the_others() -> None:
+    """The --sizes split: a model fitted on half of the sizes predicts the other half."""
+    truth = {"kind": "switch", "ranks": 4, "link": {"latency": "30us", "bandwidth": "0.5GB/s"}}
+    rows = _synthetic(truth, ["all_reduce", "all_gather"], [2, 4])
+    fit_half = parse_sizes_flag(",".join(str(n) for n in SIZES[::2]))
+    check_half = parse_sizes_flag(",".join(str(n) for n in SIZES[1::2]))
+    cal = calibrate(filter_rows(rows, sizes=fit_half))
+    report = validate(filter_rows(rows, sizes=check_half), cal.spec)
+    assert report.median_abs_error_pct < 0.01
+
+
+def test_grows_the_template_and_rejects_what_it_cannot_fit() -> None:
+    """A hierarchical template grows hosts to the largest world size; a torus cannot grow;
+    no rows is an error."""
+    rows = _synthetic({"kind": "switch", "ranks": 16,
+                       "link": {"latency": "1us", "bandwidth": "10GB/s"}}, ["all_gather"], [16],
+                      algorithm="ring")
+    assert calibrate(rows[:3], "dgx-h100", algorithm="ring").spec.num_ranks == 16
+    with pytest.raises(SpecError, match="template.*4 ranks.*need 16"):
+        calibrate(rows, {"kind": "torus", "dims": [2, 2],
+                         "link": {"latency": "1us", "bandwidth": "1GB/s"}})
+    with pytest.raises(SpecError, match="no measured rows"):
+        calibrate([])
+
+
+def test_deterministic() -> None:
+    """The same rows give byte-identical YAML."""
+    rows = _synthetic({"kind": "switch", "ranks": 2, "link": {"latency": "9us",
+                                                              "bandwidth": "2GB/s"}},
+                      ["all_reduce"], [2])
+    noisy = [Measurement(collective=r.collective, ranks=r.ranks, nbytes=r.nbytes,
+                         time_s=r.time_s * (1.1 if i % 2 else 0.93)) for i, r in enumerate(rows)]
+    assert calibrate(noisy).to_yaml() == calibrate(noisy).to_yaml()

@@ -1,0 +1,109 @@
+"""The NCCL model of ``validate``: NCCL's algorithms, protocols and channels, and the
+pipelined hierarchical all-reduce; checked on closed forms and on two real logs."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import DATA
+
+from commsim.api import simulate
+from commsim.collectives import Collective
+from commsim.errors import SpecError
+from commsim.topology import load_topology
+from commsim.validation.nccl_model import PROTOCOLS, NcclModel, ring_channels
+from commsim.validation.nccl_tests import read_nccl_tests
+from commsim.validation.validate import Predictor, validate
+
+SWITCH = {"kind": "switch", "ranks": 8, "link": {"latency": "1us", "bandwidth": "100GB/s"}}
+TWO_HOSTS = {
+    "kind": "hierarchical", "nodes": 2, "gpus_per_node": 4,
+    "intra": {"latency": "1us", "bandwidth": "400GB/s"},
+    "inter": {"latency": "5us", "bandwidth": "10GB/s"},
+}
+
+
+def test_only_nccl_algorithms_are_candidates() -> None:
+    """all_gather/broadcast/reduce/reduce_scatter: ring only; all_reduce: ring and tree, plus
+    the pipelined hierarchical across equal hosts; each with the three protocols."""
+    one = NcclModel(load_topology(SWITCH))
+    assert one.candidates(Collective.ALL_GATHER, 8) == ["ring+LL", "ring+LL128", "ring+Simple"]
+    assert {c.split("+")[0] for c in one.candidates(Collective.ALL_REDUCE, 8)} == {
+        "ring", "double_binary_tree"
+    }
+    two = NcclModel(load_topology(TWO_HOSTS))
+    assert "hierarchical_pipelined+Simple" in two.candidates(Collective.ALL_REDUCE, 8)
+    assert "hierarchical_pipelined+LL" not in two.candidates(Collective.ALL_REDUCE, 6)
+
+
+def test_protocols_scale_latency_and_bandwidth_as_tuning_cc() -> None:
+    """On one host a ring all-reduce under protocol P equals the closed form with the link's
+    latency x P's latency ratio and bandwidth x P's bandwidth factor."""
+    model = NcclModel(load_topology(SWITCH))
+    n, p = 1 << 24, 8
+    for protocol in PROTOCOLS:
+        alpha = 1e-6 * protocol.host_latency
+        beta = 100e9 * protocol.bandwidth
+        expected = 2 * (p - 1) * (alpha + n / p / beta)
+        got = model.time(Collective.ALL_REDUCE, p, n, f"ring+{protocol.name}", "des")
+        assert got == pytest.approx(expected, rel=1e-9)
+
+
+def test_fastest_protocol_follows_size() -> None:
+    """Small messages pick LL (lowest latency), large ones Simple (full bandwidth)."""
+    model = NcclModel(load_topology(SWITCH))
+    assert model.fastest(Collective.ALL_GATHER, 8, 1024, "des")[1] == "ring+LL"
+    assert model.fastest(Collective.ALL_GATHER, 8, 1 << 30, "des")[1] == "ring+Simple"
+
+
+def test_ring_channels_use_every_nic_of_a_host() -> None:
+    """Across hosts NCCL's rings cross through every GPU's NIC: the ring's network hops get
+    ranks-per-host times the NIC bandwidth; on one host nothing changes."""
+    net = load_topology(TWO_HOSTS)
+    assert ring_channels(net, 8) == 4 and ring_channels(net, 4) == 1
+    model = NcclModel(net)
+    n = 1 << 30
+    single_nic = simulate("all_gather", net, n, algorithm="ring").time_s
+    channels = model.time(Collective.ALL_GATHER, 8, n, "ring+Simple", "des")
+    assert channels < single_nic / 3.5
+
+
+def test_pipelined_hierarchical_overlaps_the_phases() -> None:
+    """For a large all-reduce the pipelined hierarchical takes about the slower phase (the
+    network here), not the sum of the phases like the ``hierarchical`` schedule."""
+    net = load_topology(TWO_HOSTS)
+    model = NcclModel(net)
+    n = 1 << 30
+    network_phase = simulate("all_reduce", net.with_ranks(8), n // 4, algorithm="ring").time_s
+    pipelined = model.time(Collective.ALL_REDUCE, 8, n, "hierarchical_pipelined+Simple", "des")
+    sequential = simulate("all_reduce", net, n, algorithm="hierarchical").time_s
+    rail = model.pipelined_hierarchical(Collective.ALL_REDUCE, 8, n, PROTOCOLS[2], "des")
+    assert pipelined == rail < sequential
+    assert pipelined == pytest.approx(n / 4 / 10e9, rel=0.05) and network_phase > 0
+    with pytest.raises(SpecError, match="all_reduce only"):
+        model.pipelined_hierarchical(Collective.ALL_GATHER, 8, n, PROTOCOLS[2], "des")
+
+
+def test_predictor_rejects_unknown_protocols_and_algorithms() -> None:
+    """``ring+XL`` and ``magic`` are SpecErrors naming the value."""
+    net = load_topology(SWITCH)
+    with pytest.raises(SpecError, match="unknown NCCL protocol 'XL'"):
+        Predictor(net, algorithm="ring+XL")
+    with pytest.raises(SpecError, match="unknown algorithm 'magic'"):
+        Predictor(net, algorithm="magic")
+
+
+def test_a3_mega_logs_against_the_preset() -> None:
+    """Validation against real measurements, stated tolerances: the 2 x A3 Mega all_gather log
+    (8 MiB-8 GiB) is within 10% median |error| of gcp-a3-megax2 under the NCCL model, and the
+    8 GiB all-reduce within 5% (measured 338.8 GB/s busbw)."""
+    gather = read_nccl_tests(
+        DATA / "h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allgather_unresolved-slurm1790.txt"
+    )
+    report = validate(gather.measurements(), "gcp-a3-megax2", algorithm="nccl")
+    assert report.median_abs_error_pct < 10.0
+    reduce = read_nccl_tests(
+        DATA / "h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allreduce_lessizzmore.txt"
+    )
+    largest = [m for m in reduce.measurements() if m.nbytes == 1 << 33]
+    row = validate(largest, "gcp-a3-megax2", algorithm="nccl").rows[0]
+    assert abs(row.error_pct) < 5.0 and row.algorithm.startswith("hierarchical_pipelined")

@@ -1,0 +1,95 @@
+"""validate: predictions against closed forms, errors and medians, engines, table, plot."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from conftest import DATA
+
+from commsim.collectives import Collective
+from commsim.errors import SpecError
+from commsim.validation.measurements import Measurement
+from commsim.validation.nccl_tests import read_nccl_tests
+from commsim.validation.plot import plot_report, save_plot
+from commsim.validation.validate import DES_MAX_RANKS, format_report, validate
+
+SWITCH = {"kind": "switch", "ranks": 4, "link": {"latency": "10us", "bandwidth": "1GB/s"}}
+
+
+def _ring_all_reduce(p: int, n: int, alpha: float = 10e-6, beta: float = 1e9) -> float:
+    return 2 * (p - 1) * (alpha + n / p / beta)
+
+
+def test_rows_errors_and_medians() -> None:
+    """Each row's prediction is the ring closed form; error = (pred - meas)/meas x 100, signed;
+    medians of |error| overall and split at 1 MiB."""
+    sizes = [1024, 65536, 1 << 20, 1 << 24]
+    truth = [_ring_all_reduce(4, n) for n in sizes]
+    measured = [t * f for t, f in zip(truth, (1.25, 0.5, 1.0, 0.8), strict=True)]
+    rows = [
+        Measurement(collective=Collective.ALL_REDUCE, ranks=4, nbytes=n, time_s=t)
+        for n, t in zip(sizes, measured, strict=True)
+    ]
+    report = validate(rows, SWITCH, algorithm="ring")
+    errors = [r.error_pct for r in report.rows]
+    assert errors == pytest.approx([-20.0, 100.0, 0.0, 25.0])
+    assert report.median_abs_error_pct == pytest.approx(22.5)
+    assert report.median_abs_error_pct_below_1MiB == pytest.approx(60.0)
+    assert report.median_abs_error_pct_above_1MiB == pytest.approx(12.5)
+    data = report.to_dict()
+    assert set(data["rows"][0]) >= {
+        "collective", "ranks", "nbytes", "measured_time_s", "predicted_time_s", "error_pct"
+    }
+    assert data["median_abs_error_pct"] == report.median_abs_error_pct
+
+
+def test_fewer_ranks_than_the_topology_use_its_first_ranks() -> None:
+    """A 2-rank row on a 4-rank topology is predicted on ranks 0-1."""
+    row = Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=2000, time_s=1e-5)
+    report = validate([row], SWITCH, algorithm="ring")
+    assert report.rows[0].predicted_time_s == pytest.approx(_ring_all_reduce(2, 2000))
+
+
+def test_topology_algorithm_mapping_is_honoured() -> None:
+    """``algorithms: {all_reduce: binomial_tree}`` in the topology makes auto use it."""
+    topo = dict(SWITCH, algorithms={"all_reduce": "binomial_tree"})
+    row = Measurement(collective=Collective.ALL_REDUCE, ranks=4, nbytes=1 << 20, time_s=1e-3)
+    assert validate([row], topo).rows[0].algorithm == "binomial_tree"
+
+
+def test_errors() -> None:
+    """No rows, too many ranks for the topology and an unknown engine are SpecErrors."""
+    row = Measurement(collective=Collective.ALL_REDUCE, ranks=8, nbytes=1024, time_s=1e-5)
+    with pytest.raises(SpecError, match="no measured rows"):
+        validate([], SWITCH)
+    with pytest.raises(SpecError, match="8 ranks.*only 4"):
+        validate([row], SWITCH)
+    with pytest.raises(SpecError, match="unknown engine"):
+        validate([row], "dgx-h100", engine="fast")
+
+
+def test_large_logs_use_the_analytic_engine_and_are_fast() -> None:
+    """The 128-rank A100 log (30 sizes) is predicted by the closed forms in well under a
+    few seconds; a 16-rank log by the DES; each row says which."""
+    log = read_nccl_tests(DATA / "a100-sxm4-80gb_128gpu_16node_ib_allreduce_coreweave-22df9b7.txt")
+    start = time.perf_counter()
+    report = validate(log.measurements(), "dgx-a100x16")
+    assert time.perf_counter() - start < 5.0
+    assert {r.engine for r in report.rows} == {"analytic"} and 128 > DES_MAX_RANKS
+    small = read_nccl_tests(DATA / "rtx4090-pcie_4gpu_1node_allreduce_kalavai-docker.txt")
+    assert {r.engine for r in validate(small.measurements(), "pcie-gen4-8gpu").rows} == {"des"}
+
+
+def test_deterministic_table_and_plot(tmp_path) -> None:
+    """The table has one line per row plus the medians; two runs give identical bytes for the
+    table and the PNG; one figure per (collective, ranks)."""
+    log = read_nccl_tests(DATA / "rtx4090-pcie_2gpu_1node_allreduce_kalavai-k8s.txt")
+    report = validate(log.measurements(), "pcie-gen4-8gpu", source="k8s")
+    text = format_report(report)
+    assert text.count("\n") >= len(report.rows) + 4 and "median |error|" in text
+    assert text == format_report(validate(log.measurements(), "pcie-gen4-8gpu", source="k8s"))
+    save_plot(report, tmp_path / "a.png")
+    save_plot(report, tmp_path / "b.png")
+    assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
+    assert len(plot_report(report)) == 1
