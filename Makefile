@@ -22,7 +22,8 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1KiB:1GiB:4
 	@echo "# the same 1 GiB all_reduce, by algorithm:"
-	@for algo in ring double_binary_tree rabenseifner recursive_doubling hierarchical; do \
+	@for algo in ring double_binary_tree rabenseifner recursive_doubling hierarchical \
+			hierarchical_rabenseifner; do \
 		$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1GiB --algorithm $$algo \
 			| grep -v '^#'; \
 	done

@@ -40,7 +40,8 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 
     def line(values: Sequence[str]) -> str:
         return "  ".join(
-            v.ljust(w) if lft else v.rjust(w) for v, w, lft in zip(values, widths, left, strict=True)
+            v.ljust(w) if lft else v.rjust(w)
+            for v, w, lft in zip(values, widths, left, strict=True)
         ).rstrip()
 
     return "\n".join([line(names), line(["-" * w for w in widths]), *(line(r) for r in cells)])

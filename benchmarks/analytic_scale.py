@@ -75,7 +75,11 @@ def main() -> None:
         again, _ = best_of(1, lambda name=name: predict(call, network, name))
         parts.append([f"predict {name}", first, f"{again:.4f}", value * 1e6])
     print(f"\nin-process, {network.ranks} ranks, 1 GiB")
-    print(table(["<step", "first s", "again s", "closed us"], [r + [""] * (4 - len(r)) for r in parts]))
+    print(
+        table(
+            ["<step", "first s", "again s", "closed us"], [r + [""] * (4 - len(r)) for r in parts]
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -1,13 +1,14 @@
 """Time and memory vs ranks: a hierarchical all-reduce on 1 to 512 DGX H100 nodes (8..4096 ranks).
 
-Run: ``.venv/bin/python benchmarks/scaling.py [--max-nodes 512] [--algorithm hierarchical_rabenseifner]``
+Run: ``.venv/bin/python benchmarks/scaling.py [--max-nodes 512] [--algorithm NAME]``
 
 Each rank count runs in a fresh process: build the 1 GiB all-reduce schedule and simulate it
 with the DES (wall times, best of ``--repeat``), then once more under ``tracemalloc`` for the
 peak of Python memory allocated by building and simulating (the topology, loaded before, not
 counted), and the process's peak RSS. The last columns divide by the number of transfers:
 flat columns mean time and memory grow no faster than the transfers do. The default algorithm
-is the one ``auto`` picks for this case from 2 nodes up; ``--algorithm auto`` shows ``auto``
+(``hierarchical_rabenseifner``) is the one ``auto`` picks for this case from 2 nodes up;
+``--algorithm auto`` shows ``auto``
 itself (which below 65 ranks simulates every candidate, so it costs more there).
 """
 
@@ -37,9 +38,9 @@ def one(nodes: int, algorithm: str, repeat: int) -> dict[str, object]:
     name = choose_algorithm(call, network, "des") if algorithm == "auto" else algorithm
     choose_s = time.perf_counter() - t0
     build_s, schedule = best_of(repeat, lambda: build_schedule(call, name))
-    des_s, timing = best_of(repeat, lambda: simulate_des(schedule, network))
+    des_s, timing = best_of(repeat, lambda s=schedule: simulate_des(s, network))
     transfers = len(schedule)
-    del schedule
+    schedule = None  # free it before measuring memory
     tracemalloc.start()
     simulate_des(build_schedule(call, name), network)
     peak = tracemalloc.get_traced_memory()[1]

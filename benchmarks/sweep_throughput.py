@@ -65,9 +65,7 @@ def main() -> None:
     )
     print("all_reduce, 11 sizes x (auto + each algorithm), engine analytic")
     print(
-        table(
-            ["<topology", "ranks", "predictions", "per s (preset name)", "per s (Network)"], rows
-        )
+        table(["<topology", "ranks", "predictions", "per s (preset name)", "per s (Network)"], rows)
     )
     print("target: >= 1,000 predictions/s")
 

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
         load_topology,
         preset_names,
         ring,
+        shared,
         switch,
         torus,
     )
@@ -61,6 +62,7 @@ _EXPORTS = {
     "load_topology": "commsim.topology",
     "preset_names": "commsim.topology",
     "ring": "commsim.topology",
+    "shared": "commsim.topology",
     "switch": "commsim.topology",
     "torus": "commsim.topology",
 }
@@ -81,6 +83,7 @@ __all__ = [
     "load_topology",
     "preset_names",
     "ring",
+    "shared",
     "simulate",
     "switch",
     "torus",

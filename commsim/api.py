@@ -129,8 +129,13 @@ def simulate(
     algo.check_supports(call)
     used_chunks = call.chunks if call.chunks is not None else algo.default_chunks(call)
     common = dict(
-        collective=call.collective, algorithm=name, topology=network.name,
-        ranks=call.ranks, nbytes=call.nbytes, chunks=used_chunks, engine=engine,
+        collective=call.collective,
+        algorithm=name,
+        topology=network.name,
+        ranks=call.ranks,
+        nbytes=call.nbytes,
+        chunks=used_chunks,
+        engine=engine,
     )
     if engine == "analytic":
         from commsim.engine.analytic import predict

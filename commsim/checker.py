@@ -10,8 +10,8 @@ Semantics, as the engine times a schedule: a transfer starts when all its ``deps
 reads ``src``'s bytes when it starts and writes them into ``dst`` when it ends. The checker
 rejects, with a message naming the transfer, ranks and bytes:
 
-* malformed transfers: ``src == dst``, ranks or bytes out of range, a dependency that is not an
-  earlier transfer (so no cycles);
+* malformed transfers: a reduce with ``src == dst``, ranks or bytes out of range, a dependency
+  that is not an earlier transfer (so no cycles);
 * races, decided on the dependency DAG alone so that every timing gives the same result:
   a transfer ``t`` reading bytes of ``src`` that another transfer ``u`` writes, where ``u`` is
   neither an ancestor nor a descendant of ``t`` and ``t`` is not guaranteed to start first (every
@@ -75,8 +75,8 @@ def _check_shape(schedule: Schedule) -> None:
         where = f"transfer #{i} ({t.src}->{t.dst})"
         if not (0 <= t.src < p and 0 <= t.dst < p):
             raise ScheduleError(f"{where}: rank out of range for {p} ranks")
-        if t.src == t.dst:
-            raise ScheduleError(f"{where}: sends to itself")
+        if t.src == t.dst and t.op is not OpKind.COPY:
+            raise ScheduleError(f"{where}: reduces into itself (only a copy may be local)")
         if t.nbytes <= 0:
             raise ScheduleError(f"{where}: moves {t.nbytes} bytes; must move at least 1")
         if t.offset < 0 or t.offset + t.nbytes > n:

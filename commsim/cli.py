@@ -91,8 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
         default="auto",
         metavar="NAME",
         help="ring, binomial_tree, recursive_doubling, rabenseifner, "
-        "double_binary_tree, hierarchical, or auto (default: for each size, the "
-        "algorithm with the lowest closed-form cost)",
+        "double_binary_tree, hierarchical, hierarchical_rabenseifner, or auto (default: for "
+        "each size, the algorithm with the lowest closed-form cost)",
     )
     run.add_argument(
         "--root",
@@ -151,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
     from commsim.replay.cli import add_parsers as add_replay_parsers
 
     add_replay_parsers(sub)  # `commsim replay` and `commsim bound fsdp`
+
+    from commsim.measure.cli import add_parser as add_measure_parser
+
+    add_measure_parser(sub)  # `commsim measure`
 
     from commsim.validation.cli import add_parsers as add_validation_parsers
 

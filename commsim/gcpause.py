@@ -3,9 +3,10 @@
 A schedule of 10^5 transfers is 10^5 small objects (transfers, dependency tuples, handles)
 that live until the run ends and form no reference cycles. CPython's cyclic collector
 nonetheless runs a full (generation 2) collection each time the number of live objects has
-grown by a quarter, and each one scans them all: at 4096 ranks that is a third of the time of
-building and simulating a schedule. Reference counting still frees everything as usual; the
-collector is only off for the ``with`` block and any cycles made there are collected later.
+grown by a quarter, and each one scans them all: at 4096 ranks that was a third or more of the
+time of building and simulating a schedule (benchmarks/des_scale.py). Reference counting
+still frees everything as usual; the collector is only off for the ``with`` block, and any
+cycles made there are collected later.
 """
 
 from __future__ import annotations

@@ -162,6 +162,11 @@ class Network:
         if ranks == self.ranks:
             return self
         return Network(
-            self.name, self.devices, self.links, self.rank_devices[:ranks],
-            self.gamma_s_per_B, self.router, dict(self.meta),
+            self.name,
+            self.devices,
+            self.links,
+            self.rank_devices[:ranks],
+            self.gamma_s_per_B,
+            self.router,
+            dict(self.meta),
         )

@@ -32,6 +32,11 @@ class Transfer:
 
     ``deps`` are indices of transfers in the same schedule that must have ended (arrived, and
     been reduced) before this one starts reading ``src``'s data.
+
+    A *local copy* has ``src == dst`` and op ``copy``: a rank copying bytes within its own
+    memory (a framework's staging copy). It leaves the data as it is and costs what the
+    topology's route from a device to itself costs: nothing on the network kinds, a pass over
+    the host's medium on ``shared``.
     """
 
     src: int

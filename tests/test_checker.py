@@ -120,6 +120,16 @@ def test_rejects_write_race() -> None:
         check(bad)
 
 
+def test_local_copies_are_checked_like_transfers() -> None:
+    """A local copy (src == dst, copy) leaves the data as it is and is accepted when ordered;
+    unordered with a transfer writing the same bytes it is a race."""
+    check(_schedule(Collective.BROADCAST, 2, 4, Transfer(0, 0, 0, 4, C),
+                    Transfer(0, 1, 0, 4, C, (0,)), Transfer(1, 1, 0, 4, C, (1,))))
+    with pytest.raises(ScheduleError, match="race"):
+        check(_schedule(Collective.BROADCAST, 2, 4, Transfer(0, 1, 0, 4, C),
+                        Transfer(1, 1, 0, 4, C)))
+
+
 def test_accepts_concurrent_reduces_and_sendrecv() -> None:
     """Concurrent reduces into one rank commute; a symmetric exchange whose two directions
     wait for the same transfers reads both buffers before either arrives (MPI_Sendrecv)."""
@@ -130,7 +140,7 @@ def test_accepts_concurrent_reduces_and_sendrecv() -> None:
 @pytest.mark.parametrize(
     ("transfer", "message"),
     [
-        (Transfer(1, 1, 0, 4, C), "sends to itself"),
+        (Transfer(1, 1, 0, 4, R), "reduces into itself"),
         (Transfer(0, 5, 0, 4, C), "rank out of range"),
         (Transfer(0, 1, 2, 4, C), r"bytes \[2, 6\) outside the 4-byte buffer"),
         (Transfer(0, 1, 0, 0, C), "must move at least 1"),

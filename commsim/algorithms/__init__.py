@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from commsim.algorithms import double_binary_tree, hierarchical, recursive, ring, tree
+from commsim.algorithms import double_binary_tree, gloo, hierarchical, recursive, ring, tree
 from commsim.algorithms.base import Algorithm, Call
 from commsim.collectives import Collective
 from commsim.errors import ScheduleError, SpecError
@@ -82,6 +82,15 @@ ALGORITHMS: dict[str, Algorithm] = {
             summary="hierarchical with Rabenseifner rails: 2 log2(hosts) inter-host steps "
             "instead of 2 (hosts - 1)",
         ),
+        Algorithm(
+            name=gloo.NAME,
+            collectives=gloo.COLLECTIVES,
+            build=gloo.build,
+            default_chunks=gloo.default_chunks,
+            automatic=False,
+            closed_form=False,
+            summary="PyTorch ProcessGroupGloo's own algorithms and copies (CPU hosts)",
+        ),
     )
 }
 
@@ -113,9 +122,12 @@ def build_schedule(call: Call, algorithm_name: str) -> Schedule:
 def candidates(call: Call) -> list[str]:
     """Names of the algorithms able to run ``call`` (what ``auto`` chooses among), in registry
     order (``ring`` first, so ties go to it). ``hierarchical`` is offered only when the ranks
-    span more than one host: on a single host it is the ring."""
+    span more than one host: on a single host it is the ring. Algorithms that are not
+    ``automatic`` (``gloo``) are left out: a topology maps collectives to them."""
     out = []
     for name, algorithm in ALGORITHMS.items():
+        if not algorithm.automatic:
+            continue
         try:
             algorithm.check_supports(call)
         except ScheduleError:

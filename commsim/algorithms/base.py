@@ -53,6 +53,11 @@ class Algorithm:
     power_of_two_only: bool = False
     needs_hosts: bool = False
     summary: str = ""
+    #: Offered to ``auto`` (False for a library's fixed choices, such as ``gloo``, that a
+    #: topology names in its ``algorithms:`` mapping instead).
+    automatic: bool = True
+    #: :func:`commsim.engine.analytic.predict` has a closed form for it.
+    closed_form: bool = True
 
     def check_supports(self, call: Call) -> None:
         """Raise ScheduleError when this algorithm cannot run ``call``."""

@@ -21,15 +21,22 @@ checked against ``commsim measure --backend gloo``:
 * **broadcast**: a binomial tree grown from the least significant bit: in round ``i``, virtual
   rank ``v < 2^i`` sends to ``v + 2^i``; a rank posts all its sends at once.
 
-Each builder emits only the transfers between ranks; the local memory copies PyTorch adds
-(clone, flattening) are the host model's business (``commsim.measure.cpu_model``). Every byte
-range follows commsim's ``[r*n//p, (r+1)*n//p)`` blocks where gloo's equal blocks would not
-divide the buffer (gloo rounds to element sizes; here an element is a byte).
+PyTorch's own memory copies are part of the schedule as *local copies* (``src == dst``; see
+:class:`~commsim.schedule.Transfer`): ``reduce_scatter_tensor`` clones its input (``n`` bytes)
+before the all-reduce and copies the rank's block out after it (``n/p``); ``all_gather_into_tensor``
+copies the rank's input into a fresh flat output (``n/p``) and, at the end, the flat output into
+the output tensor (``n``). They cost nothing on a network topology and as much as a transfer's
+pass over the medium on a ``shared`` host, which is what they are there. A rank's transfers wait
+for its first copy; its last copy waits for all its transfers.
+
+Byte ranges follow gloo's segments (bytes, not float elements) and commsim's
+``[r*n//p, (r+1)*n//p)`` blocks where gloo's equal blocks would not divide the buffer.
 """
 
 from __future__ import annotations
 
 from commsim.algorithms.base import Call
+from commsim.algorithms.plan import split
 from commsim.collectives import Collective, segment
 from commsim.schedule import NONE, Handle, OpKind, Schedule, ScheduleBuilder, join
 
@@ -68,7 +75,9 @@ def reduce_segments(nbytes: int, ranks: int) -> tuple[int, int]:
 
 
 def default_chunks(call: Call) -> int:
-    """gloo chooses its own message sizes: reported as the segments per rank of the ring."""
+    """gloo's own piece counts: segments per rank of the rings, the two halves of an
+    all_gather block, one piece for broadcast. ``--chunks`` overrides them (segments per rank,
+    pieces per block, pipelined pieces of the broadcast), which gloo itself never does."""
     if call.collective in (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER):
         return ring_segments(call.nbytes, call.ranks)[1]
     if call.collective is Collective.REDUCE:
@@ -78,25 +87,42 @@ def default_chunks(call: Call) -> int:
     return 1
 
 
+def _segments(call: Call, rule: tuple[int, int]) -> tuple[int, int]:
+    """gloo's ``rule`` (segment bytes, per rank), or ``call.chunks`` segments per rank."""
+    if call.chunks is None:
+        return rule
+    count = call.ranks * call.chunks
+    return -(-call.nbytes // count), call.chunks
+
+
 def build(call: Call) -> Schedule:
-    """The gloo schedule of ``call`` (``--chunks`` is ignored: gloo picks its segments)."""
+    """The gloo schedule of ``call`` (see the module docstring)."""
     p, n = call.ranks, call.nbytes
     builder = ScheduleBuilder()
     coll = call.collective
+    chunks = call.chunks or default_chunks(call)
     if p > 1 and n > 0:
-        if coll in (Collective.ALL_REDUCE, Collective.REDUCE_SCATTER):
-            ring = _Ring(builder, p, n, *ring_segments(n, p))
+        if coll is Collective.ALL_REDUCE:
+            ring = _Ring(builder, p, n, *_segments(call, ring_segments(n, p)))
             ring.reduce_scatter(redundant=False)
             ring.all_gather()
+        elif coll is Collective.REDUCE_SCATTER:
+            ring = _Ring(builder, p, n, *_segments(call, ring_segments(n, p)))
+            ring.gate = [builder.add(r, r, 0, n, OpKind.COPY) for r in range(p)]  # clone
+            ring.reduce_scatter(redundant=False)
+            ring.all_gather()
+            for r in range(p):  # copy out the rank's block
+                start, stop = segment(r, p, n)
+                builder.add(r, r, start, stop - start, OpKind.COPY, ring.touching[r])
         elif coll is Collective.REDUCE:
-            ring = _Ring(builder, p, n, *reduce_segments(n, p))
+            ring = _Ring(builder, p, n, *_segments(call, reduce_segments(n, p)))
             ring.reduce_scatter(redundant=True)
             ring.gather(call.root)
         elif coll is Collective.ALL_GATHER:
-            _all_gather(builder, p, n)
+            _all_gather(builder, p, n, chunks)
         else:
-            _broadcast(builder, p, n, call.root)
-    return builder.build(coll, NAME, p, n, call.root, default_chunks(call))
+            _broadcast(builder, p, n, call.root, chunks)
+    return builder.build(coll, NAME, p, n, call.root, chunks)
 
 
 class _Ring:
@@ -114,6 +140,10 @@ class _Ring:
         self.holder: list[list[Handle]] = [[NONE] * self.count for _ in range(ranks)]
         # sent[r]: rank r's sends so far, one handle per loop iteration, both phases
         self.sent: list[list[Handle]] = [[] for _ in range(ranks)]
+        # gate[r]: what every transfer from or to rank r waits for (its local copy, if any)
+        self.gate: list[Handle] = [NONE] * ranks
+        # touching[r]: every transfer from or to rank r so far
+        self.touching: list[list[Handle]] = [[] for _ in range(ranks)]
 
     def _range(self, k: int) -> tuple[int, int]:
         start = min(k * self.seg, self.n)
@@ -139,11 +169,14 @@ class _Ring:
                 k = ((r + first) * self.per_rank + i) % count
                 start, length = self._range(k)
                 kind = op if i < needed else OpKind.COPY
-                deps = [self.holder[r][k], *self._loop(r, i)]
-                handle = self.b.add(r, (r - 1) % p, start, length, kind, deps)
-                step.append(((r - 1) % p, k, handle, kind))
+                dst = (r - 1) % p
+                deps = [self.holder[r][k], *self._loop(r, i), self.gate[r], self.gate[dst]]
+                handle = self.b.add(r, dst, start, length, kind, deps)
+                step.append((dst, k, handle, kind))
             for r, (dst, k, handle, kind) in enumerate(step):
                 self.sent[r].append(handle)
+                self.touching[r].append(handle)
+                self.touching[dst].append(handle)
                 if kind is OpKind.REDUCE:
                     self.holder[dst][k] = join(self.holder[dst][k], handle)
                 else:
@@ -154,7 +187,8 @@ class _Ring:
 
         ``redundant``: run ``pS - 2`` iterations as ``reduce.cc`` does, instead of the
         ``(p - 1) S`` the ring needs (``allreduce.cc``)."""
-        iterations = self.count - 2 if redundant else (self.p - 1) * self.per_rank
+        needed = (self.p - 1) * self.per_rank
+        iterations = max(self.count - 2, needed) if redundant else needed
         self._phase(1, iterations, OpKind.REDUCE)
 
     def all_gather(self) -> None:
@@ -178,37 +212,52 @@ class _Ring:
             self.b.add(r, root, first, stop - first, OpKind.COPY, deps)
 
 
-def _all_gather(builder: ScheduleBuilder, p: int, n: int) -> None:
-    """gloo's ring allgather: rank ``r`` sends to ``r + 1``; iteration ``i`` moves half ``i % 2``
-    of block ``r - i // 2``, after iteration ``i - 2``'s send and receive."""
+def _all_gather(builder: ScheduleBuilder, p: int, n: int, pieces: int) -> None:
+    """PyTorch's copy of the input into a flat output, gloo's ring allgather (rank ``r`` sends to
+    ``r + 1``; iteration ``i`` moves piece ``i % pieces`` (a half, by default) of block
+    ``r - i // pieces``, after iteration ``i - 2``'s send and receive), then the copy of the
+    flat output into the output tensor."""
     halves: list[list[tuple[int, int]]] = []
     for block in range(p):
         start, stop = segment(block, p, n)
-        mid = start + (stop - start) // 2
-        halves.append([(start, mid - start), (mid, stop - mid)])
+        halves.append([(a, b - a) for a, b in (split(start, stop, pieces))])
+    gate = []
+    for r in range(p):
+        start, stop = segment(r, p, n)
+        gate.append(builder.add(r, r, start, stop - start, OpKind.COPY))
     holder: dict[tuple[int, int, int], Handle] = {}
     sent: list[list[Handle]] = [[] for _ in range(p)]
-    for i in range(2 * (p - 1)):
+    touching: list[list[Handle]] = [[] for _ in range(p)]
+    for i in range(pieces * (p - 1)):
         step = []
         for r in range(p):
-            block, half = (r - i // 2) % p, i % 2
+            block, half = (r - i // pieces) % p, i % pieces
             start, length = halves[block][half]
-            deps = [holder.get((r, block, half), NONE)]
+            dst = (r + 1) % p
+            deps = [holder.get((r, block, half), NONE), gate[r], gate[dst]]
             if i >= 2:
                 deps += [sent[r][i - 2], sent[(r - 1) % p][i - 2]]
-            step.append(((r + 1) % p, block, half,
-                         builder.add(r, (r + 1) % p, start, length, OpKind.COPY, deps)))
+            step.append((dst, block, half, builder.add(r, dst, start, length, OpKind.COPY, deps)))
         for r, (dst, block, half, handle) in enumerate(step):
             sent[r].append(handle)
+            touching[r].append(handle)
+            touching[dst].append(handle)
             holder[(dst, block, half)] = handle
+    for r in range(p):
+        builder.add(r, r, 0, n, OpKind.COPY, [gate[r], *touching[r]])
 
 
-def _broadcast(builder: ScheduleBuilder, p: int, n: int, root: int) -> None:
-    """gloo's binomial broadcast: round ``i``, virtual rank ``v < 2^i`` sends to ``v + 2^i``."""
-    have: list[Handle] = [NONE] * p  # by virtual rank
-    step = 1
-    while step < p:
-        for v in range(min(step, p - step)):
-            src, dst = (v + root) % p, (v + step + root) % p
-            have[v + step] = builder.add(src, dst, 0, n, OpKind.COPY, [have[v]])
-        step *= 2
+def _broadcast(builder: ScheduleBuilder, p: int, n: int, root: int, pieces: int) -> None:
+    """gloo's binomial broadcast: round ``i``, virtual rank ``v < 2^i`` sends to ``v + 2^i``
+    (each of ``pieces`` pieces in turn, a piece after the previous one on the same pair)."""
+    last: dict[tuple[int, int], Handle] = {}
+    for start, stop in split(0, n, pieces):
+        have: list[Handle] = [NONE] * p  # by virtual rank
+        step = 1
+        while step < p:
+            for v in range(min(step, p - step)):
+                deps = [have[v], last.get((v, v + step), NONE)]
+                src, dst = (v + root) % p, (v + step + root) % p
+                have[v + step] = builder.add(src, dst, start, stop - start, OpKind.COPY, deps)
+                last[(v, v + step)] = have[v + step]
+            step *= 2

@@ -152,11 +152,15 @@ class Plan:
         *,
         channel: int = 0,
         after: Handle = NONE,
+        data: Handle | None = None,
     ) -> Handle:
         """One message piece: a transfer per byte range, after the link's previous piece, after
-        the data of ``ranges`` reached ``src`` and after ``after``; returns the handle of all
-        its parts (of its dependencies if it is empty)."""
-        deps = join(self.last(src, dst, channel), self.ready(src, ranges), after)
+        the data of ``ranges`` reached ``src`` (``data``, by default :meth:`ready`; a caller may
+        pass a smaller handle with the same ancestors) and after ``after``; returns the handle
+        of all its parts (of its dependencies if it is empty)."""
+        if data is None:
+            data = self.ready(src, ranges)
+        deps = join(self.last(src, dst, channel), data, after)
         handles = self._emit(src, dst, ranges, op, deps, channel)
         self._commit(dst, ranges, op, handles)
         return join(*handles) if handles else deps

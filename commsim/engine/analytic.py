@@ -85,9 +85,11 @@ class PairCosts:
 
     def hop(self, src: Ints | list[int], dst: Ints | list[int]) -> Hop:
         """The worst pair among ``src[k] -> dst[k]`` (pairs of a rank with itself ignored)."""
-        src, dst = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-        keep = src != dst
-        src, dst = src[keep], dst[keep]
+        a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        keep = a != b
+        return self._worst(a[keep], b[keep])
+
+    def _worst(self, src: Ints, dst: Ints) -> Hop:
         if src.size == 0:
             return Hop(0.0, float("inf"), self.gamma)
         if self.kind in UNIFORM_KINDS:
@@ -124,6 +126,11 @@ def predict(call: Call, network: Network, algorithm: str) -> float:
     """
     algo = get_algorithm(algorithm)
     algo.check_supports(call)
+    if not algo.closed_form:
+        raise SpecError(
+            f"algorithm {algo.name!r} has no closed form (gloo: two segments in flight per rank "
+            "and local copies on a shared medium): use --engine des"
+        )
     if call.ranks > network.ranks:
         raise SpecError(
             f"call needs {call.ranks} ranks, network {network.name!r} has {network.ranks}"
@@ -140,7 +147,9 @@ def predict(call: Call, network: Network, algorithm: str) -> float:
     if algo.name == "ring":
         return _ring(call, chunks, pairs)
     if algo.name == "binomial_tree":
-        up, down = pairs.memo(("binomial_tree", call.root), lambda: _binomial_hops(pairs, call.root))
+        up, down = pairs.memo(
+            ("binomial_tree", call.root), lambda: _binomial_hops(pairs, call.root)
+        )
         return cf.binomial_tree(
             p, n, chunks, up, down, coll is not Collective.BROADCAST, coll is not Collective.REDUCE
         )

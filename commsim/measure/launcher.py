@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import selectors
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from commsim.errors import CommsimError, SpecError
@@ -71,8 +74,15 @@ class MeasureSpec:
     warmups : int
         Untimed calls before them.
     rounds : int
-        Run the whole plan this many times, ``iterations / rounds`` timed calls per row each
-        time, so that a slow spell of the machine spreads over all rows.
+        Within one launch, run the whole plan this many times, ``iterations / rounds`` timed
+        calls per row each time, so that a slow spell of the machine spreads over all rows.
+    batch : int
+        Calls per timed iteration, back to back after the barrier; the iteration's time is
+        their mean (nccl-tests' way; it averages a busy host's wake-up delays).
+    passes : int
+        Launch every world size this many times, in turn (2, 4, 2, 4, ...), each launch taking
+        its share of ``iterations``; the rows pool all samples. Spreads a slow spell of the
+        machine over the world sizes too.
     port : int or None
         Rendezvous port on 127.0.0.1 (None: a free one per world size).
     init_timeout_s : float
@@ -89,6 +99,7 @@ class MeasureSpec:
     warmups: int = 3
     rounds: int = 1
     batch: int = 1
+    passes: int = 1
     port: int | None = None
     init_timeout_s: float = 60.0
     timeout_s: float = 600.0
@@ -109,6 +120,13 @@ class MeasureSpec:
         for nbytes in self.sizes:
             if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
                 raise SpecError(f"--sizes: must be sizes >= 0, got {nbytes!r}")
+        for nbytes in self.sizes:
+            least = 4 * max(self.world_sizes)
+            if nbytes < least:
+                raise SpecError(
+                    f"--sizes: {nbytes} B is less than one float32 element per rank "
+                    f"({least} B at world size {max(self.world_sizes)})"
+                )
         if not self.collectives:
             raise SpecError("--collectives: give at least one collective")
         for name in self.collectives:
@@ -121,8 +139,10 @@ class MeasureSpec:
             raise SpecError(f"--warmups: must be an integer >= 0, got {self.warmups!r}")
         _positive(self.rounds, "--rounds")
         _positive(self.batch, "--batch")
+        _positive(self.passes, "--passes")
         if self.port is not None and (
-            isinstance(self.port, bool) or not isinstance(self.port, int)
+            isinstance(self.port, bool)
+            or not isinstance(self.port, int)
             or not 0 < self.port < 65536
         ):
             raise SpecError(f"--port: must be an integer in 1..65535, got {self.port!r}")
@@ -196,13 +216,54 @@ def measure(spec: MeasureSpec, progress: Progress | None = None) -> list[Measure
     check_backend(spec)
     if spec.port is not None:
         check_port(spec.port)
-    rows: list[Measurement] = []
-    for world in spec.world_sizes:
-        rows.extend(_run_world(spec, world, progress))
-    return rows
+    raw: dict[tuple[int, str, int], dict[str, Any]] = {}
+    for index in range(spec.passes):
+        for world in spec.world_sizes:
+            share = spec.iterations // spec.passes + (index < spec.iterations % spec.passes)
+            if share == 0:
+                continue
+            for row in _run_world(spec, world, share, progress):
+                key = (world, str(row["collective"]), int(row["nbytes"]))
+                if key in raw:
+                    raw[key]["samples"].extend(row["samples"])
+                else:
+                    raw[key] = row
+    return [summarize(row) for row in raw.values()]
 
 
-def _run_world(spec: MeasureSpec, world: int, progress: Progress | None) -> list[Measurement]:
+def summarize(raw: dict[str, Any]) -> Measurement:
+    """A worker's raw row (with its ``samples``) as a :class:`Measurement`: the median of the
+    samples as ``time_s``, their 10th/90th percentiles, minimum and maximum."""
+    samples = [float(t) for t in raw["samples"]]
+    fields = {k: v for k, v in raw.items() if k != "samples"}
+    return Measurement.from_dict(
+        fields
+        | {
+            "time_s": statistics.median(samples),
+            "time_p10_s": percentile(samples, 10),
+            "time_p90_s": percentile(samples, 90),
+            "time_min_s": min(samples),
+            "time_max_s": max(samples),
+            "iterations": len(samples),
+        }
+    )
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolation percentile (numpy's default) of a non-empty sequence.
+
+    >>> percentile([1.0, 2.0, 3.0, 4.0], 10)
+    1.3
+    """
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _run_world(
+    spec: MeasureSpec, world: int, iterations: int, progress: Progress | None
+) -> list[dict[str, Any]]:
     from commsim.measure.worker import WorkerArgs
 
     port = spec.port if spec.port is not None else free_port()
@@ -212,7 +273,7 @@ def _run_world(spec: MeasureSpec, world: int, progress: Progress | None) -> list
         port=port,
         collectives=spec.collectives,
         sizes=spec.sizes,
-        iterations=spec.iterations,
+        iterations=iterations,
         warmups=spec.warmups,
         rounds=spec.rounds,
         batch=spec.batch,
@@ -221,6 +282,9 @@ def _run_world(spec: MeasureSpec, world: int, progress: Progress | None) -> list
     ).to_json()
     env = dict(os.environ, GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     env["PYTHONWARNINGS"] = "ignore::FutureWarning"
+    # the workers import this very commsim, installed or not
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
     ranks: list[_Rank] = []
     try:
         for rank in range(world):
@@ -229,7 +293,7 @@ def _run_world(spec: MeasureSpec, world: int, progress: Progress | None) -> list
     finally:
         for r in ranks:
             r.stop()
-    return [Measurement.from_dict(row) for row in raw]
+    return raw
 
 
 class _Rank:
@@ -330,8 +394,12 @@ def _collect(
                 for message in r.read():
                     kind = message.get("kind")
                     if kind == "progress" and progress is not None:
-                        progress(world, int(message["done"]), int(message["total"]),
-                                 str(message["label"]))
+                        progress(
+                            world,
+                            int(message["done"]),
+                            int(message["total"]),
+                            str(message["label"]),
+                        )
                     elif kind == "rows":
                         rows = list(message["rows"])
                     elif kind == "error":
@@ -385,5 +453,3 @@ def _cause(
 def _one_line(text: str, limit: int = 300) -> str:
     line = " ".join(text.split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
-
-

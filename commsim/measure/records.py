@@ -36,7 +36,7 @@ import csv
 import dataclasses
 import io
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -109,9 +109,24 @@ class Measurement:
 
 
 COLUMNS = (
-    "collective", "ranks", "nbytes", "time_s", "time_p10_s", "time_p90_s", "time_min_s",
-    "time_max_s", "algbw_GBps", "busbw_GBps", "iterations", "warmups", "backend", "world_size",
-    "torch_version", "host", "cpus", "device",
+    "collective",
+    "ranks",
+    "nbytes",
+    "time_s",
+    "time_p10_s",
+    "time_p90_s",
+    "time_min_s",
+    "time_max_s",
+    "algbw_GBps",
+    "busbw_GBps",
+    "iterations",
+    "warmups",
+    "backend",
+    "world_size",
+    "torch_version",
+    "host",
+    "cpus",
+    "device",
 )
 REQUIRED = ("collective", "ranks", "nbytes", "time_s")
 _INTS = ("ranks", "nbytes", "iterations", "warmups", "world_size", "cpus")
@@ -149,8 +164,9 @@ def parse_csv(text: str, source: str = "<csv>") -> list[Measurement]:
     reader = csv.DictReader(io.StringIO(text))
     header = reader.fieldnames or []
     if not header:
-        raise ParseError(f"{source}: empty measurement file (want a CSV header with "
-                         f"{', '.join(REQUIRED)})")
+        raise ParseError(
+            f"{source}: empty measurement file (want a CSV header with {', '.join(REQUIRED)})"
+        )
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ParseError(f"{source}: missing column {missing[0]!r} (have: {', '.join(header)})")
@@ -184,7 +200,8 @@ def _parse_row(record: Mapping[str, str | None], where: str) -> Measurement:
             f"(known: {', '.join(sorted(ROW_COLLECTIVES))})"
         )
     ranks, nbytes, time_s = values["ranks"], values["nbytes"], values["time_s"]
-    assert isinstance(ranks, int) and isinstance(nbytes, int) and isinstance(time_s, float)
+    if not (isinstance(ranks, int) and isinstance(nbytes, int) and isinstance(time_s, float)):
+        raise ParseError(f"{where}: columns ranks, nbytes and time_s are required")
     if ranks < 1:
         raise ParseError(f"{where}: column 'ranks': must be >= 1, got {ranks}")
     if nbytes < 0:
@@ -204,3 +221,37 @@ def read_csv(path: str | Path) -> list[Measurement]:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise ParseError(f"{path}: cannot read measurement file ({reason})") from None
     return parse_csv(text, str(path))
+
+
+def format_table(rows: Sequence[Measurement]) -> str:
+    """An nccl-tests-like summary: a header naming backend, torch and host, then one line per
+    row (times in microseconds, bandwidths in GB/s).
+
+    >>> table = format_table([Measurement(collective="all_reduce", ranks=2, nbytes=1 << 20,
+    ...                                   time_s=1e-3, backend="gloo")])
+    >>> table.splitlines()[0]
+    '# commsim measure: backend gloo'
+    >>> table.splitlines()[-1].split()
+    ['all_reduce', '2', '1048576', '1000.00', 'nan', 'nan', '1.05', '1.05']
+    """
+    if not rows:
+        return ""
+    first = rows[0]
+    about = [f"backend {first.backend or '?'}"]
+    if first.torch_version:
+        about.append(f"torch {first.torch_version}")
+    if first.host:
+        about.append(f"host {first.host} ({first.cpus} cpus, {first.device})")
+    lines = [
+        f"# commsim measure: {', '.join(about)}",
+        "#",
+        f"# {'collective':>10}  {'ranks':>5}  {'size':>10}  {'time(us)':>11}  {'p10(us)':>11}  "
+        f"{'p90(us)':>11}  {'algbw(GB/s)':>11}  {'busbw(GB/s)':>11}",
+    ]
+    for r in rows:
+        lines.append(
+            f"  {r.collective:>10}  {r.ranks:>5}  {r.nbytes:>10}  {r.time_s * 1e6:>11.2f}  "
+            f"{r.time_p10_s * 1e6:>11.2f}  {r.time_p90_s * 1e6:>11.2f}  "
+            f"{r.algbw_GBps:>11.2f}  {r.busbw_GBps:>11.2f}"
+        )
+    return "\n".join(lines)

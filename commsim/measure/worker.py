@@ -10,11 +10,12 @@ with status 3.
 Timing, for every (collective, size) of a plan, in the plan's order:
 
 * ``warmups`` untimed calls (allocations, connection set-up, caches), one per later round;
-* ``iterations`` timed calls, each after a barrier so that every rank starts together; a
-  rank's time for a call is ``perf_counter`` after minus before (``torch.cuda.synchronize``
-  before reading the clock on nccl);
-* the call's time is the maximum over ranks (the slowest rank finishes the collective), and
-  the row reports the median of those over iterations, with percentiles as its spread.
+* ``iterations`` timed iterations, each after a barrier so that every rank starts together:
+  ``batch`` calls back to back (as nccl-tests times its iterations), timed with
+  ``perf_counter`` (after ``torch.cuda.synchronize`` on nccl); a rank's time for the iteration
+  is their mean, which on a busy CPU host averages the bimodal wake-up delays of single calls;
+* the iteration's time is the maximum over ranks (the slowest rank finishes the collective);
+  rank 0 reports every iteration's, and the launcher summarizes them (median, percentiles).
 
 Iterations may be spread over ``rounds``: the whole plan is run ``rounds`` times, each time
 with ``iterations / rounds`` timed calls per row, so that a slow spell of a noisy machine hits
@@ -25,10 +26,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import os
 import socket
-import statistics
 import sys
 import time
 import traceback
@@ -47,7 +46,7 @@ ELEMENT_BYTES = 4  # float32
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WorkerArgs:
-    """Everything a rank needs (picklable: it crosses the spawn boundary)."""
+    """Everything a rank needs; crosses the process boundary as JSON on the command line."""
 
     backend: str
     world_size: int
@@ -93,14 +92,6 @@ def elements(nbytes: int, world_size: int) -> int:
     return (nbytes // (ELEMENT_BYTES * world_size)) * world_size
 
 
-def percentile(values: list[float], q: float) -> float:
-    """Linear-interpolation percentile (numpy's default) of a non-empty list."""
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
 def _make_op(
     name: str, numel: int, rank: int, world: int, device: torch.device
 ) -> Callable[[], None]:
@@ -134,7 +125,7 @@ def _make_op(
 
 
 def _plan(args: WorkerArgs) -> list[tuple[str, int]]:
-    plan = []
+    plan: list[tuple[str, int]] = []
     for name in args.collectives:
         if name == "sendrecv" and args.world_size < 2:
             continue
@@ -174,9 +165,10 @@ def run(rank: int, args: WorkerArgs, emit: Emit) -> None:
         timeout=timedelta(seconds=args.init_timeout_s),
     )
     try:
-        if args.crash_rank == rank:
+        if args.crash_rank is not None:  # tests: every rank set up, then one dies
             dist.barrier()
-            os._exit(4)
+            if args.crash_rank == rank:
+                os._exit(4)
         rows = _measure(rank, args, device, emit)
     finally:
         dist.destroy_process_group()
@@ -229,18 +221,14 @@ def _measure(
 def _row(
     name: str, nbytes: int, samples: list[float], args: WorkerArgs, device: torch.device
 ) -> dict[str, object]:
+    """The raw row: what ran and every iteration's time (the launcher summarizes them)."""
     if name == "sendrecv":  # ping-pong: report one way, half the round trip
         samples = [t / 2 for t in samples]
     return {
         "collective": name,
         "ranks": args.world_size,
         "nbytes": elements(nbytes, args.world_size) * ELEMENT_BYTES,
-        "time_s": statistics.median(samples),
-        "time_p10_s": percentile(samples, 10),
-        "time_p90_s": percentile(samples, 90),
-        "time_min_s": min(samples),
-        "time_max_s": max(samples),
-        "iterations": len(samples),
+        "samples": samples,
         "warmups": args.warmups,
         "backend": args.backend,
         "world_size": args.world_size,

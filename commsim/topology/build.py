@@ -21,7 +21,13 @@ from collections import deque
 
 from commsim.errors import SpecError
 from commsim.network import Device, Link, Network, Router, shortest_path_router
-from commsim.topology.routing import FullMeshRouter, HierarchicalRouter, StarRouter, TorusRouter
+from commsim.topology.routing import (
+    FullMeshRouter,
+    HierarchicalRouter,
+    SharedRouter,
+    StarRouter,
+    TorusRouter,
+)
 from commsim.topology.spec import (
     CustomSpec,
     FlatSpec,
@@ -29,6 +35,7 @@ from commsim.topology.spec import (
     HierarchicalSpec,
     LinkSpec,
     RingSpec,
+    SharedSpec,
     SwitchSpec,
     TopologySpec,
     TorusSpec,
@@ -54,6 +61,8 @@ def build_network(spec: TopologySpec) -> Network:
         return _hierarchical(spec)
     if isinstance(spec, CustomSpec):
         return _custom(spec)
+    if isinstance(spec, SharedSpec):
+        return _shared(spec)
     raise SpecError(f"cannot build a topology from {spec!r}")
 
 
@@ -213,6 +222,35 @@ def _hierarchical(spec: HierarchicalSpec) -> Network:
         tuple(range(gpus)),
         HierarchicalRouter(gpus),
         meta,
+    )
+
+
+def _shared(spec: SharedSpec) -> Network:
+    """Rank devices (host 0), then ``medium-in`` and ``medium-out``; see :class:`SharedRouter`
+    for the link layout (ports, then a medium and a latency link per rank count)."""
+    count = spec.ranks
+    devices = [Device(f"{spec.device}{i}", spec.device, 0) for i in range(count)]
+    devices += [Device("medium-in", "switch"), Device("medium-out", "switch")]
+    hub_in, hub_out = count, count + 1
+    links: list[Link] = []
+    port = spec.link.bandwidth_Bps
+    for i in range(count):
+        name = devices[i].name
+        links.append(Link(i, hub_in, 0.0, port, f"{name}->medium"))
+        links.append(Link(hub_out, i, 0.0, port, f"medium->{name}"))
+    for q in range(1, count + 1):
+        links.append(Link(hub_in, hub_out, 0.0, spec.medium_Bps, f"medium@{q}"))
+        links.append(Link(hub_in, hub_out, spec.latency_at(q), math.inf, f"latency@{q}"))
+    meta = _meta(
+        spec,
+        ranks=count,
+        link=spec.link.as_meta(),
+        medium_bandwidth_Bps=spec.medium_Bps,
+        latency_per_rank_s=spec.latency_per_rank_s,
+        cores=spec.cores,
+    )
+    return _network(
+        spec, f"shared-{count}", devices, links, tuple(range(count)), SharedRouter(count), meta
     )
 
 

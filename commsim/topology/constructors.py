@@ -115,6 +115,43 @@ def switch(
     )
 
 
+def shared(
+    ranks: int,
+    *,
+    latency: Quantity,
+    bandwidth: Quantity,
+    medium: Quantity | None = None,
+    latency_per_rank: Quantity = 0.0,
+    cores: int = 1,
+    device: str = "cpu",
+    gamma: Quantity = 0.0,
+    algorithms: Mapping[str, str] | None = None,
+    name: str | None = None,
+) -> Network:
+    """Processes on one host sharing one medium (see ``docs/topologies.md``, kind ``shared``).
+
+    >>> net = shared(4, latency="100us", bandwidth="2GB/s", latency_per_rank="50us", cores=2)
+    >>> [round(net.with_ranks(q).path_cost(0, 1)[0] * 1e6, 6) for q in (2, 3, 4)]
+    [100.0, 150.0, 200.0]
+    """
+    data: dict[str, Any] = {
+        "kind": "shared",
+        "ranks": ranks,
+        "link": {"latency": latency, "bandwidth": bandwidth},
+        "latency_per_rank": latency_per_rank,
+        "cores": cores,
+        "device": device,
+        "gamma": gamma,
+    }
+    if medium is not None:
+        data["medium"] = {"bandwidth": medium}
+    if algorithms:
+        data["algorithms"] = dict(algorithms)
+    if name is not None:
+        data["name"] = name
+    return build_network(spec_from_dict(data))
+
+
 def torus(
     dims: Sequence[int],
     *,

@@ -24,6 +24,7 @@ from commsim.topology.spec import (
     FlatSpec,
     HierarchicalSpec,
     LinkSpec,
+    SharedSpec,
     TopologySpec,
     TorusSpec,
 )
@@ -73,6 +74,17 @@ def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
         data["inter"] = _link(spec.inter)
         if spec.gpu != "gpu":
             data["gpu"] = spec.gpu
+    elif isinstance(spec, SharedSpec):
+        data["ranks"] = spec.ranks
+        data["link"] = _link(spec.link)
+        if spec.medium_bandwidth_Bps is not None:
+            data["medium"] = {"bandwidth": format_bandwidth(spec.medium_bandwidth_Bps)}
+        if spec.latency_per_rank_s:
+            data["latency_per_rank"] = format_time(spec.latency_per_rank_s)
+        if spec.cores != 1:
+            data["cores"] = spec.cores
+        if spec.device != "cpu":
+            data["device"] = spec.device
     elif isinstance(spec, CustomSpec):
         data["devices"] = [
             {"name": d.name, "kind": d.kind, **({"host": d.host} if d.host is not None else {})}

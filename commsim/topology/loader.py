@@ -32,6 +32,7 @@ from commsim.topology.spec import (
     HierarchicalSpec,
     LinkSpec,
     RingSpec,
+    SharedSpec,
     SwitchSpec,
     TopologySpec,
     TorusSpec,
@@ -173,6 +174,26 @@ def _flat(cls: type[RingSpec | FullyConnectedSpec | SwitchSpec]) -> _KindParser:
     return parse
 
 
+def _shared(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
+    extra: dict[str, Any] = {}
+    if "device" in data:
+        extra["device"] = _string(data["device"], "device")
+    if "medium" in data:
+        medium = _mapping(data["medium"], "medium")
+        _check_keys(medium, ("bandwidth",), (), "medium")
+        extra["medium_bandwidth_Bps"] = _bandwidth(medium["bandwidth"], "medium.bandwidth")
+    if "latency_per_rank" in data:
+        extra["latency_per_rank_s"] = _latency(data["latency_per_rank"], "latency_per_rank")
+    if "cores" in data:
+        extra["cores"] = positive_int(data["cores"], "cores")
+    return SharedSpec(
+        ranks=positive_int(data["ranks"], "ranks"),
+        link=parse_link(data["link"], "link"),
+        **extra,
+        **common,
+    )
+
+
 def _torus(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
     dims = data["dims"]
     if not isinstance(dims, list) or not dims:
@@ -254,6 +275,11 @@ KINDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...], _KindParser]] = Mapp
         "hierarchical": (("nodes", "gpus_per_node", "intra", "inter"), ("gpu",), _hierarchical),
         "switch": (("ranks", "link"), ("device",), _flat(SwitchSpec)),
         "custom": (("devices", "links"), ("ranks",), _custom),
+        "shared": (
+            ("ranks", "link"),
+            ("medium", "latency_per_rank", "cores", "device"),
+            _shared,
+        ),
     }
 )
 

@@ -74,7 +74,7 @@ def _split_suffix(name: str, names: list[str]) -> tuple[str, str] | None:
 # NOTE: presets are read-only package data and specs are frozen, so each file is parsed once
 # per process: YAML parsing was most of the time of a sweep that names its topology by preset
 # (benchmarks/sweep_throughput.py).
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _read_preset(name: str) -> TopologySpec:
     source = f"preset {name!r}"
     text = files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")

@@ -95,3 +95,29 @@ class HierarchicalRouter:
                 return (4 * src, 4 * dst + 1)
             return (4 * src + 2, 4 * dst + 3)
         return shortest_path_router(network, src, dst)
+
+
+@dataclass(frozen=True, slots=True)
+class SharedRouter:
+    """Every path of a ``shared`` host crosses the medium of the ranks in use.
+
+    With ``P`` rank devices, rank ``i``'s port is links ``2i`` (into the medium) and ``2i+1``
+    (out of it); then, for every rank count ``q`` in ``1..P``, link ``2P + 2(q-1)`` is the
+    medium (its bandwidth) and ``2P + 2(q-1) + 1`` the message latency among ``q`` running
+    ranks (a pure delay, no bandwidth limit). ``q`` is the rank count of the network asked
+    (:meth:`~commsim.network.Network.with_ranks` keeps the links and this router), so a topology
+    fitted on 4 ranks times a 2-rank run with the 2-rank latency. A transfer ``i -> j`` crosses
+    ``(port i in, medium, latency, port j out)``; a local copy ``i -> i`` crosses ``(port i in,
+    medium)``: it competes for the medium but has no message latency.
+    """
+
+    devices: int
+
+    def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
+        count = self.devices
+        if src < count and dst < count:
+            medium = 2 * count + 2 * (len(network.rank_devices) - 1)
+            if src == dst:
+                return (2 * src, medium)
+            return (2 * src, medium, medium + 1, 2 * dst + 1)
+        return shortest_path_router(network, src, dst)

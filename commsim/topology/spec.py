@@ -191,6 +191,76 @@ class SwitchSpec(FlatSpec):
     kind: ClassVar[str] = "switch"
 
 
+#: Most ranks a ``shared`` topology may have: its network holds a medium per rank count.
+MAX_SHARED_RANKS = 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharedSpec(TopologySpec):
+    """``ranks`` processes on one host, every byte they move crossing one shared medium.
+
+    Models a CPU host where the "network" is the host itself: loopback transfers and local
+    memory copies are both work of the same cores and memory, so they share one bandwidth
+    however many ranks take part, and a message's latency grows with the processes that
+    compete for the cores.
+
+    Parameters
+    ----------
+    ranks : int
+        Processes (ranks), at most :data:`MAX_SHARED_RANKS`.
+    link : LinkSpec
+        One rank's port: ``bandwidth`` is the most one transfer (or local copy) of that rank
+        can move per second; ``latency`` is a message's latency when one rank is running.
+    medium_bandwidth_Bps : float or None
+        What all transfers and local copies share, bytes per second (None: ``link``'s).
+    latency_per_rank_s : float
+        Added to a message's latency for every rank in use beyond ``cores``: with ``q`` ranks
+        running, a message takes ``latency + max(q - cores, 0) * latency_per_rank`` to arrive
+        (more processes than cores: each wake-up waits for a core).
+    cores : int
+        Ranks that run without competing for a core (the host's cores).
+    device : str
+        Kind of the rank devices.
+    """
+
+    kind: ClassVar[str] = "shared"
+    ranks: int
+    link: LinkSpec
+    medium_bandwidth_Bps: float | None = None
+    latency_per_rank_s: float = 0.0
+    cores: int = 1
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        _check_common(self)
+        positive_int(self.ranks, "ranks")
+        positive_int(self.cores, "cores")
+        if self.ranks > MAX_SHARED_RANKS:
+            raise SpecError(
+                f"ranks: a shared topology has at most {MAX_SHARED_RANKS} ranks, got {self.ranks}"
+            )
+        _check_link(self.link, "link")
+        if self.medium_bandwidth_Bps is not None:
+            _real(self.medium_bandwidth_Bps, "medium.bandwidth", positive=True)
+        _real(self.latency_per_rank_s, "latency_per_rank", positive=False)
+        _nonempty_str(self.device, "device")
+
+    @property
+    def num_ranks(self) -> int:
+        return self.ranks
+
+    @property
+    def medium_Bps(self) -> float:
+        """The medium's bandwidth (the port's when not given)."""
+        if self.medium_bandwidth_Bps is None:
+            return self.link.bandwidth_Bps
+        return self.medium_bandwidth_Bps
+
+    def latency_at(self, ranks_in_use: int) -> float:
+        """A message's latency when ``ranks_in_use`` ranks are running."""
+        return self.link.latency_s + max(ranks_in_use - self.cores, 0) * self.latency_per_rank_s
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TorusSpec(TopologySpec):
     """Devices on a grid ``dims`` (row-major ranks) with wrap-around cables along each axis."""

@@ -9,7 +9,8 @@ Parse -> trace model -> pure analyses -> DataFrames, then the step graph that
   the :class:`~.model.TraceModel`: per rank, compute intervals and communication calls with
   their kind, bytes, group, lane and times; :meth:`~.model.TraceModel.frame` is its DataFrame;
 * :mod:`.window` picks the step (a ``ProfilerStep#N``, all of them, or the whole trace);
-* :mod:`.analysis` measures the captured step's overlap, exposed communication and idle time;
+* :mod:`.analysis` measures the captured step's overlap, exposed communication and idle time,
+  and each collective's own time;
 * :mod:`.graph` rebuilds the step as a :class:`~commsim.replay.graph.StepGraph`;
 * :mod:`.replay` makes it a workload: ``commsim replay trace_dir/ --topology ...``.
 
@@ -20,7 +21,13 @@ Parse -> trace model -> pure analyses -> DataFrames, then the step graph that
 >>> # r.step_time_s, r.extra["measured_step_time_s"]
 """
 
-from commsim.traces.analysis import MEASURED_COLUMNS, measured_frame, measured_metrics
+from commsim.traces.analysis import (
+    CALL_COLUMNS,
+    MEASURED_COLUMNS,
+    collective_times,
+    measured_frame,
+    measured_metrics,
+)
 from commsim.traces.comms import CommKind, comm_kind, dtype_size
 from commsim.traces.graph import WAIT_SLACK_S, to_step_graph
 from commsim.traces.kineto import Event, KinetoTrace, ProcessGroup, load_kineto, trace_files
@@ -38,6 +45,7 @@ from commsim.traces.replay import TraceWorkload, is_trace_path, load_trace_workl
 from commsim.traces.window import StepWindow, parse_step, step_window
 
 __all__ = [
+    "CALL_COLUMNS",
     "FRAME_COLUMNS",
     "MEASURED_COLUMNS",
     "WAIT_SLACK_S",
@@ -53,6 +61,7 @@ __all__ = [
     "TraceModel",
     "TraceWorkload",
     "build_model",
+    "collective_times",
     "comm_kind",
     "dtype_size",
     "is_trace_path",

@@ -16,7 +16,10 @@ compared key by key:
 HTA computes these from GPU kernels only and so has nothing to say about CPU/gloo traces; here
 the same definitions apply to the CPU lanes (main-thread ops, runloop annotations).
 
-:func:`measured_frame` is the per-rank DataFrame.
+:func:`measured_frame` is the per-rank DataFrame. :func:`collective_times` measures each call
+matched across ranks: the time from the last member's start to the last member's end, when
+the call itself ran once everyone had joined; its first four columns are those of a
+``commsim measure`` CSV, so a topology can be calibrated on the step's own collectives.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from commsim.replay.metrics import METRIC_KEYS, RankMetrics, StepMetrics, length, uncovered, union
 from commsim.traces.comms import HTA_MEMORY
+from commsim.traces.graph import match_calls
 from commsim.traces.model import TraceModel
 from commsim.traces.window import Step, StepWindow, step_window
 
@@ -52,7 +56,11 @@ def measured_metrics(
             lo, hi = window.spans[rt.rank]
         busy = union(
             _clip(
-                [(op.start_s, op.end_s) for op in window.compute(rt) if not HTA_MEMORY.match(op.name)],
+                [
+                    (op.start_s, op.end_s)
+                    for op in window.compute(rt)
+                    if not HTA_MEMORY.match(op.name)
+                ],
                 lo,
                 hi,
             )
@@ -97,3 +105,45 @@ def measured_frame(model: TraceModel, step: Step = None) -> pd.DataFrame:
     metrics = measured_metrics(model, step)
     rows = [[r.rank, *(getattr(r, k) for k in METRIC_KEYS)] for r in metrics.per_rank]
     return pd.DataFrame(rows, columns=list(MEASURED_COLUMNS))
+
+
+#: Columns of :func:`collective_times`.
+CALL_COLUMNS = (
+    "collective",
+    "ranks",
+    "nbytes",
+    "time_s",
+    "pg",
+    "index",
+    "launch_s",
+    "start_s",
+    "end_s",
+)
+
+
+def collective_times(
+    model: TraceModel, step: Step = None, window: StepWindow | None = None
+) -> pd.DataFrame:
+    """One row per call of the step matched across ranks, in launch order.
+
+    Columns: ``collective`` (``all_reduce``, ..., ``send`` for a matched send/recv pair);
+    ``ranks`` (members); ``nbytes`` (nccl-tests' size; P2P: the bytes sent); ``time_s``
+    (``end_s - start_s``); ``pg`` and ``index`` (the call's process group and its order
+    there); ``launch_s`` (the first member's launch); ``start_s`` (the last member's start:
+    from then on everyone is in the call); ``end_s`` (the last member's end).
+    """
+    import pandas as pd
+
+    window = window or step_window(model, step)
+    calls, _ = match_calls(model, window)
+    rows = []
+    for call in calls:
+        members = list(call.members.values())
+        start = max(c.start_s for c in members)
+        end = max(c.end_s for c in members)
+        rows.append(
+            (call.kind.value, len(call.group), call.nbytes, max(0.0, end - start), call.key,
+             call.index, min(c.launch_s for c in members), start, end)
+        )  # fmt: skip
+    frame = pd.DataFrame(rows, columns=list(CALL_COLUMNS))
+    return frame.sort_values("launch_s", kind="stable", ignore_index=True)

@@ -87,7 +87,9 @@ _KINDS = {
 #: Decorations of one call's name that do not change what it does.
 _NOISE = re.compile(r"base|coalesced|intotensor|tensor|single|multigpu|async")
 _KERNEL = re.compile(r"^nccl(?:Dev)?Kernel_([A-Za-z]+)")
-_OLD_KERNEL = re.compile(r"^nccl([A-Z][A-Za-z]+?)(?:Ring|Tree|CollNet|Nvls)?(?:LL128|LL|Simple)?Kernel")
+_OLD_KERNEL = re.compile(
+    r"^nccl([A-Z][A-Za-z]+?)(?:Ring|Tree|CollNet|Nvls)?(?:LL128|LL|Simple)?Kernel"
+)
 
 
 def comm_kind(name: str) -> CommKind | None:
@@ -170,8 +172,10 @@ def full_buffer_bytes(kind: CommKind, in_bytes: int, out_bytes: int) -> int:
     """nccl-tests' size from a call's input and output bytes: the gathered output for
     all_gather, the unreduced input for reduce_scatter, the larger buffer otherwise.
 
-    >>> full_buffer_bytes(CommKind.ALL_GATHER, 4, 8), full_buffer_bytes(CommKind.REDUCE_SCATTER, 8, 4)
-    (8, 8)
+    >>> full_buffer_bytes(CommKind.ALL_GATHER, 4, 8)
+    8
+    >>> full_buffer_bytes(CommKind.REDUCE_SCATTER, 8, 4)
+    8
     """
     if kind is CommKind.ALL_GATHER:
         return out_bytes or in_bytes

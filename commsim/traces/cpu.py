@@ -68,9 +68,7 @@ def top_level(events: list[Event]) -> list[Event]:
             out.append(e)
             end = e.end_us
         elif e.end_us > end:  # overlaps its predecessor without nesting: keep the remainder
-            out.append(
-                Event(e.name, e.cat, e.pid, e.tid, end, e.end_us - end, e.args)
-            )
+            out.append(Event(e.name, e.cat, e.pid, e.tid, end, e.end_us - end, e.args))
             end = e.end_us
     return out
 
@@ -135,12 +133,16 @@ def rank_trace(
         key=_start,
     )
     used = [False] * len(executions)
+    first_unused = 0
     comms: list[CommCall] = []
     for launch in launches:
         kind = comm_kind(launch.name)
         assert kind is not None
         match = None
-        for i, execution in enumerate(executions):
+        while first_unused < len(executions) and used[first_unused]:
+            first_unused += 1
+        for i in range(first_unused, len(executions)):
+            execution = executions[i]
             if used[i] or execution.ts_us < launch.ts_us:
                 continue
             found = comm_kind(execution.name)
@@ -182,7 +184,9 @@ def rank_trace(
     if main is not None:
         ops = [e for e in trace.events if e.tid == main and e.cat == "cpu_op"]
         ops = [op for op in top_level(ops) if op.name not in WAIT_OPS]
-        for op, phase in zip(ops, phases(trace.events, main, [op.ts_us for op in ops]), strict=True):
+        for op, phase in zip(
+            ops, phases(trace.events, main, [op.ts_us for op in ops]), strict=True
+        ):
             compute.append(
                 ComputeOp(
                     name=op.name,

@@ -5,7 +5,7 @@ Profiler steps, the rank's time span, process-group lookup, tensor bytes from ``
 
 >>> tensor_bytes([[[524800]], [], []], ["TensorList", "", ""], ["float"])
 2099200
->>> tensor_bytes([[2000], [1000]], ["float", "float"])
+>>> tensor_bytes([[2000], [1000]], ["float", "float"], index=0)
 8000
 """
 
@@ -28,11 +28,12 @@ def seconds(ts_us: float, shift_us: float) -> float:
 
 
 def steps(trace: KinetoTrace, shift_us: float) -> tuple[StepSpan, ...]:
-    """The ``ProfilerStep#N`` annotations, by number (the longest if a number repeats)."""
+    """The host's ``ProfilerStep#N`` annotations, by number (the longest if a number repeats;
+    their projections onto GPU streams are ignored)."""
     found: dict[int, Event] = {}
     for e in trace.events:
         match = _STEP.match(e.name)
-        if match and isinstance(e.pid, int):
+        if match and isinstance(e.pid, int) and e.cat != "gpu_user_annotation":
             number = int(match.group(1))
             if number not in found or e.dur_us > found[number].dur_us:
                 found[number] = e
@@ -116,7 +117,11 @@ def phases(events: Sequence[Event], tid: object, times_us: Sequence[float]) -> l
     on thread ``tid``: the innermost phase span (annotation or autograd op) open then.
     """
     spans = sorted(
-        ((e.ts_us, -e.dur_us, e.end_us, p) for e in events if e.tid == tid and (p := _phase_of(e.name))),
+        (
+            (e.ts_us, -e.dur_us, e.end_us, p)
+            for e in events
+            if e.tid == tid and (p := _phase_of(e.name))
+        ),
     )
     out: list[str] = []
     stack: list[tuple[float, str]] = []  # (end, phase) of the open spans, innermost last

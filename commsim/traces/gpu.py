@@ -34,6 +34,8 @@ from commsim.traces.model import CommCall, ComputeOp, RankTrace
 #: Event categories that run on a GPU stream.
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 _RUNTIME_CATS = frozenset({"cuda_runtime", "cuda_driver", "hip_runtime"})
+#: Everything on the device's timeline, annotations projected onto streams included.
+_GPU_SIDE = GPU_CATS | {"gpu_user_annotation"}
 
 
 def _lane(e: Event) -> str:
@@ -42,39 +44,47 @@ def _lane(e: Event) -> str:
     return f"gpu:{device}:{stream}"
 
 
+class _Pool:
+    """Events of one kind indexed per thread by start, to find the one enclosing a time."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self.by_tid: dict[object, tuple[list[float], list[Event]]] = {}
+        for e in sorted(events, key=lambda e: (e.ts_us, -e.dur_us)):
+            starts, items = self.by_tid.setdefault(e.tid, ([], []))
+            starts.append(e.ts_us)
+            items.append(e)
+
+    def enclosing(self, at: Event) -> Event | None:
+        """The innermost event on ``at``'s thread that contains ``at``'s start."""
+        starts, items = self.by_tid.get(at.tid, ([], []))
+        i = bisect.bisect_right(starts, at.ts_us) - 1
+        # events on one thread nest: the latest-starting one still open is the innermost
+        for j in range(i, max(i - 64, -1), -1):
+            if items[j].end_us >= at.ts_us:
+                return items[j]
+        return None
+
+
 class _Records:
     """The rank's ``record_param_comms`` ops and ``nccl:*`` annotations, for lookups."""
 
     def __init__(self, trace: KinetoTrace) -> None:
-        cpu = [e for e in trace.events if e.cat not in GPU_CATS and isinstance(e.pid, int)]
-        self.params = sorted(
-            (e for e in cpu if e.name == "record_param_comms"), key=lambda e: e.ts_us
+        cpu = [e for e in trace.events if e.cat not in _GPU_SIDE and isinstance(e.pid, int)]
+        params = [e for e in cpu if e.name == "record_param_comms"]
+        notes = [e for e in cpu if e.name.startswith("nccl:") and comm_kind(e.name) is not None]
+        self.params, self.notes = _Pool(params), _Pool(notes)
+        self.with_args = sorted(
+            (e for e in params if "Collective name" in e.args), key=lambda e: e.ts_us
         )
-        self.with_args = [e for e in self.params if "Collective name" in e.args]
-        self.annotations = sorted(
-            (e for e in cpu if e.name.startswith("nccl:") and comm_kind(e.name) is not None),
-            key=lambda e: e.ts_us,
-        )
+        self.annotations = sorted(notes, key=lambda e: e.ts_us)
         self.by_external: dict[object, Event] = {}
-        for e in cpu:
-            ext = e.args.get("External id")
-            if ext is not None and e.cat not in _RUNTIME_CATS:
-                self.by_external.setdefault(ext, e)
         self.runtime: dict[object, Event] = {}
         for e in cpu:
-            if e.cat in _RUNTIME_CATS and "correlation" in e.args:
-                self.runtime[e.args["correlation"]] = e
-        self._param_starts = [e.ts_us for e in self.params]
-
-    def enclosing(self, at: Event, pool: list[Event]) -> Event | None:
-        """The innermost event of ``pool`` (sorted by start) on ``at``'s thread containing it."""
-        best = None
-        for e in pool:
-            if e.ts_us > at.ts_us:
-                break
-            if e.tid == at.tid and e.end_us >= at.ts_us and (best is None or e.ts_us >= best.ts_us):
-                best = e
-        return best
+            if e.cat in _RUNTIME_CATS:
+                if "correlation" in e.args:
+                    self.runtime[e.args["correlation"]] = e
+            elif e.args.get("External id") is not None:
+                self.by_external.setdefault(e.args["External id"], e)
 
     def param_for(self, kernel: Event, order: int) -> tuple[Event | None, Event | None]:
         """(``record_param_comms`` with args or None, ``nccl:*`` annotation or None)."""
@@ -82,14 +92,8 @@ class _Records:
         anchor = launch or self.by_external.get(kernel.args.get("External id"))
         param = note = None
         if anchor is not None:
-            if anchor.name == "record_param_comms":
-                param = anchor
-            else:
-                i = bisect.bisect_right(self._param_starts, anchor.ts_us)
-                param = self.enclosing(anchor, self.params[:i])
-            note = anchor if anchor.name.startswith("nccl:") else self.enclosing(
-                anchor, self.annotations
-            )
+            param = anchor if anchor.name == "record_param_comms" else self.params.enclosing(anchor)
+            note = anchor if anchor.name.startswith("nccl:") else self.notes.enclosing(anchor)
         if param is not None and "Collective name" not in param.args:
             param = None
         if param is None and anchor is None and order < len(self.with_args):
@@ -220,4 +224,3 @@ def rank_trace(
         start_s=start,
         end_s=end,
     )
-

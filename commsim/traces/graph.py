@@ -11,12 +11,13 @@ communication. Per rank, over the step's span (:mod:`.window`):
   is split at the launch.
 * **Communication tasks**: calls are matched across ranks by their order within each process
   group (P2P sends and receives by order per (source, destination) pair), checked to agree on
-  kind and size, and become one collective task of the call's bytes among the group's ranks,
-  on the group's communication stream: ``comm:<pg>`` for NCCL (one stream per group), or
-  ``comm:<pg>:<i>`` for gloo, whose calls round-robin over the group's runloop threads (as many
-  streams as the trace shows threads). The five collectives and barrier (a 0- or 1-byte
-  all_reduce) are simulated by the topology's algorithms; all_to_all, gather and scatter become
-  point-to-point sends between a gate and a join on each member's stream.
+  kind and group (the largest size wins), and become one collective task of the call's bytes
+  among the group's ranks, on the group's communication stream: ``comm:<pg>`` for NCCL (one
+  stream per group), or ``comm:<pg>:<i>`` for gloo, whose calls round-robin over the group's
+  runloop threads (as many streams as the trace shows threads). The five collectives and
+  barrier (a 0- or 1-byte all_reduce) are simulated by the topology's algorithms; all_to_all,
+  gather and scatter become point-to-point sends between a gate and a join on each member's
+  stream.
 * **Dependencies from the trace order**: a call depends on the compute task before its launch
   on every member (GPU: the last compute that ended before the NCCL kernel began). Compute
   depends on a call when the rank *waited* for it: the call ended while the compute lane was
@@ -62,8 +63,13 @@ class _Block:
 
 
 @dataclass(slots=True)
-class _Call:
-    """A call matched across ranks: who takes part and what each rank's launch depends on."""
+class MatchedCall:
+    """A call matched across ranks: what it does, who takes part, each member's own record.
+
+    ``key`` is the process group's name, ``index`` the call's order in it (P2P: in its
+    (source, destination) pair); ``stream`` the replay stream it is queued on. ``deps`` and
+    ``done`` are filled while the graph is built.
+    """
 
     key: str
     index: int
@@ -100,7 +106,9 @@ def _merge(ops: Sequence[ComputeOp], split_at: Sequence[float]) -> list[_Block]:
     return out
 
 
-def _waits(blocks: list[_Block], calls: list[tuple[float, int]], begin: float, slack: float) -> None:
+def _waits(
+    blocks: list[_Block], calls: list[tuple[float, int]], begin: float, slack: float
+) -> None:
     """Fill each block's duration and the calls it waited for (``calls``: (end, id), sorted)."""
     previous, k = begin, 0
     for block in blocks:
@@ -129,37 +137,40 @@ def _lane_counts(model: TraceModel, window: StepWindow) -> dict[str, int]:
     return {pg: max(len(s) for s in per.values()) for pg, per in lanes.items()}
 
 
-def _match(model: TraceModel, window: StepWindow) -> tuple[list[_Call], list[list[tuple[CommCall, int]]]]:
-    """Global calls, and per rank its (call, global id) in launch order."""
+def match_calls(
+    model: TraceModel, window: StepWindow
+) -> tuple[list[MatchedCall], list[list[tuple[CommCall, int]]]]:
+    """The step's calls matched across ranks, and per rank its (call, index into the first
+    list) in launch order. ParseError when the ranks' calls do not line up."""
     gloo = model.flavour == "cpu"
     lanes = _lane_counts(model, window) if gloo else {}
-    queues: dict[tuple[object, ...], list[int]] = defaultdict(list)
-    calls: list[_Call] = []
+    queues: dict[tuple[object, int], list[int]] = defaultdict(list)
+    calls: list[MatchedCall] = []
     per_rank: list[list[tuple[CommCall, int]]] = []
-    seen: dict[tuple[object, ...], int] = defaultdict(int)
+    seen: dict[tuple[int, object], int] = defaultdict(int)
     for rt in model.ranks:
         mine = []
         for call in window.comms(rt):
+            pair: tuple[int, int] | None = None
             if call.kind.p2p:
                 if call.peer is None:
                     raise ParseError(f"rank {rt.rank}: {call.name} has no peer rank in the trace")
-                src, dst = (rt.rank, call.peer) if call.kind is CommKind.SEND else (call.peer, rt.rank)
-                key: tuple[object, ...] = ("p2p", call.pg, src, dst)
-            else:
-                key = ("coll", call.pg)
-            n = seen[(rt.rank, *key)]
-            seen[(rt.rank, *key)] += 1
-            queue = queues[(*key, n)]
+                send = call.kind is CommKind.SEND
+                pair = (rt.rank, call.peer) if send else (call.peer, rt.rank)
+            key = (call.pg, pair)
+            n = seen[(rt.rank, key)]
+            seen[(rt.rank, key)] += 1
+            queue = queues[(key, n)]
             if not queue:
-                if key[0] == "p2p":
-                    stream, group = f"p2p:{call.pg}", (key[2], key[3])
+                group: tuple[int, ...]
+                if pair is not None:
+                    stream, group, kind = f"p2p:{call.pg}", pair, CommKind.SEND
                 else:
                     count = lanes.get(call.pg, 1)
                     stream = f"comm:{call.pg}:{n % count}" if gloo else f"comm:{call.pg}"
-                    group = call.group
-                kind = CommKind.SEND if call.kind.p2p else call.kind
+                    group, kind = call.group, call.kind
                 calls.append(
-                    _Call(f"{call.pg}", n, kind, call.nbytes, group, stream, call.peer, {})
+                    MatchedCall(call.pg, n, kind, call.nbytes, group, stream, call.peer, {})
                 )
                 queue.append(len(calls) - 1)
             cid = queue[0]
@@ -177,7 +188,7 @@ def _match(model: TraceModel, window: StepWindow) -> tuple[list[_Call], list[lis
     return calls, per_rank
 
 
-def _join(call: _Call, rank: int, mine: CommCall) -> None:
+def _join(call: MatchedCall, rank: int, mine: CommCall) -> None:
     if rank not in call.group:
         raise ParseError(
             f"rank {rank}: {mine.kind.value} #{call.index} of process group {call.key!r} "
@@ -195,7 +206,7 @@ def _join(call: _Call, rank: int, mine: CommCall) -> None:
     call.nbytes = max(call.nbytes, mine.nbytes)
 
 
-def _add_call(b: GraphBuilder, call: _Call) -> None:
+def _add_call(b: GraphBuilder, call: MatchedCall) -> None:
     """Add the call's tasks; fill ``call.done`` with each rank's completion task."""
     deps = {d for d in call.deps.values() if d is not None}
     name = f"{call.kind.value} #{call.index}" + (f" pg {call.key}" if call.key != "0" else "")
@@ -259,58 +270,77 @@ def to_step_graph(
     if not (wait_slack_s >= 0 and math.isfinite(wait_slack_s)):
         raise ValueError(f"wait_slack_s must be a finite number >= 0, got {wait_slack_s!r}")
     window = window or step_window(model, step)
-    calls, per_rank = _match(model, window)
+    calls, per_rank = match_calls(model, window)
     gpu = model.flavour == "gpu"
-    # per rank: the pieces in order: ("block", _Block) or ("launch", call id)
-    pieces: list[list[tuple[str, object]]] = []
-    for rt, mine in zip(model.ranks, per_rank, strict=True):
-        begin, end = window.spans[rt.rank]
-        anchors = [(c.start_s if gpu else c.launch_s, cid) for c, cid in mine]
-        blocks = _merge(
-            [op for op in window.compute(rt) if op.start_s < end],
-            [] if gpu else [a for a, _ in anchors],
-        )
-        for block in blocks:
-            block.end_s = min(block.end_s, end)
-        if not gpu:  # the host time after the last op is part of the step
-            blocks.append(_Block("host", "", end, end))
-        _waits(blocks, sorted((c.end_s, cid) for c, cid in mine), begin, wait_slack_s)
-        if not gpu and blocks[-1].duration_s <= 0 and not blocks[-1].waits:
-            blocks.pop()
-        order: list[tuple[float, int, str, object]] = [
-            (blk.end_s, 0, "block", blk) for blk in blocks
-        ]
-        order += [(a, 1, "launch", cid) for a, cid in anchors]
-        order.sort(key=lambda x: (x[0], x[1]))
-        pieces.append([(kind, item) for _, _, kind, item in order])
-    b = GraphBuilder(model.world_size)
-    cursor = [0] * model.world_size
-    last: list[int | None] = [None] * model.world_size
+    pieces = [
+        _rank_pieces(model, window, rt.rank, mine, gpu, wait_slack_s)
+        for rt, mine in zip(model.ranks, per_rank, strict=True)
+    ]
+    return _assemble(model.world_size, pieces, calls)
+
+
+def _rank_pieces(
+    model: TraceModel,
+    window: StepWindow,
+    rank: int,
+    mine: list[tuple[CommCall, int]],
+    gpu: bool,
+    slack: float,
+) -> list[_Block | int]:
+    """One rank's compute blocks and launches (call ids) in trace order."""
+    rt = model.ranks[rank]
+    begin, end = window.spans[rank]
+    anchors = [(c.start_s if gpu else c.launch_s, cid) for c, cid in mine]
+    blocks = _merge(
+        [op for op in window.compute(rt) if op.start_s < end],
+        [] if gpu else [a for a, _ in anchors],
+    )
+    for block in blocks:
+        block.end_s = min(block.end_s, end)
+    if not gpu:  # the host time after the last op is part of the step
+        blocks.append(_Block("host", "", end, end))
+    _waits(blocks, sorted((c.end_s, cid) for c, cid in mine), begin, slack)
+    if not gpu and blocks[-1].duration_s <= 0 and not blocks[-1].waits:
+        blocks.pop()
+    order: list[tuple[float, int, _Block | int]] = [(blk.end_s, 0, blk) for blk in blocks]
+    order += [(at, 1, cid) for at, cid in anchors]  # a launch after the block ending there
+    order.sort(key=lambda x: (x[0], x[1]))
+    return [item for _, _, item in order]
+
+
+def _assemble(ranks: int, pieces: list[list[_Block | int]], calls: list[MatchedCall]) -> StepGraph:
+    """Add every rank's pieces in an order the builder accepts: a launch records the rank's
+    last compute (the call is added once every member has launched it); a block waits until
+    the calls it depends on are added."""
+    b = GraphBuilder(ranks)
+    cursor = [0] * ranks
+    last: list[int | None] = [None] * ranks
     remaining = sum(len(p) for p in pieces)
     while remaining:
         progressed = False
         for rank, items in enumerate(pieces):
             while cursor[rank] < len(items):
-                kind, item = items[cursor[rank]]
-                if kind == "launch":
-                    call = calls[item]  # type: ignore[index]
+                item = items[cursor[rank]]
+                if isinstance(item, int):
+                    call = calls[item]
                     call.deps[rank] = last[rank]
                     if len(call.deps) == len(call.group):
                         _add_call(b, call)
                 else:
-                    block: _Block = item  # type: ignore[assignment]
-                    if any(not calls[cid].done for cid in block.waits):
+                    if any(not calls[cid].done for cid in item.waits):
                         break
-                    deps = [calls[cid].done[rank] for cid in block.waits]
                     last[rank] = b.compute(
-                        rank, max(block.duration_s, 0.0), name=block.name, phase=block.phase,
-                        deps=deps,
-                    )  # fmt: skip
+                        rank,
+                        max(item.duration_s, 0.0),
+                        name=item.name,
+                        phase=item.phase,
+                        deps=[calls[cid].done[rank] for cid in item.waits],
+                    )
                 cursor[rank] += 1
                 remaining -= 1
                 progressed = True
         if not progressed:
-            stuck = [r for r in range(model.world_size) if cursor[r] < len(pieces[r])]
+            stuck = [r for r in range(ranks) if cursor[r] < len(pieces[r])]
             raise ParseError(
                 f"cannot order the step: rank(s) {', '.join(map(str, stuck))} wait for calls "
                 "that other ranks never launch in the replayed step"

@@ -167,7 +167,9 @@ def _int_or_none(value: object, source: str, key: str) -> int | None:
         return None
     number = _number(value)
     if number is None or number != int(number) or number < 0:
-        raise _fail(source, f"distributedInfo.{key}: expected a non-negative integer, got {value!r}")
+        raise _fail(
+            source, f"distributedInfo.{key}: expected a non-negative integer, got {value!r}"
+        )
     return int(number)
 
 
@@ -220,9 +222,7 @@ def _process_groups(info: Mapping[str, Any], source: str) -> tuple[ProcessGroup,
     return tuple(groups)
 
 
-def _events(
-    raw: list[Any], source: str
-) -> tuple[tuple[Event, ...], dict[tuple[Lane, Lane], str]]:
+def _events(raw: list[Any], source: str) -> tuple[tuple[Event, ...], dict[tuple[Lane, Lane], str]]:
     events: list[Event] = []
     names: dict[tuple[Lane, Lane], str] = {}
     for index, item in enumerate(raw):
@@ -285,9 +285,13 @@ def load_kineto(path: str | Path) -> KinetoTrace:
     world_size = _int_or_none(info.get("world_size"), source, "world_size")
     if world_size is not None and rank is not None and rank >= world_size:
         raise _fail(source, f"distributedInfo: rank {rank} is not below world_size {world_size}")
-    base = _number(data.get("baseTimeNanoseconds", 0))
-    if base is None:
-        raise _fail(source, "baseTimeNanoseconds: expected a number")
+    base = data.get("baseTimeNanoseconds", 0)  # ~1.8e18: an int, or float loses the ns
+    if isinstance(base, str) and re.fullmatch(r"\d+", base.strip()):
+        base = int(base)
+    elif not isinstance(base, int) or isinstance(base, bool):
+        base = _number(base)
+        if base is None:
+            raise _fail(source, "baseTimeNanoseconds: expected a number")
     events, names = _events(raw_events, source)
     devices = data.get("deviceProperties")
     return KinetoTrace(

@@ -14,6 +14,7 @@ from :func:`commsim.traces.analysis.measured_metrics`), and where it came from (
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -82,13 +83,28 @@ class TraceWorkload:
         return out
 
 
+#: A ``.json`` file smaller than this is read to tell a JSON workload from a trace.
+_SMALL_JSON_BYTES = 1 << 20
+
+
 def is_trace_path(path: object) -> bool:
     """Whether ``commsim replay PATH`` means a captured trace: a directory, or a ``.json`` or
-    ``.json.gz`` file (YAML workloads are everything else)."""
+    ``.json.gz`` file, unless it is a small JSON object with a workload ``kind`` and no
+    ``traceEvents`` (YAML is a superset of JSON: such a file stays a workload, as before)."""
     if not isinstance(path, str | Path):
         return False
     p = Path(path)
-    return p.is_dir() or is_trace_name(p)
+    if p.is_dir():
+        return True
+    if not is_trace_name(p):
+        return False
+    if p.suffix.lower() == ".json" and p.is_file() and p.stat().st_size < _SMALL_JSON_BYTES:
+        try:
+            data = json.loads(p.read_text())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            return True  # let the trace reader say what is wrong with it
+        return not (isinstance(data, dict) and "kind" in data and "traceEvents" not in data)
+    return True
 
 
 def load_trace_workload(
@@ -100,8 +116,10 @@ def load_trace_workload(
     """Read traces (a directory of per-rank files, one file, a list of files, or a model) and
     build the workload of ``step`` (None: the last profiler step; N; ``"all"``)."""
     model = path if isinstance(path, TraceModel) else read_traces(path)
-    source = "" if isinstance(path, TraceModel) else (
-        str(path) if isinstance(path, str | Path) else ", ".join(map(str, path))
+    source = (
+        ""
+        if isinstance(path, TraceModel)
+        else (str(path) if isinstance(path, str | Path) else ", ".join(map(str, path)))
     )
     step = parse_step(step)
     window = step_window(model, step)

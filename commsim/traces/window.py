@@ -67,7 +67,9 @@ class StepWindow:
 
 def _launched(items: Sequence[_Item], window: tuple[float, float]) -> list[_Item]:
     start, end = window
-    return [x for x in items if start <= (x.start_s if math.isnan(x.launch_s) else x.launch_s) < end]
+    return [
+        x for x in items if start <= (x.start_s if math.isnan(x.launch_s) else x.launch_s) < end
+    ]
 
 
 def parse_step(value: object) -> Step:

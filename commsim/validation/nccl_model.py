@@ -215,7 +215,7 @@ class NcclModel:
         groups = _hosts(self.network, ranks)
         multi = len(groups) > 1 and None not in {self.network.host_of(r) for r in range(ranks)}
         even = len({len(g) for g in groups}) == 1
-        out = []
+        out: list[str] = []
         for name in NCCL_ALGORITHMS[collective]:
             if name == PIPELINED and not (multi and even):
                 continue

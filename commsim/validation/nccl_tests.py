@@ -32,20 +32,26 @@ commsim uses) are unaffected, and the parser notes the convention.
 >>> log.collective.value, log.ranks, log.rows[0].time_s
 ('all_reduce', 8, 2e-05)
 """
-
-from __future__ import annotations
-
-import json
 import math
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from commsim.collectives import Collective, parse_collective
 from commsim.errors import ParseError, SpecError
 from commsim.validation.measurements import Measurement
+from commsim.validation.nccl_format import (
+    BINARY,
+    Layout,
+    NcclTestsRow,
+    Scan,
+    half_unit,
+    scan_json,
+    scan_text,
+)
 
-#: nccl-tests binaries (without ``_perf``) -> the collective, or None when commsim has none.
+__all__ = ["BINARIES", "TYPE_SIZES", "NcclTestsLog", "NcclTestsRow", "parse_nccl_tests",
+           "read_nccl_tests"]
+
 BINARIES: dict[str, Collective | None] = {
     "all_reduce": Collective.ALL_REDUCE,
     "all_gather": Collective.ALL_GATHER,
@@ -67,41 +73,6 @@ TYPE_SIZES: dict[str, int] = {
     "int32": 4, "uint32": 4, "int": 4, "float": 4, "float32": 4, "fp32": 4,
     "int64": 8, "uint64": 8, "double": 8, "float64": 8, "fp64": 8,
 }
-
-_TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")  # mpirun --tag-output
-_SRUN = re.compile(r"^\s*\d+:\s")  # srun -l
-_DEVICE = re.compile(
-    r"^\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]"
-)
-_BINARY = re.compile(r"\b([a-z_]+?)_perf(?:_mpi)?\b")
-_STARTING = re.compile(r"Collective test starting:\s*(\S+)")
-_ROW = re.compile(r"^\s*\d+\s+\d+(?:\s|$)")
-_ELISION = re.compile(r"^\s*#?\s*(?:\.\.\.|…)\s*$")
-_TIME_COLUMNS = ("time", "cputime")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NcclTestsRow:
-    """One table row: the out-of-place side (or in-place where out-of-place is absent).
-
-    ``*_text`` keep the numbers as printed (their precision bounds the inferred rank count).
-    """
-
-    line: int
-    nbytes: int
-    count: int
-    dtype: str
-    redop: str | None
-    root: int | None
-    time_s: float
-    algbw_GBps: float | None
-    busbw_GBps: float | None
-    in_place_time_s: float | None = None
-    in_place_only: bool = False
-    time_text: str = field(default="", repr=False)
-    algbw_text: str = field(default="", repr=False)
-    busbw_text: str = field(default="", repr=False)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NcclTestsLog:
@@ -150,277 +121,10 @@ class NcclTestsLog:
         return tuple(index.setdefault(h, len(index)) for h in self.hosts)
 
 
-# -- numbers -------------------------------------------------------------------------------
-def _number(text: str) -> float | None:
-    """A printed number, or None for ``N/A``, ``-`` and the like."""
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _half_unit(text: str) -> float:
-    """Half a unit in the last printed place: ``"12.35"`` -> 0.005, ``"1.2e+05"`` -> 5000."""
-    mantissa, _, exponent = text.lower().partition("e")
-    decimals = len(mantissa.partition(".")[2])
-    scale = 10.0 ** int(exponent) if exponent else 1.0
-    return 0.5 * 10.0**-decimals * scale
-
-
-# -- the text format -----------------------------------------------------------------------
-@dataclass(slots=True)
-class _Layout:
-    """Column positions from a header line."""
-
-    prefix: list[str]
-    groups: list[list[str]]
-    timestamp: bool
-
-    @property
-    def width(self) -> int:
-        return len(self.prefix) + sum(len(g) for g in self.groups)
-
-
-def _layout(tokens: list[str]) -> _Layout | None:
-    """The layout of a ``# size count type ... time algbw busbw ...`` header, or None."""
-    if tokens[:2] != ["size", "count"] or "busbw" not in tokens:
-        return None
-    if not any(t in _TIME_COLUMNS for t in tokens):
-        return None
-    first = next(i for i, t in enumerate(tokens) if t in _TIME_COLUMNS)
-    timestamp = tokens[-1] == "timestamp"
-    rest = tokens[first : len(tokens) - timestamp]
-    groups: list[list[str]] = []
-    for token in rest:
-        if token in _TIME_COLUMNS or not groups:
-            groups.append([])
-        groups[-1].append(token)
-    return _Layout(prefix=tokens[:first], groups=groups, timestamp=timestamp)
-
-
-@dataclass(slots=True)
-class _Scan:
-    """What one pass over the lines found."""
-
-    rows: list[NcclTestsRow] = field(default_factory=list)
-    devices: dict[int, str] = field(default_factory=dict)
-    devices_elided: bool = False
-    binaries_strong: list[str] = field(default_factory=list)
-    binaries_weak: set[str] = field(default_factory=set)
-    header_seen: bool = False
-    layout: _Layout | None = None
-    notes: list[str] = field(default_factory=list)
-
-
-def _clean(raw: str) -> str:
-    line = raw.rstrip("\r\n")
-    for _ in range(2):  # e.g. "[1,0]<stdout>:" then nothing, or "0: "
-        stripped = _TAG.sub("", line, count=1)
-        stripped = _SRUN.sub("", stripped, count=1)
-        if stripped == line:
-            break
-        line = stripped
-    return line
-
-
-def _scan_text(text: str, source: str) -> _Scan:
-    scan = _Scan()
-    lines = text.splitlines()
-    pending_bad: tuple[int, str] | None = None
-    in_devices = False
-    for number, raw in enumerate(lines, start=1):
-        line = _clean(raw)
-        body = line.strip()
-        if not body:
-            continue
-        if "NCCL INFO" in body or "NCCL WARN" in body:
-            continue
-        if body.startswith("#"):
-            comment = body.lstrip("#").strip()
-            match = _STARTING.search(comment)
-            if match:
-                scan.binaries_strong.append(match.group(1))
-            else:
-                scan.binaries_weak.update(m.group(0) for m in _BINARY.finditer(comment))
-            if comment.startswith("Using devices"):
-                in_devices = True
-                continue
-            device = _DEVICE.match(comment)
-            if device:
-                scan.devices[int(device.group(1))] = device.group(2)
-                continue
-            layout = _layout(comment.split())
-            if layout is not None:
-                if scan.layout is not None and layout.width != scan.layout.width:
-                    scan.notes.append(f"line {number}: a second table with other columns")
-                scan.layout, scan.header_seen, in_devices = layout, True, False
-                continue
-            if in_devices and _ELISION.match(body):
-                scan.devices_elided = True
-            continue
-        if _ELISION.match(body):
-            if in_devices or not scan.header_seen:
-                scan.devices_elided = True
-            continue
-        if not _ROW.match(line):
-            continue  # launcher chatter, SHARP/UCX logs, prompts
-        if pending_bad is not None:
-            raise ParseError(f"{source}:{pending_bad[0]}: {pending_bad[1]}")
-        if scan.layout is None:
-            raise ParseError(
-                f"{source}:{number}: a result row before any column header "
-                "('#  size  count  type ...')"
-            )
-        row, problem = _row(line.split(), scan.layout, number)
-        if row is None:
-            pending_bad = (number, problem)  # fatal unless it is the last row (truncated)
-            continue
-        scan.rows.append(row)
-    if pending_bad is not None:
-        scan.notes.append(f"line {pending_bad[0]} ignored: {pending_bad[1]} (truncated log?)")
-    return scan
-
-
-def _row(tokens: list[str], layout: _Layout, number: int) -> tuple[NcclTestsRow | None, str]:
-    """Map a data line's tokens by the header; (None, why) when they do not fit."""
-    groups = layout.groups
-    width = layout.width
-    n = len(tokens)
-    if layout.timestamp and n == width + 2:  # "YYYY-mm-dd HH:MM:SS"
-        tokens, n = tokens[:width], width
-    in_place_only = False
-    if n == width:
-        sides = groups
-    elif len(groups) == 2 and n == len(layout.prefix) + len(groups[1]):
-        sides, in_place_only = [groups[1]], True  # out-of-place skipped (blank)
-    else:
-        return None, f"{n} fields, the column header has {width}"
-    values = dict(zip(layout.prefix, tokens, strict=False))
-    try:
-        nbytes, count = int(values["size"]), int(values.get("count", "0"))
-    except ValueError:
-        return None, "size/count are not integers"
-    offset = len(layout.prefix)
-    parsed: list[dict[str, str]] = []
-    for group in sides:
-        parsed.append(dict(zip(group, tokens[offset : offset + len(group)], strict=True)))
-        offset += len(group)
-    first = parsed[0]
-    time_key = next(k for k in first if k in _TIME_COLUMNS)
-    time_us = _number(first[time_key])
-    if time_us is None:
-        return None, f"time {first[time_key]!r} is not a number"
-    in_place_time = None
-    if len(parsed) == 2:
-        second = parsed[1]
-        value = _number(second.get(time_key, ""))
-        in_place_time = None if value is None else value * 1e-6
-    root_text = values.get("root")
-    root = None
-    if root_text is not None:
-        try:
-            root = int(root_text)
-        except ValueError:
-            return None, f"root {root_text!r} is not an integer"
-    return (
-        NcclTestsRow(
-            line=number,
-            nbytes=nbytes,
-            count=count,
-            dtype=values.get("type", ""),
-            redop=values.get("redop"),
-            root=root,
-            time_s=time_us * 1e-6,
-            algbw_GBps=_number(first.get("algbw", "")),
-            busbw_GBps=_number(first.get("busbw", "")),
-            in_place_time_s=in_place_time,
-            in_place_only=in_place_only,
-            time_text=first[time_key],
-            algbw_text=first.get("algbw", ""),
-            busbw_text=first.get("busbw", ""),
-        ),
-        "",
-    )
-
-
-# -- the JSON format (-J) ------------------------------------------------------------------
-def _scan_json(text: str, source: str) -> _Scan:
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ParseError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("results"), list):
-        raise ParseError(f"{source}: JSON without a 'results' list: not nccl-tests -J output")
-    scan = _Scan(header_seen=True)
-    args = data.get("args")
-    if isinstance(args, list) and args and isinstance(args[0], str):
-        scan.binaries_strong.append(Path(args[0]).name)
-    config = data.get("config")
-    devices = config.get("devices") if isinstance(config, dict) else None
-    if devices is None:
-        devices = data.get("devices")
-    if isinstance(devices, list):
-        for device in devices:
-            if isinstance(device, dict) and isinstance(device.get("rank"), int):
-                scan.devices[device["rank"]] = str(device.get("hostname", ""))
-    for i, result in enumerate(data["results"]):
-        where = f"{source}: results[{i}]"
-        if not isinstance(result, dict):
-            raise ParseError(f"{where}: not an object")
-        side = result.get("out_of_place")
-        in_place_only = not isinstance(side, dict)
-        if in_place_only:
-            side = result.get("in_place")
-        if not isinstance(side, dict):
-            raise ParseError(f"{where}: neither out_of_place nor in_place results")
-        time_us = side.get("time", side.get("cpu_time"))
-        try:
-            if not isinstance(time_us, int | float):
-                raise TypeError(time_us)
-            nbytes, count = int(result["size"]), int(result.get("count", 0))
-            time_s = float(time_us) * 1e-6
-            root_text = result.get("root")
-            root = None if root_text is None else int(str(root_text).strip())
-        except (KeyError, TypeError, ValueError):
-            raise ParseError(f"{where}: missing or malformed size/count/time/root") from None
-        other = result.get("in_place")
-        in_place_time = None
-        if not in_place_only and isinstance(other, dict):
-            value = other.get("time", other.get("cpu_time"))
-            in_place_time = float(value) * 1e-6 if isinstance(value, int | float) else None
-        algbw, busbw = side.get("alg_bw"), side.get("bus_bw")
-        scan.rows.append(
-            NcclTestsRow(
-                line=i,
-                nbytes=nbytes,
-                count=count,
-                dtype=str(result.get("type", "")),
-                redop=None if result.get("redop") is None else str(result["redop"]),
-                root=root,
-                time_s=time_s,
-                algbw_GBps=float(algbw) if isinstance(algbw, int | float) else None,
-                busbw_GBps=float(busbw) if isinstance(busbw, int | float) else None,
-                in_place_time_s=in_place_time,
-                in_place_only=in_place_only,
-                time_text=f"{float(time_us):f}",
-                algbw_text=f"{algbw:f}" if isinstance(algbw, int | float) else "",
-                busbw_text=f"{busbw:f}" if isinstance(busbw, int | float) else "",
-            )
-        )
-    has_columns = bool(scan.rows)
-    scan.layout = _Layout(
-        prefix=["size", "count", "type", "redop", "root"] if has_columns else [],
-        groups=[],
-        timestamp=False,
-    )
-    return scan
-
-
 # -- inference -----------------------------------------------------------------------------
 def _binary_collective(name: str) -> tuple[str, Collective | None] | None:
     """``all_gather_perf_mpi`` -> ("all_gather", ALL_GATHER); None if not a known test."""
-    match = _BINARY.search(name)
+    match = BINARY.search(name)
     if match is None:
         return None
     test = match.group(1)
@@ -454,15 +158,15 @@ def _factor_interval(row: NcclTestsRow) -> tuple[float, float] | None:
     busbw, algbw = row.busbw_GBps, row.algbw_GBps
     if busbw is None or busbw <= 0 or not row.busbw_text:
         return None
-    hb = _half_unit(row.busbw_text)
+    hb = half_unit(row.busbw_text)
     lows, highs = [], []
     if row.time_text and row.time_s > 0:
-        ht = _half_unit(row.time_text) * 1e-6
+        ht = half_unit(row.time_text) * 1e-6
         if row.time_s - ht > 0:
             lows.append(row.nbytes / (row.time_s + ht) / 1e9)
             highs.append(row.nbytes / (row.time_s - ht) / 1e9)
     if algbw is not None and algbw > 0 and row.algbw_text:
-        ha = _half_unit(row.algbw_text)
+        ha = half_unit(row.algbw_text)
         low, high = algbw - ha, algbw + ha
         if lows and (low > highs[0] or high < lows[0]):  # printed algbw is not size/time:
             lows, highs = [], []  # the pre-2020 convention; trust what was printed
@@ -506,7 +210,7 @@ def _ranks_from_factor(
 
 
 def _structure(
-    rows: list[NcclTestsRow], layout: _Layout, q: int | None, notes: list[str]
+    rows: list[NcclTestsRow], layout: Layout, q: int | None, notes: list[str]
 ) -> Collective | None:
     """The collective the columns imply, or None when they cannot tell."""
     has_redop, has_root = "redop" in layout.prefix, "root" in layout.prefix
@@ -539,7 +243,7 @@ def _structure(
 
 
 def _infer(
-    scan: _Scan,
+    scan: Scan,
     source: str,
     collective: Collective | str | None,
     ranks: int | None,
@@ -715,9 +419,9 @@ def parse_nccl_tests(
     if not text.strip():
         raise ParseError(f"{source}: empty file")
     if text.lstrip().startswith("{"):
-        scan = _scan_json(text, source)
+        scan = scan_json(text, source)
     else:
-        scan = _scan_text(text, source)
+        scan = scan_text(text, source)
     if not scan.header_seen:
         raise ParseError(f"{source}: no nccl-tests result table (no '# size count type ...' line)")
     if not scan.rows:

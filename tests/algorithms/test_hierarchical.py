@@ -88,4 +88,3 @@ def test_rabenseifner_rails_send_one_piece_at_a_time_per_nic() -> None:
         for previous in (sent.get(t.src), received.get(t.dst)):
             assert previous is None or previous in t.deps, (index, t)
         sent[t.src] = received[t.dst] = index
-

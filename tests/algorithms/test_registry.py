@@ -18,8 +18,9 @@ from commsim.errors import ScheduleError, SpecError
 
 
 def test_names_of_the_contract() -> None:
-    """CONTRACT.md's algorithm names exist, plus the two hierarchical ones."""
+    """CONTRACT.md's algorithm names exist, plus the two hierarchical ones and gloo's."""
     assert set(ALGORITHMS) == {
+        "gloo",
         "ring",
         "binomial_tree",
         "recursive_doubling",
@@ -61,8 +62,9 @@ def test_power_of_two_error() -> None:
 
 
 def test_candidates() -> None:
-    """candidates lists, in registry order (ring first), every algorithm able to run the call;
-    hierarchical only when the call's ranks span several hosts."""
+    """candidates lists, in registry order (ring first), every automatic algorithm able to run
+    the call (not gloo, which topologies name explicitly); hierarchical only when the call's
+    ranks span several hosts."""
     bc = Call(collective=Collective.BROADCAST, ranks=6, nbytes=8, root=2)
     assert candidates(bc) == ["ring", "binomial_tree"]
     ar = Call(collective=Collective.ALL_REDUCE, ranks=6, nbytes=8)
@@ -70,7 +72,7 @@ def test_candidates() -> None:
     one_host = Call(collective=Collective.ALL_REDUCE, ranks=6, nbytes=8, hosts=(0,) * 6)
     assert "hierarchical" not in candidates(one_host)
     hosted = Call(collective=Collective.ALL_REDUCE, ranks=6, nbytes=8, hosts=(0, 0, 0, 1, 1, 1))
-    assert candidates(hosted) == list(ALGORITHMS)
+    assert candidates(hosted) == [name for name in ALGORITHMS if name != "gloo"]
     rs = Call(collective=Collective.REDUCE_SCATTER, ranks=5, nbytes=8)
     assert candidates(rs) == ["ring", "rabenseifner"]
 

@@ -17,6 +17,7 @@ of the DES).
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def _flat(kind: str, ranks: int, gamma: float) -> Network:
 def _cases(kind: str) -> list[tuple[str, Collective, int]]:
     out = []
     for name, algo in ALGORITHMS.items():
-        if algo.needs_hosts or (kind == "ring" and name != "ring"):
+        if algo.needs_hosts or not algo.closed_form or (kind == "ring" and name != "ring"):
             continue
         for coll in sorted(algo.collectives):
             for p in range(1, 18):
@@ -149,7 +150,7 @@ def test_des_equals_closed_form_hierarchical(hosts: int, gpus: int) -> None:
 
 
 def _rabenseifner_rail_cases() -> list[tuple[int, int]]:
-    return [(h, g) for h in (2, 3, 4, 5, 6, 8, 9) for g in (1, 2, 3) if h * g > 1]
+    return [(h, g) for h in (2, 3, 4, 5, 8) for g in (1, 2, 3)]
 
 
 @pytest.mark.parametrize(("hosts", "gpus"), _rabenseifner_rail_cases())
@@ -172,7 +173,9 @@ def test_des_equals_closed_form_hierarchical_rabenseifner(hosts: int, gpus: int)
                 _check("hierarchical_rabenseifner", call, net)
 
 
-@pytest.mark.parametrize(("hosts", "gpus", "ranks"), [(2, 2, 3), (3, 4, 10), (4, 8, 25), (5, 4, 17)])
+@pytest.mark.parametrize(
+    ("hosts", "gpus", "ranks"), [(2, 2, 3), (3, 4, 10), (4, 8, 25), (5, 4, 17)]
+)
 def test_hierarchical_rabenseifner_unequal_hosts_is_an_estimate(
     hosts: int, gpus: int, ranks: int
 ) -> None:
@@ -286,11 +289,17 @@ def test_one_rank_and_zero_bytes_take_no_time(algorithm: str) -> None:
             assert t == 0.0
 
 
+@functools.cache
+def _large_hierarchical() -> Network:
+    """8,192 hosts x 8 GPUs, gamma 1e-12 s/B (built once: 262,144 links)."""
+    return hierarchical(8192, 8, intra=("2us", "450GB/s"), inter=("5us", "50GB/s"), gamma=1e-12)
+
+
 def test_large_hierarchical_all_reduce_is_the_phase_sum() -> None:
     """65,536 ranks (8,192 hosts x 8 GPUs), 1 GiB: with every size dividing evenly the closed
     form is intra reduce-scatter + rail all-reduce + intra all-gather, term by term."""
     hosts, gpus, n, gamma = 8192, 8, 2**30, 1e-12
-    net = hierarchical(hosts, gpus, intra=("2us", "450GB/s"), inter=("5us", "50GB/s"), gamma=gamma)
+    net = _large_hierarchical()
     part, sub = n / gpus, n / gpus / hosts
     expected = (
         (gpus - 1) * (2e-6 + part / 450e9 + gamma * part)
@@ -305,8 +314,8 @@ def test_large_hierarchical_rabenseifner_all_reduce_is_the_phase_sum() -> None:
     """65,536 ranks, 1 GiB, everything dividing evenly: intra reduce-scatter + the rails'
     recursive halving (2^13 hosts: 13 steps of m/2, m/4, ... reduced) and doubling (the same
     sizes copied) + intra all-gather, term by term; ``auto`` picks it there."""
-    hosts, gpus, n, gamma = 8192, 8, 2**30, 1e-12
-    net = hierarchical(hosts, gpus, intra=("2us", "450GB/s"), inter=("5us", "50GB/s"), gamma=gamma)
+    gpus, n, gamma = 8, 2**30, 1e-12
+    net = _large_hierarchical()
     part = n / gpus
     halves = [part / 2**k for k in range(1, 14)]
     expected = (
@@ -397,5 +406,5 @@ def test_analytic_engine_needs_neither_simpy_nor_schedules(monkeypatch) -> None:
     net = fully_connected(6, latency=ALPHA, bandwidth=BETA)
     for name, algo in ALGORITHMS.items():
         for coll in algo.collectives:
-            if not algo.needs_hosts:
+            if not algo.needs_hosts and algo.closed_form:
                 predict(Call(collective=coll, ranks=6, nbytes=1001, chunks=2), net, name)

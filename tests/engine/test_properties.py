@@ -28,7 +28,7 @@ B = 100e9  # link bandwidth, B/s
 PAIRS = sorted(
     (name, coll)
     for name, algo in ALGORITHMS.items()
-    if not algo.needs_hosts
+    if not algo.needs_hosts and algo.closed_form
     for coll in algo.collectives
 )
 SETTINGS = settings(

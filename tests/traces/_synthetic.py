@@ -74,6 +74,9 @@ def nccl_rank(
     events = [
         {"ph": "M", "name": "thread_name", "pid": 0, "tid": 7, "args": {"name": "stream 7"}},
         _x("user_annotation", "ProfilerStep#5", pid, tid, t0, 1000.0),
+        _x("gpu_user_annotation", "ProfilerStep#5", 0, 7, t0 + 100, 1200.0),
+        _x("gpu_user_annotation", "nccl:all_reduce", 0, 20, t0 + 490, 300.0,
+           **{"External id": 13}),
         _x("cpu_op", "c10d::allreduce_", pid, tid, t0 + 285, 30.0, **{"External id": 10}),
         _x("cpu_op", "record_param_comms", pid, tid, t0 + 290, 22.0,
            **{"External id": 11, **params}),

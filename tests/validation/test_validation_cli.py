@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from conftest import DATA
@@ -125,8 +126,6 @@ def test_error_paths_are_one_line_exit_2(argv, message, capsys, tmp_path, monkey
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("commsim")
-    import re
-
     assert re.search(message, err), err
 
 
