@@ -260,10 +260,23 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``commsim calibrate``: fit, write the topology, print what was fitted (or JSON)."""
+    from commsim.measure.calibrate import calibrate_cpu, is_cpu_measurement
     from commsim.validation.calibrate import calibrate, write_topology
+    from commsim.validation.measurements import parse_collectives_flag, parse_sizes_flag
 
     _check_out("--out", args.out)
     loaded = _load(args)
+    if args.topology is None and is_cpu_measurement(loaded.source):
+        # gloo on one host: fit the shared-medium CPU model (commsim.measure.cpu_model)
+        calibration = calibrate_cpu(
+            loaded.source,
+            sizes=parse_sizes_flag(args.sizes) if args.sizes is not None else None,
+            collectives=(
+                parse_collectives_flag(args.collectives) if args.collectives is not None else None
+            ),
+        )
+        write_topology(calibration, args.out)
+        return _print_calibration(args, calibration)
     calibration = calibrate(
         loaded.rows,
         args.topology,
@@ -274,6 +287,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         source=loaded.source,
     )
     write_topology(calibration, args.out)
+    return _print_calibration(args, calibration)
+
+
+def _print_calibration(args: argparse.Namespace, calibration: Any) -> int:
     if args.json:
         print(json.dumps(calibration.to_dict() | {"out": args.out}, indent=2))
     else:

@@ -109,6 +109,10 @@ def _parse_row(row: Mapping[str, str | None], where: str) -> Measurement:
         raise ParseError(f"{where}: {exc}") from None
 
 
+#: Rows of these kinds (``commsim measure``'s ping-pong) are skipped: they are not collectives.
+POINT_TO_POINT = ("sendrecv", "send_recv", "pingpong")
+
+
 def parse_measurements(text: str, source: str = "<csv>") -> list[Measurement]:
     """Rows of a measurements CSV given as text (see :func:`read_measurements`)."""
     lines = [
@@ -133,7 +137,10 @@ def parse_measurements(text: str, source: str = "<csv>") -> list[Measurement]:
             raise ParseError(
                 f"{source}:{number}: {len(cells)} fields, the header has {len(header)}"
             )
-        rows.append(_parse_row(dict(zip(header, cells, strict=True)), f"{source}:{number}"))
+        record = dict(zip(header, cells, strict=True))
+        if record["collective"].strip().lower() in POINT_TO_POINT:
+            continue  # `commsim measure` ping-pong rows: measured, not a collective to predict
+        rows.append(_parse_row(record, f"{source}:{number}"))
     if not rows:
         raise ParseError(f"{source}: header but no measurement rows")
     return rows
