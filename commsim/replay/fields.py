@@ -13,18 +13,8 @@ from typing import Any
 
 import yaml
 
-from commsim.errors import SpecError
+from commsim.errors import SpecError, describe
 from commsim.units import parse_count, parse_flops, parse_size, parse_time
-
-
-def _what(value: object) -> str:
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
 
 
 def join(path: str, key: str | int) -> str:
@@ -37,7 +27,7 @@ def join(path: str, key: str | int) -> str:
 def mapping(value: object, path: str) -> Mapping[str, Any]:
     """``value`` if it is a mapping with string keys."""
     if not isinstance(value, Mapping):
-        raise SpecError(f"{path or 'workload'}: must be a mapping, got {_what(value)}")
+        raise SpecError(f"{path or 'workload'}: must be a mapping, got {describe(value)}")
     return value
 
 
@@ -63,14 +53,14 @@ def check_keys(
 def positive_int(value: object, path: str) -> int:
     """An integer >= 1 (bools and floats are not)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"{path}: must be a positive integer, got {_what(value)}")
+        raise SpecError(f"{path}: must be a positive integer, got {describe(value)}")
     return value
 
 
 def nonnegative_int(value: object, path: str) -> int:
     """An integer >= 0."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SpecError(f"{path}: must be an integer >= 0, got {_what(value)}")
+        raise SpecError(f"{path}: must be an integer >= 0, got {describe(value)}")
     return value
 
 
@@ -83,7 +73,7 @@ def positive_size(value: object, path: str) -> int:
     """Bytes, > 0."""
     nbytes = parse_size(value, path)
     if nbytes <= 0:
-        raise SpecError(f"{path}: must be > 0, got {_what(value)}")
+        raise SpecError(f"{path}: must be > 0, got {describe(value)}")
     return nbytes
 
 
@@ -96,7 +86,7 @@ def count(value: object, path: str) -> int:
     """A whole count >= 1, with an optional multiplier: ``100M`` -> 100000000."""
     number = parse_count(value, path)
     if number < 1 or number != int(number):
-        raise SpecError(f"{path}: must be a positive whole number, got {_what(value)}")
+        raise SpecError(f"{path}: must be a positive whole number, got {describe(value)}")
     return int(number)
 
 
@@ -104,20 +94,20 @@ def flops(value: object, path: str) -> float:
     """FLOP/s, > 0: ``989TFLOP/s``."""
     rate = parse_flops(value, path)
     if rate <= 0:
-        raise SpecError(f"{path}: must be > 0, got {_what(value)}")
+        raise SpecError(f"{path}: must be > 0, got {describe(value)}")
     return rate
 
 
 def fraction(value: object, path: str) -> float:
     """A number in (0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-        raise SpecError(f"{path}: must be a number in (0, 1], got {_what(value)}")
+        raise SpecError(f"{path}: must be a number in (0, 1], got {describe(value)}")
     return float(value)
 
 
 def boolean(value: object, path: str) -> bool:
     if not isinstance(value, bool):
-        raise SpecError(f"{path}: must be true or false, got {_what(value)}")
+        raise SpecError(f"{path}: must be true or false, got {describe(value)}")
     return value
 
 
@@ -134,7 +124,7 @@ def algorithm(value: object, path: str) -> str:
     from commsim.algorithms import get_algorithm
 
     if not isinstance(value, str):
-        raise SpecError(f"{path}: must be an algorithm name, got {_what(value)}")
+        raise SpecError(f"{path}: must be an algorithm name, got {describe(value)}")
     if value.strip().lower() == "auto":
         return "auto"
     try:

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from commsim.errors import SpecError
+from commsim.errors import SpecError, describe
 from commsim.topology.spec import (
     CustomLinkSpec,
     CustomSpec,
@@ -42,17 +42,6 @@ from commsim.units import parse_bandwidth, parse_time
 
 #: Optional keys every kind accepts.
 COMMON_KEYS = ("name", "description", "sources", "gamma", "algorithms")
-
-
-def _what(value: object) -> str:
-    """A short description of a YAML value's type for error messages."""
-    if value is None:
-        return "nothing (null)"
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    return repr(value)
 
 
 def _check_keys(
@@ -76,19 +65,19 @@ def _check_keys(
 
 def _mapping(value: object, path: str) -> Mapping[Any, Any]:
     if not isinstance(value, Mapping):
-        raise SpecError(f"{path}: must be a mapping, got {_what(value)}")
+        raise SpecError(f"{path}: must be a mapping, got {describe(value)}")
     return value
 
 
 def _list(value: object, path: str) -> list[Any]:
     if not isinstance(value, list):
-        raise SpecError(f"{path}: must be a list, got {_what(value)}")
+        raise SpecError(f"{path}: must be a list, got {describe(value)}")
     return value
 
 
 def _string(value: object, path: str) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise SpecError(f"{path}: must be a non-empty string, got {_what(value)}")
+        raise SpecError(f"{path}: must be a non-empty string, got {describe(value)}")
     return value
 
 
@@ -124,7 +113,7 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
     if "description" in data:
         description = data["description"]
         if not isinstance(description, str):
-            raise SpecError(f"description: must be a string, got {_what(description)}")
+            raise SpecError(f"description: must be a string, got {describe(description)}")
         out["description"] = " ".join(description.split())
     if "sources" in data:
         sources = _list(data["sources"], "sources")
@@ -197,7 +186,9 @@ def _shared(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
 def _torus(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
     dims = data["dims"]
     if not isinstance(dims, list) or not dims:
-        raise SpecError(f"dims: must be a non-empty list of positive integers, got {_what(dims)}")
+        raise SpecError(
+            f"dims: must be a non-empty list of positive integers, got {describe(dims)}"
+        )
     extra: dict[str, Any] = (
         {"device": _string(data["device"], "device")} if "device" in data else {}
     )
@@ -304,7 +295,7 @@ def spec_from_dict(data: object, source: str = "") -> TopologySpec:
 
 def _spec(data: object) -> TopologySpec:
     if not isinstance(data, Mapping):
-        raise SpecError(f"a topology must be a mapping with a 'kind' key, got {_what(data)}")
+        raise SpecError(f"a topology must be a mapping with a 'kind' key, got {describe(data)}")
     known = ", ".join(sorted(KINDS))
     if "kind" not in data:
         raise SpecError(f"missing required key 'kind' (one of: {known})")
