@@ -49,11 +49,11 @@ from commsim.topology.spec import (
     TorusSpec,
 )
 from commsim.validation.measurements import Measurement
+from commsim.validation.solve import solve_log_linear
 from commsim.validation.validate import Predictor, ValidationReport, summary_line, validate
 
-#: Outer iterations (re-measuring J) and inner Gauss-Newton iterations per outer one.
+#: Outer iterations (re-measuring J); the inner Gauss-Newton loop is in :mod:`.solve`.
 MAX_OUTER = 12
-MAX_INNER = 200
 #: Relative step of the finite differences, and the settle tolerance on x.
 STEP = 1e-3
 TOLERANCE = 1e-6
@@ -165,7 +165,10 @@ def _initial_template(rows: Sequence[Measurement], hosts: Sequence[int] | None) 
     if hosts is not None and len(set(hosts)) > 1:
         per_host = _hosts_layout(hosts)
         return HierarchicalSpec(
-            nodes=-(-most // per_host), gpus_per_node=per_host, intra=guess, inter=guess,
+            nodes=-(-most // per_host),
+            gpus_per_node=per_host,
+            intra=guess,
+            inter=guess,
             description="calibrated hierarchical topology",
         )
     return SwitchSpec(ranks=most, link=guess, description="calibrated single-host topology")
@@ -252,8 +255,11 @@ def _parameters(
                 b = values[f"links[{i}].bandwidth_scale"]
                 links.append(
                     CustomLinkSpec(
-                        src=item.src, dst=item.dst, latency_s=item.latency_s * a,
-                        bandwidth_Bps=item.bandwidth_Bps / b, duplex=item.duplex,
+                        src=item.src,
+                        dst=item.dst,
+                        latency_s=item.latency_s * a,
+                        bandwidth_Bps=item.bandwidth_Bps / b,
+                        duplex=item.duplex,
                     )
                 )
             replace["links"] = tuple(links)
@@ -287,45 +293,6 @@ BOUNDS = {
     "latency_scale": (1e-4, 1e4),
     "inverse_bandwidth_scale": (1e-4, 1e4),
 }
-
-
-def _solve_log_linear(
-    jac: np.ndarray, target: np.ndarray, x0: np.ndarray, low: np.ndarray, high: np.ndarray
-) -> np.ndarray:
-    """``argmin sum (log(J x) - log t)^2`` over ``low <= x <= high`` by damped Gauss-Newton in
-    ``u = log x`` (projected onto the bounds)."""
-    log_t = np.log(target)
-    u_low, u_high = np.log(low), np.log(high)
-    u = np.clip(np.log(x0), u_low, u_high)
-
-    def cost(u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        pred = jac @ np.exp(u)
-        if np.any(pred <= 0):
-            return math.inf, pred, np.empty(0)
-        r = np.log(pred) - log_t
-        return float(r @ r), pred, r
-
-    current, pred, r = cost(u)
-    damping = 1e-3
-    for _ in range(MAX_INNER):
-        g_jac = jac * np.exp(u)[None, :] / pred[:, None]  # d r_i / d u_c
-        normal = g_jac.T @ g_jac
-        gradient = g_jac.T @ r
-        improved = False
-        for _ in range(30):
-            step = np.linalg.solve(normal + damping * np.diag(np.diag(normal) + 1e-12), -gradient)
-            candidate = np.clip(u + step, u_low, u_high)
-            value, new_pred, new_r = cost(candidate)
-            if value < current:
-                improved = True
-                converged = current - value <= 1e-15 * max(1.0, current)
-                u, current, pred, r = candidate, value, new_pred, new_r
-                damping = max(damping / 3, 1e-12)
-                break
-            damping *= 4
-        if not improved or converged:
-            break
-    return np.exp(u)
 
 
 def calibrate(
@@ -442,7 +409,7 @@ def calibrate(
         if not np.any(active):
             raise SpecError("nothing to fit: no parameter changes any predicted time")
         new = x.copy()
-        new[active] = _solve_log_linear(
+        new[active] = solve_log_linear(
             jac[:, active], measured, x[active], low[active], high[active]
         )
         value = objective(predict(new))
