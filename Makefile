@@ -16,7 +16,7 @@ help:
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev,torch,sweep,notebooks]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
