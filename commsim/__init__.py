@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from commsim.errors import CommsimError, ParseError, ScheduleError, SpecError
     from commsim.network import Network
     from commsim.results import Result
+    from commsim.sweep import load_grid, run_sweep
     from commsim.topology import (
         custom,
         fully_connected,
@@ -55,6 +56,8 @@ _EXPORTS = {
     "SpecError": "commsim.errors",
     "Network": "commsim.network",
     "Result": "commsim.results",
+    "load_grid": "commsim.sweep",
+    "run_sweep": "commsim.sweep",
     "custom": "commsim.topology",
     "fully_connected": "commsim.topology",
     "hierarchical": "commsim.topology",
@@ -80,9 +83,11 @@ __all__ = [
     "fully_connected",
     "hierarchical",
     "list_presets",
+    "load_grid",
     "load_topology",
     "preset_names",
     "ring",
+    "run_sweep",
     "shared",
     "simulate",
     "switch",
