@@ -49,7 +49,8 @@ CASES = (
     Case("a100-sxm4-80gb_128gpu_16node_ib_allreduce_coreweave-22df9b7.txt", "dgx-a100x16",
          "16 HGX A100 nodes on InfiniBand"),
     Case("a100-sxm4-80gb_32gpu-inferred_multinode_ib-sharp_allreduce_coreweave-703d6eb.txt",
-         "dgx-a100x4", "4 HGX A100 nodes (32 ranks from busbw/algbw) on InfiniBand + SHARP"),
+         "dgx-a100x4+sharp",
+         "4 HGX A100 nodes (32 ranks from busbw/algbw) on InfiniBand + SHARP"),
     Case("h100-sxm_16gpu_2node_alpha-test_allreduce_unresolved-cnh.txt", "dgx-h100x2",
          "2 x 8 H100 SXM; fabric not stated"),
     Case("h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allgather_unresolved-slurm1790.txt",
@@ -57,7 +58,8 @@ CASES = (
     Case("h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allreduce_lessizzmore.txt", "gcp-a3-megax2",
          "2 GCP A3 Mega VMs"),
     Case("h100-sxm_96gpu-inferred_multinode_ib-sharp-collnetchain_allreduce_coreweave-fb4787c.txt",
-         "dgx-h100x12", "12 HGX H100 nodes (96 ranks from busbw/algbw), InfiniBand + SHARP"),
+         "dgx-h100x12+sharp",
+         "12 HGX H100 nodes (96 ranks from busbw/algbw), InfiniBand + SHARP (CollNet chain)"),
     Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-docker.txt", "pcie-gen4-8gpu",
          "PCIe-only GPUs; the closest preset (see the text: these runs are anomalous)"),
     Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-k8s.txt", "pcie-gen4-8gpu", "as above"),
@@ -107,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     IMG.mkdir(parents=True, exist_ok=True)
     summary = [
-        "| log | collective, ranks | preset | sizes | median \\|error\\| % < 1 MiB | "
-        "≥ 1 MiB | all | calibrated on half, checked on the other half: all % |",
-        "|---|---|---|---|---|---|---|---|",
+        "| log | collective, ranks | preset | sizes | before: plain ring, all % | before: "
+        "plain tree, all % | NCCL model: median \\|error\\| % < 1 MiB | ≥ 1 MiB | all | "
+        "calibrated on half, checked on the other half: all % |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     sections: list[str] = []
     for case in CASES:
@@ -120,10 +123,18 @@ def main(argv: list[str] | None = None) -> int:
         image = IMG / f"validation-{_stem(case.log)}.png"
         save_plot(report, image, title=f"{case.log} on {case.preset}")
         fitted = None if args.skip_calibration else _calibrated(case, rows, log.host_indices())
+        plain = {
+            name: validate(rows, case.preset, algorithm=name, protocol="none", source=case.log)
+            for name in ("ring", "double_binary_tree")
+            if name == "ring" or log.collective.value == "all_reduce"
+        }
+        tree = plain.get("double_binary_tree")
         sizes = f"{_human(min(r.nbytes for r in rows))}–{_human(max(r.nbytes for r in rows))}"
         summary.append(
             f"| [{_stem(case.log)}](#{_stem(case.log).lower()}) | {log.collective.value}, "
             f"{log.ranks} | `{case.preset}` | {sizes} | "
+            f"{_pct(plain['ring'].median_abs_error_pct)} | "
+            f"{_pct(tree.median_abs_error_pct) if tree else '–'} | "
             f"{_pct(report.median_abs_error_pct_below_1MiB)} | "
             f"{_pct(report.median_abs_error_pct_above_1MiB)} | "
             f"{_pct(report.median_abs_error_pct)} | "
@@ -142,7 +153,14 @@ def main(argv: list[str] | None = None) -> int:
             "",
             "| | < 1 MiB | ≥ 1 MiB | all |",
             "|---|---|---|---|",
-            f"| median \\|error\\| %, preset | {_pct(report.median_abs_error_pct_below_1MiB)} | "
+            *(
+                f"| median \\|error\\| %, before: plain {name} (`--protocol none`) | "
+                f"{_pct(r.median_abs_error_pct_below_1MiB)} | "
+                f"{_pct(r.median_abs_error_pct_above_1MiB)} | {_pct(r.median_abs_error_pct)} |"
+                for name, r in plain.items()
+            ),
+            f"| median \\|error\\| %, NCCL model (preset) | "
+            f"{_pct(report.median_abs_error_pct_below_1MiB)} | "
             f"{_pct(report.median_abs_error_pct_above_1MiB)} | "
             f"{_pct(report.median_abs_error_pct)} |",
         ]

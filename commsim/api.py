@@ -14,9 +14,11 @@ from typing import Literal
 
 from commsim.algorithms import build_schedule, candidates, get_algorithm
 from commsim.algorithms.base import Call
+from commsim.algorithms.innetwork import network_for
+from commsim.algorithms.torus import sub_torus
 from commsim.collectives import Collective, parse_collective
 from commsim.engine.des import simulate_des
-from commsim.errors import SpecError
+from commsim.errors import ScheduleError, SpecError
 from commsim.network import Network
 from commsim.results import Result
 from commsim.topology import load_topology
@@ -35,6 +37,7 @@ def make_call(
     chunks: int | None = None,
 ) -> Call:
     """Validate the pieces of a collective call against the network it runs on."""
+    host_switches, fabric_switch = network.reducing_switches_of()
     return Call(
         collective=parse_collective(collective),
         ranks=network.ranks,
@@ -42,7 +45,20 @@ def make_call(
         root=root,
         chunks=chunks,
         hosts=network.rank_hosts(),
+        host_switches=host_switches,
+        fabric_switch=fabric_switch,
+        torus_dims=_torus_dims(network),
     )
+
+
+def _torus_dims(network: Network) -> tuple[int, ...] | None:
+    """The torus a ``kind: torus`` network's ranks form (None: not a torus, or a ``--ranks``
+    prefix that is not a whole sub-torus)."""
+    dims = network.meta.get("dims")
+    if network.meta.get("kind") != "torus" or not isinstance(dims, tuple | list):
+        return None
+    return sub_torus(dims, network.ranks)
+
 
 
 #: ``auto`` with the DES ranks candidates by simulating them when the call is this small
@@ -64,9 +80,16 @@ def choose_algorithm(call: Call, network: Network, engine: Engine | str = "analy
 
     mapping = network.meta.get("algorithms")
     if isinstance(mapping, dict) and call.collective.value in mapping:
-        name = str(mapping[call.collective.value])
-        get_algorithm(name).check_supports(call)
-        return get_algorithm(name).name
+        mapped = get_algorithm(str(mapping[call.collective.value]))
+        try:
+            mapped.check_supports(call)
+            return mapped.name
+        except ScheduleError:
+            # An automatic algorithm that cannot run this call (``torus`` on a --ranks prefix
+            # that is no torus) gives way to the normal choice; a library's fixed choice
+            # (gloo) raises: its error says why it cannot run.
+            if not mapped.automatic:
+                raise
     by_des = (
         engine == "des"
         and call.ranks <= DES_RANKING_MAX_RANKS
@@ -74,10 +97,11 @@ def choose_algorithm(call: Call, network: Network, engine: Engine | str = "analy
     )
     best_name, best_time = "", float("inf")
     for name in candidates(call):
+        net = network_for(call, network, name)
         if by_des:
-            time_s = simulate_des(build_schedule(call, name), network).time_s
+            time_s = simulate_des(build_schedule(call, name), net).time_s
         else:
-            time_s = predict(call, network, name)
+            time_s = predict(call, net, name)
         if time_s < best_time:
             best_name, best_time = name, time_s
     if not best_name:
@@ -95,6 +119,8 @@ def simulate(
     ranks: int | None = None,
     chunks: int | None = None,
     engine: Engine | str = "des",
+    protocol: str = "auto",
+    need_schedule: bool = False,
 ) -> Result:
     """Simulate one collective.
 
@@ -114,6 +140,15 @@ def simulate(
         Pipelined pieces (None: the algorithm's default).
     engine
         ``des`` (discrete-event, with contention) or ``analytic`` (closed form).
+    protocol
+        ``auto``: on a topology that runs NCCL (an ``nccl:`` block), NCCL's protocol choice
+        with its launch latency (:mod:`commsim.nccl`), and ``algorithm="auto"`` is NCCL's
+        choice of algorithm; elsewhere plain alpha-beta. ``LL``, ``LL128`` or ``Simple``:
+        that protocol (on any topology). ``none``: plain alpha-beta everywhere, ``auto`` the
+        fastest algorithm.
+    need_schedule
+        Under NCCL, choose only among algorithms with a schedule (not NCCL's pipelined phases
+        across hosts, which are composed estimates), so the result has its transfers.
     """
     if engine not in ENGINES:
         raise SpecError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
@@ -121,6 +156,9 @@ def simulate(
     if ranks is not None:
         network = network.with_ranks(ranks)
     call = make_call(collective, network, size, root=root, chunks=chunks)
+    if runs_nccl(network, protocol):
+        return _simulate_nccl(call, network, algorithm, protocol, engine,
+                              need_schedule and engine == "des")
     if algorithm == "auto":
         name = choose_algorithm(call, network, engine)
     else:
@@ -137,10 +175,81 @@ def simulate(
         chunks=used_chunks,
         engine=engine,
     )
+    network = network_for(call, network, name)
     if engine == "analytic":
         from commsim.engine.analytic import predict
 
         return Result(**common, time_s=predict(call, network, name))  # type: ignore[arg-type]
     schedule = build_schedule(call, name)
     timing = simulate_des(schedule, network)
-    return Result(**common, time_s=timing.time_s, schedule=schedule, timing=timing)  # type: ignore[arg-type]
+    return Result(**common, time_s=timing.time_s, schedule=schedule, timing=timing,  # type: ignore[arg-type]
+                  network=network)
+
+
+PROTOCOL_CHOICES = ("auto", "none", "LL", "LL128", "Simple")
+
+
+def runs_nccl(network: Network, protocol: str) -> bool:
+    """Whether a call with ``protocol`` is timed by the NCCL model on ``network``."""
+    if protocol not in PROTOCOL_CHOICES:
+        from commsim.nccl import NcclModel
+
+        NcclModel.protocol(protocol)  # any case; raises for an unknown name
+    if str(protocol).lower() == "none":
+        return False
+    return str(protocol).lower() != "auto" or isinstance(network.meta.get("nccl"), dict)
+
+
+def _simulate_nccl(call: Call, network: Network, algorithm: str, protocol: str,
+                   engine: str, need_schedule: bool = False) -> Result:
+    """``simulate`` on a machine running NCCL: pick (algorithm, protocol) as NCCL's tuner
+    would among those allowed, then time the winner on its protocol's network, launch
+    latency first (the transfers start after it)."""
+    from dataclasses import replace
+
+    from commsim.engine.des import Timing
+    from commsim.nccl import PROTOCOLS, SIMPLE_ONLY, NcclModel, base_latency_s
+
+    model = NcclModel.of(network)
+    coll, p = call.collective, call.ranks
+    forced = None if protocol.lower() == "auto" else model.protocol(protocol).name
+    if algorithm == "auto":
+        among = model.candidates(coll, p)
+        if forced:
+            among = [c for c in among if c.endswith("+" + forced)]
+    else:
+        name = get_algorithm(algorithm).name
+        get_algorithm(name).check_supports(call)
+        protocols = ["Simple"] if name in SIMPLE_ONLY else [x.name for x in PROTOCOLS]
+        if forced:
+            model.check(f"{name}+{forced}")
+            protocols = [forced]
+        among = [f"{name}+{x}" for x in protocols]
+    if need_schedule:
+        among = [c for c in among if not model.composed(c.partition("+")[0], p)]
+        if not among:
+            raise SpecError(
+                f"{algorithm} under NCCL across hosts is a pipelined estimate without a "
+                "schedule: no transfers (use --protocol none for commsim's own schedule)"
+            )
+    if not among:
+        raise SpecError(f"NCCL runs no {coll.value} algorithm with protocol {forced}")
+    small = p <= DES_RANKING_MAX_RANKS and p**2 * (call.chunks or 1) <= DES_RANKING_MAX_WORK
+    rank_engine = engine if engine == "des" and small else "analytic"
+    choice = among[0] if len(among) == 1 else model.fastest(
+        coll, p, call.nbytes, rank_engine, among)[1]
+    name, _, proto = choice.partition("+")
+    if model.composed(name, p):
+        time_s = model.time(coll, p, call.nbytes, choice, engine)
+        return Result(collective=coll, algorithm=name, topology=network.name, ranks=p,
+                      nbytes=call.nbytes, chunks=1, engine=engine, time_s=time_s,
+                      protocol=proto)
+    inner = simulate(coll, model.network_for(p, choice), call.nbytes, algorithm=name,
+                     root=call.root, chunks=call.chunks, engine=engine, protocol="none")
+    base = base_latency_s(name, proto) if call.nbytes and p > 1 else 0.0
+    timing = inner.timing
+    if timing is not None and base:
+        timing = Timing(tuple(t + base for t in timing.start_s),
+                        tuple(t + base for t in timing.end_s))
+    return replace(inner, topology=network.name, protocol=proto, time_s=inner.time_s + base,
+                   timing=timing)

@@ -58,6 +58,8 @@ def check(schedule: Schedule) -> None:
     ancestors = _ancestors(transfers)
     _check_races(schedule, bounds, spans, ancestors)
     state = _initial_state(coll, p, n, schedule.root, bounds)
+    # reducing switches start empty: they hold only what ranks send them
+    state += [[0] * (len(bounds) - 1) for _ in range(schedule.endpoints)]
     _replay(schedule, bounds, spans, state)
     _check_final(coll, p, n, schedule.root, bounds, state)
 
@@ -71,10 +73,14 @@ def _check_shape(schedule: Schedule) -> None:
         raise ScheduleError(f"schedule has a negative size {n}")
     if schedule.collective.rooted and not 0 <= schedule.root < p:
         raise ScheduleError(f"root {schedule.root} out of range for {p} ranks")
+    ends = p + schedule.endpoints
     for i, t in enumerate(schedule.transfers):
         where = f"transfer #{i} ({t.src}->{t.dst})"
-        if not (0 <= t.src < p and 0 <= t.dst < p):
-            raise ScheduleError(f"{where}: rank out of range for {p} ranks")
+        if not (0 <= t.src < ends and 0 <= t.dst < ends):
+            raise ScheduleError(
+                f"{where}: rank out of range for {p} ranks"
+                + (f" and {schedule.endpoints} switches" if schedule.endpoints else "")
+            )
         if t.src == t.dst and t.op is not OpKind.COPY:
             raise ScheduleError(f"{where}: reduces into itself (only a copy may be local)")
         if t.nbytes <= 0:
@@ -113,8 +119,8 @@ def _check_races(
 ) -> None:
     transfers = schedule.transfers
     cells = len(bounds) - 1
-    writes = [[0] * cells for _ in range(schedule.ranks)]
-    copies = [[0] * cells for _ in range(schedule.ranks)]
+    writes = [[0] * cells for _ in range(schedule.ranks + schedule.endpoints)]
+    copies = [[0] * cells for _ in range(schedule.ranks + schedule.endpoints)]
     for i, (t, (lo, hi)) in enumerate(zip(transfers, spans, strict=True)):
         bit = 1 << i
         row = writes[t.dst]

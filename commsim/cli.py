@@ -31,6 +31,8 @@ examples:
   commsim run all_reduce --topology dgx-h100x4 --size 1KiB:1GiB:4
   commsim run all_gather --topology ring.yaml --size 64MiB --algorithm ring --json
   commsim run broadcast --topology dgx-a100 --size 1GiB --chunks 16 --trace bcast.json
+  commsim run all_reduce --topology dgx-h100 --size 8B:8GiB:8 --json   # NCCL's choices
+  commsim run all_reduce --topology dgx-h100x12+sharp --size 1GiB --algorithm collnet
 """
 
 
@@ -123,6 +125,15 @@ def build_parser() -> argparse.ArgumentParser:
         "analytic: closed-form alpha-beta cost",
     )
     run.add_argument(
+        "--protocol",
+        default="auto",
+        metavar="PROTO",
+        help="NCCL protocol: auto (default: on a topology with an 'nccl:' block, NCCL's "
+        "choice of protocol, and of algorithm for --algorithm auto, launch latency "
+        "included; elsewhere plain alpha-beta), LL, LL128, Simple, or none (plain "
+        "alpha-beta everywhere)",
+    )
+    run.add_argument(
         "--json", action="store_true", help="print JSON: an object for one size, a list for a range"
     )
     run.add_argument(
@@ -137,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.json",
         default=None,
         help="write a Chrome/Perfetto trace (open in ui.perfetto.dev); needs --engine des",
+    )
+    run.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        default=None,
+        help="save a plot: busbw vs size for a size range; for one size, the busiest links' "
+        "utilization over time (needs --engine des)",
     )
     run.set_defaults(handler=cmd_run)
 
@@ -159,6 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
     from commsim.validation.cli import add_parsers as add_validation_parsers
 
     add_validation_parsers(sub)  # `commsim validate` and `commsim calibrate`
+
+    from commsim.sweep.cli import add_parser as add_sweep_parser
+
+    add_sweep_parser(sub)  # `commsim sweep`
     return parser
 
 
@@ -189,7 +211,17 @@ def cmd_run(args: argparse.Namespace) -> int:
                     f"{flag} {value}: needs --engine des (the analytic engine "
                     "computes a time, not transfers)"
                 )
-    for flag, value in (("--transfers", args.transfers), ("--trace", args.trace)):
+    many = ":" in args.size  # a range, even one that yields a single size, gives a list
+    if args.plot is not None and not many and args.engine == "analytic":
+        raise SpecError(
+            f"--plot {args.plot}: one size plots link utilization, which needs --engine des "
+            "(or give a size range for busbw vs size)"
+        )
+    for flag, value in (
+        ("--transfers", args.transfers),
+        ("--trace", args.trace),
+        ("--plot", args.plot),
+    ):
         if value is not None and not Path(value).resolve().parent.is_dir():
             raise SpecError(f"{flag} {value}: directory {str(Path(value).parent)!r} does not exist")
     sizes = parse_size_range(args.size, "--size")
@@ -205,15 +237,24 @@ def cmd_run(args: argparse.Namespace) -> int:
             root=args.root,
             chunks=args.chunks,
             engine=args.engine,
+            protocol=args.protocol,
+            need_schedule=bool(args.transfers or args.trace or (args.plot and not many)),
         )
         for nbytes in sizes
     ]
-    many = ":" in args.size  # a range, even one that yields a single size, gives a list
     for result in results:
         if args.transfers is not None:
             write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
         if args.trace is not None:
             write_trace(result, _per_size_path(args.trace, result.nbytes, many), network)
+    if args.plot is not None:
+        from commsim.plots import plot_busbw, plot_link_utilization
+
+        if many:
+            fig = plot_busbw(results, by="topology")
+        else:
+            fig = plot_link_utilization(results[0])  # on the network the DES used
+        fig.savefig(args.plot, dpi=100, metadata={"Software": None})
     if args.json:
         rows = [r.to_dict() for r in results]
         print(json.dumps(rows if many else rows[0], indent=2))

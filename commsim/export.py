@@ -5,10 +5,11 @@ Both writers are deterministic: the same result gives byte-identical files.
 The trace is Chrome trace-event JSON (``{"traceEvents": [...]}``), which ui.perfetto.dev and
 chrome://tracing open. Its layout:
 
-* one process per rank (``pid`` = rank, named ``rank r``), with ``send`` and ``recv`` threads;
+* one process per rank (``pid`` = rank, named ``rank r``), with ``send`` and ``recv`` threads,
+  then one per reducing switch an in-network schedule addresses (``switch e``, ``pid`` = e);
   each transfer is an ``X`` slice on its source's send thread and its destination's recv thread;
-* one process ``links`` (``pid`` = number of ranks) with a thread per directed link that carried
-  traffic; each transfer is a slice on every link of its route.
+* one process ``links`` (``pid`` = number of ranks and switches) with a thread per directed
+  link that carried traffic; each transfer is a slice on every link of its route.
 
 Slices on one thread must nest perfectly, so concurrent transfers on the same rank or link go to
 separate lanes (``send``, ``send #2``, ...), assigned greedily in start order. Times are integer
@@ -154,16 +155,18 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
 
     meta: list[dict[str, object]] = []
     events: list[dict[str, object]] = []
-    sends: list[list[_Slice]] = [[] for _ in range(ranks)]
-    recvs: list[list[_Slice]] = [[] for _ in range(ranks)]
+    # ranks, then the reducing switches an in-network schedule addresses
+    ends = ranks + (result.schedule.endpoints if result.schedule is not None else 0)
+    sends: list[list[_Slice]] = [[] for _ in range(ends)]
+    recvs: list[list[_Slice]] = [[] for _ in range(ends)]
     for sl in slices:
         sends[transfers[sl.index].src].append(sl)
         recvs[transfers[sl.index].dst].append(sl)
 
-    for rank in range(ranks):
-        label = f"rank {rank}"
+    for rank in range(ends):
+        label = f"rank {rank}" if rank < ranks else f"switch {rank}"
         if network is not None:
-            label += f" ({network.devices[network.rank_devices[rank]].name})"
+            label += f" ({network.devices[network.endpoint_device(rank)].name})"
         meta.append(_meta("process_name", rank, 0, {"name": label}))
         meta.append(_meta("process_sort_index", rank, 0, {"sort_index": rank}))
         tid = 1
@@ -179,7 +182,7 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
             tid += len(lanes)
 
     if network is not None and transfers:
-        pid = ranks
+        pid = ends
         meta.append(_meta("process_name", pid, 0, {"name": "links"}))
         meta.append(_meta("process_sort_index", pid, 0, {"sort_index": pid}))
         on_link: dict[int, list[_Slice]] = {}

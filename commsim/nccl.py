@@ -1,35 +1,40 @@
-"""What NCCL would run: its algorithms per collective and its three protocols, for ``validate``.
+"""NCCL as a machine runs it: its algorithms, protocols, channels and launch latencies, and
+the choice its tuner makes (``src/graph/tuning.cc``, ``ncclTopoTuneModel`` / ``getAlgoInfo``).
 
-An nccl-tests log was produced by NCCL, so predicting it with commsim's ``auto`` (the fastest of
-*every* algorithm, recursive doubling included) compares the log with a library that does not
-exist. ``algorithm="nccl"`` instead mimics NCCL's tuner (``src/graph/tuning.cc``,
-``ncclTopoTuneModel`` / ``getAlgoInfo``): it predicts every (algorithm, protocol) pair NCCL
-considers and keeps the fastest, as NCCL does with its own cost model.
+A topology with an ``nccl:`` block (``arch``, ``channels``) runs NCCL: ``commsim run`` and the
+API then time every collective as NCCL would run it, and ``auto`` predicts every (algorithm,
+protocol) pair NCCL considers and keeps the fastest, as NCCL does with its own cost model.
+``validate --algorithm nccl`` uses the same model on any topology.
 
-**Algorithms** (tuning.cc skips every other pair): broadcast, reduce, all_gather and
-reduce_scatter run only NCCL's *ring* (NVLS and CollNet aside, which commsim does not model);
-all_reduce runs *ring* or *tree* (commsim's ``double_binary_tree``) and, across hosts,
-``hierarchical_pipelined`` stands in for NCCL's trees (and NVLS trees), which keep every NIC
-busy *and overlap* the host and network phases: it is commsim's ``hierarchical`` (intra-host
-reduce-scatter, one rail per GPU between hosts, intra-host all-gather) with its phases
-pipelined, timed as ``max(host phases, network phase)`` plus the smaller one's latency
-(:meth:`NcclModel.pipelined_hierarchical`). NCCL pipelines every algorithm in chunks, so the
-phases of its tree run at once; commsim's ``hierarchical`` schedule runs them one after the
-other, which on two A3 Mega hosts doubles the time of a large all-reduce.
+**Algorithms.** broadcast, reduce, all_gather and reduce_scatter run NCCL's *ring*; all_reduce
+runs *ring*, *tree* (commsim's ``double_binary_tree``), across hosts ``hierarchical_pipelined``
+(NCCL's trees, which overlap the host and network phases: commsim's ``hierarchical`` with its
+phases pipelined, ``max(host, network) + min(their latencies)``), ``nvls`` where the node
+switch reduces (NVLink SHARP) and ``collnet`` where the fabric does (InfiniBand SHARP). Across
+hosts NCCL pipelines the phases of NVLS (its NVLS tree) and CollNet too, so they are timed the
+same composed way (:meth:`NcclModel.pipelined_in_network`); on one host ``nvls`` is its
+schedule.
 
-**Channels:** NCCL's rings are many rings at once, each crossing hosts through
-another NIC; commsim's one ring crosses through one, so in this model a ring's network hops
-carry the bandwidth of all the host's NICs (:func:`ring_channels`).
+**Channels.** NCCL's rings are many rings at once, each crossing hosts through another NIC;
+commsim's one ring crosses through one, so a ring's network hops carry the bandwidth of all the
+host's NICs (:func:`ring_channels`). The ``channels`` of the topology bound the per-channel
+bandwidth caps below.
 
-**Protocols.** NCCL moves data with LL (8-byte flag per 8 bytes of data: lowest latency, a
-quarter of the bandwidth), LL128 (a flag per 128-byte line: ~0.92 of the bandwidth, more
-latency) or Simple (full bandwidth, the highest per-hop latency). A preset's link latency is
-read as the LL latency (as the presets' comments say: NCCL's 0.6 us LL NVLink hop plus a
-share of the base latency) and its bandwidth as Simple's; each protocol scales them by the
-ratios of tuning.cc's tables (NCCL 2.18): per-hop latency, NVLink/PCIe ring
-``{LL 0.6, LL128 1.9, Simple 3.4}`` us and network ring ``{2.7, 4.0, 14.0}`` us; bandwidth
-``LL x 1/4`` (all-reduce or several hosts; 1/3 otherwise), ``LL128 x 0.92``, ``Simple x 1``.
-Base latencies, per-channel caps and NVLS/CollNet/SHARP are not modelled (issue 7).
+**Protocols.** LL (an 8-byte flag per 8 bytes: lowest latency, half the bandwidth at most),
+LL128 (a flag per 128-byte line: ~0.92 of the bandwidth) and Simple (full bandwidth, the
+highest per-hop latency). A topology's link latency is read as NCCL's LL per-hop latency and
+its bandwidth as Simple's; a protocol scales them by tuning.cc's ratios (NCCL 2.19-2.23):
+per-hop latency NVLink/PCIe ring ``{LL 0.6, LL128 1.9, Simple 3.4}`` us, network ring
+``{2.7, 4.0, 14.0}`` us; bandwidth ``LL x 0.5``, ``LL128 x 0.92``, ``Simple x 1``. With the
+topology's ``arch``, bus bandwidth is also capped as tuning.cc caps it: LL at ``llMaxBw``
+(Hopper one node 141 GB/s, Ampere 87.7, Volta 39; two nodes 39, more 20.4) and LL128 at
+``channels x`` a per-channel maximum (Hopper 36.7 GB/s, Ampere/Volta 20). NVLS and CollNet run
+Simple only.
+
+**Launch latency.** Every call pays the tuner's base latency before its first hop: ring
+``{6.6, 14.0, 8.4}`` us and tree ``{6.8, 14.0, 8.4}`` us for LL/LL128/Simple (``baseLat``);
+NVLS 25 us and CollNet 30 us (their ``hwLat``, whose ``baseLat`` is 0). Other algorithms
+(commsim's textbook ones, named explicitly) pay the ring's.
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ from commsim.network import Link, Network
 
 #: The composed (not scheduled) algorithm of this model; see NcclModel.pipelined_hierarchical.
 PIPELINED = "hierarchical_pipelined"
+
 
 def ring_channels(network: Network, ranks: int) -> int:
     """How many NICs NCCL's rings use in parallel where commsim's one ring crosses a host.
@@ -62,35 +68,75 @@ def ring_channels(network: Network, ranks: int) -> int:
     return min(hosts.values())
 
 
-#: The algorithms NCCL's tuner considers for each collective, as commsim algorithms.
+#: The algorithms NCCL's tuner considers for each collective, as commsim algorithms (nvls and
+#: collnet only where the topology's switches reduce).
 NCCL_ALGORITHMS: dict[Collective, tuple[str, ...]] = {
     Collective.BROADCAST: ("ring",),
     Collective.REDUCE: ("ring",),
     Collective.ALL_GATHER: ("ring",),
     Collective.REDUCE_SCATTER: ("ring",),
-    Collective.ALL_REDUCE: ("ring", "double_binary_tree", PIPELINED),
+    Collective.ALL_REDUCE: ("ring", "double_binary_tree", PIPELINED, "nvls", "collnet"),
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
     """How one NCCL protocol scales a topology: per-hop latency of host links (NVLink/PCIe)
-    and of network links, and bandwidth (all-reduce or multi-host / otherwise)."""
+    and of network links, as ratios to LL's, and the bandwidth factor."""
 
     name: str
     host_latency: float
     network_latency: float
     bandwidth: float
-    bandwidth_single_host_non_all_reduce: float
 
 
-#: tuning.cc (NCCL 2.18) ring hwLat ratios to LL, and bandwidth factors (see module docstring).
+#: tuning.cc ring hwLat ratios to LL, and bandwidth factors (see the module docstring).
 PROTOCOLS = (
-    Protocol("LL", 1.0, 1.0, 1 / 4, 1 / 3),
-    Protocol("LL128", 1.9 / 0.6, 4.0 / 2.7, 0.92, 0.92),
-    Protocol("Simple", 3.4 / 0.6, 14.0 / 2.7, 1.0, 1.0),
+    Protocol("LL", 1.0, 1.0, 0.5),
+    Protocol("LL128", 1.9 / 0.6, 4.0 / 2.7, 0.92),
+    Protocol("Simple", 3.4 / 0.6, 14.0 / 2.7, 1.0),
 )
 PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
+#: NVLS and CollNet run Simple only (tuning.cc).
+SIMPLE_ONLY = frozenset({"nvls", "collnet"})
+
+#: Launch latency in us per algorithm family and protocol (tuning.cc baseLat; NVLS/CollNet:
+#: their hwLat, see the module docstring).
+BASE_LATENCY_US: dict[str, dict[str, float]] = {
+    "ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
+    "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4},
+    "nvls": {"Simple": 25.0},
+    "collnet": {"Simple": 30.0},
+}
+_FAMILY = {"double_binary_tree": "tree", PIPELINED: "tree", "nvls": "nvls", "collnet": "collnet"}
+
+#: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws): one node by GPU generation; two and
+#: more nodes (x86 Intel hosts' row).
+LL_MAX_BW_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+LL_MAX_BW_NODES = (39.0, 20.4)
+#: LL128 per-channel bus bandwidth caps in GB/s (tuning.cc perChMaxRingLL128Bws).
+LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
+
+
+def base_latency_s(algorithm: str, protocol: str) -> float:
+    """Seconds every call of ``algorithm`` under ``protocol`` pays before its first hop."""
+    family = BASE_LATENCY_US[_FAMILY.get(algorithm, "ring")]
+    return family.get(protocol, family.get("Simple", 0.0)) * 1e-6
+
+
+def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float:
+    """The protocol's bus bandwidth cap on this machine (inf without an ``nccl`` arch)."""
+    nccl = network.meta.get("nccl")
+    if not isinstance(nccl, dict):
+        return float("inf")
+    arch, channels = str(nccl.get("arch")), int(nccl.get("channels", 16))  # type: ignore[call-overload]
+    if protocol.name == "LL":
+        if nodes <= 1:
+            return LL_MAX_BW_ONE_NODE.get(arch, float("inf")) * 1e9
+        return LL_MAX_BW_NODES[0 if nodes == 2 else 1] * 1e9
+    if protocol.name == "LL128":
+        return channels * LL128_PER_CHANNEL.get(arch, float("inf")) * 1e9
+    return float("inf")
 
 
 def network_links(network: Network) -> frozenset[int]:
@@ -113,28 +159,30 @@ def protocol_network(
     collective: Collective,
     multi_host: bool,
     channels: int = 1,
+    cap_Bps: float = float("inf"),
 ) -> Network:
     """``network`` with latencies and bandwidths scaled for ``protocol``; network links also
     carry ``channels`` x their bandwidth (NCCL's rings, one channel per NIC, see
-    :func:`ring_channels`)."""
+    :func:`ring_channels`); every link at most ``cap_Bps``. The result is a plain alpha-beta
+    network (its ``nccl`` block dropped), so it is timed as given."""
+    del collective, multi_host  # the same factors for every collective since NCCL 2.19
     net_links = network_links(network)
-    factor = protocol.bandwidth
-    if not multi_host and collective is not Collective.ALL_REDUCE:
-        factor = protocol.bandwidth_single_host_non_all_reduce
     links = tuple(
         Link(
             link.src,
             link.dst,
             link.latency_s
             * (protocol.network_latency if i in net_links else protocol.host_latency),
-            link.bandwidth_Bps * factor * (channels if i in net_links else 1),
+            min(link.bandwidth_Bps * protocol.bandwidth * (channels if i in net_links else 1),
+                cap_Bps),
             link.label,
         )
         for i, link in enumerate(network.links)
     )
+    meta = {k: v for k, v in network.meta.items() if k != "nccl"}
     return Network(
         f"{network.name}+{protocol.name}", network.devices, links, network.rank_devices,
-        network.gamma_s_per_B, network.router, dict(network.meta),
+        network.gamma_s_per_B, network.router, meta,
     )
 
 
@@ -149,12 +197,17 @@ def _hosts(network: Network, ranks: int) -> list[list[int]]:
 class NcclModel:
     """Times calls the way NCCL would run them on ``network`` (see the module docstring).
 
-    Networks scaled per (ranks, protocol, collective, channels) are built once and kept.
+    Networks scaled per (ranks, protocol, channels) are built once and kept.
     """
 
     def __init__(self, network: Network) -> None:
         self.network = network
         self._cache: dict[tuple[object, ...], Network] = {}
+
+    @classmethod
+    def of(cls, network: Network) -> NcclModel:
+        """The model kept with ``network``."""
+        return network.derived("nccl_model", lambda: cls(network))
 
     @staticmethod
     def protocol(name: str) -> Protocol:
@@ -170,13 +223,13 @@ class NcclModel:
 
         name, _, protocol = algorithm.partition("+")
         if name != PIPELINED:
-            get_algorithm(name)
+            name = get_algorithm(name).name
+        if name in SIMPLE_ONLY and self.protocol(protocol).name != "Simple":
+            raise SpecError(f"NCCL runs {name} with the Simple protocol only, not {protocol!r}")
         self.protocol(protocol)
 
-    def _net(
-        self, ranks: tuple[int, ...], protocol: Protocol, collective: Collective, channels: int
-    ) -> Network:
-        key = (ranks, protocol.name, collective, channels)
+    def _net(self, ranks: tuple[int, ...], protocol: Protocol, channels: int) -> Network:
+        key = (ranks, protocol.name, channels)
         if key not in self._cache:
             base = self.network
             if ranks != tuple(range(len(ranks))):
@@ -187,31 +240,49 @@ class NcclModel:
                 )
             else:
                 base = base.with_ranks(len(ranks))
-            multi = len({self.network.host_of(r) for r in ranks} - {None}) > 1
-            self._cache[key] = protocol_network(base, protocol, collective, multi, channels)
+            nodes = len({self.network.host_of(r) for r in range(max(ranks) + 1)} - {None})
+            cap = bandwidth_cap_Bps(self.network, protocol, nodes)
+            self._cache[key] = protocol_network(
+                base, protocol, Collective.ALL_REDUCE, nodes > 1, channels, cap
+            )
         return self._cache[key]
 
+    def network_for(self, ranks: int, algorithm: str) -> Network:
+        """The alpha-beta network ``ALGORITHM+PROTOCOL`` runs on (first ``ranks`` ranks)."""
+        name, _, protocol_name = algorithm.partition("+")
+        channels = ring_channels(self.network, ranks) if name == "ring" else 1
+        return self._net(tuple(range(ranks)), self.protocol(protocol_name), channels)
+
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
-             protocol: Protocol, engine: str, channels: int = 1,
-             scaled_as: Collective | None = None) -> float:
+             protocol: Protocol, engine: str, channels: int = 1) -> float:
         from commsim.api import simulate
 
-        net = self._net(ranks, protocol, scaled_as or collective, channels)
+        net = self._net(ranks, protocol, channels)
         return simulate(collective, net, nbytes, algorithm=name, engine=engine).time_s
 
     def time(self, collective: Collective, ranks: int, nbytes: int, algorithm: str,
              engine: str) -> float:
-        """Seconds for ``ALGORITHM+PROTOCOL`` on the first ``ranks`` ranks."""
+        """Seconds for ``ALGORITHM+PROTOCOL`` on the first ``ranks`` ranks, launch included."""
         name, _, protocol_name = algorithm.partition("+")
         protocol = self.protocol(protocol_name)
+        if ranks < 2:
+            return 0.0
+        base = base_latency_s(name, protocol.name)
         if name == PIPELINED:
-            return self.pipelined_hierarchical(collective, ranks, nbytes, protocol, engine)
+            return base + self.pipelined_hierarchical(collective, ranks, nbytes, protocol,
+                                                      engine)
+        if self.composed(name, ranks):
+            return base + self.pipelined_in_network(name, ranks, nbytes, protocol, engine)
         channels = ring_channels(self.network, ranks) if name == "ring" else 1
-        return self._run(collective, tuple(range(ranks)), nbytes, name, protocol, engine,
-                         channels)
+        return base + self._run(collective, tuple(range(ranks)), nbytes, name, protocol,
+                                engine, channels)
 
     def candidates(self, collective: Collective, ranks: int) -> list[str]:
         """``ALGORITHM+PROTOCOL`` pairs NCCL would consider for this call."""
+        from commsim.algorithms import get_algorithm
+        from commsim.api import make_call
+        from commsim.errors import ScheduleError
+
         groups = _hosts(self.network, ranks)
         multi = len(groups) > 1 and None not in {self.network.host_of(r) for r in range(ranks)}
         even = len({len(g) for g in groups}) == 1
@@ -219,19 +290,64 @@ class NcclModel:
         for name in NCCL_ALGORITHMS[collective]:
             if name == PIPELINED and not (multi and even):
                 continue
+            if name in SIMPLE_ONLY:
+                call = make_call(collective, self.network.with_ranks(ranks), 1)
+                try:
+                    get_algorithm(name).check_supports(call)
+                except ScheduleError:
+                    continue
+                out.append(f"{name}+Simple")
+                continue
             out.extend(f"{name}+{p.name}" for p in PROTOCOLS)
         return out
 
-    def fastest(self, collective: Collective, ranks: int, nbytes: int, engine: str
-                ) -> tuple[float, str]:
-        """The fastest candidate: (seconds, ``ALGORITHM+PROTOCOL``); ties: first listed."""
+    def fastest(self, collective: Collective, ranks: int, nbytes: int, engine: str,
+                among: list[str] | None = None) -> tuple[float, str]:
+        """The fastest candidate (or of ``among``): (seconds, ``ALGORITHM+PROTOCOL``); ties:
+        first listed."""
         best: tuple[float, str] | None = None
-        for candidate in self.candidates(collective, ranks):
+        for candidate in among if among is not None else self.candidates(collective, ranks):
             time_s = self.time(collective, ranks, nbytes, candidate, engine)
             if best is None or time_s < best[0]:
                 best = (time_s, candidate)
-        assert best is not None
+        if best is None:
+            raise SpecError(f"NCCL has no algorithm for {collective.value} on {ranks} ranks")
         return best
+
+    def composed(self, name: str, ranks: int) -> bool:
+        """Whether NCCL's ``name`` on the first ``ranks`` ranks is timed as pipelined phases
+        (no single schedule): its tree across hosts, and NVLS or CollNet across hosts."""
+        if name == PIPELINED:
+            return True
+        return name in SIMPLE_ONLY and len(_hosts(self.network, ranks)) > 1
+
+    def pipelined_in_network(self, name: str, ranks: int, nbytes: int, protocol: Protocol,
+                             engine: str) -> float:
+        """NVLS or CollNet across equal hosts of L ranks, phases pipelined as NCCL runs them
+        (NVLS tree, CollNet chain/direct): ``max(A, B) + min(A0, B0)`` as
+        :meth:`pipelined_hierarchical`, with host phase ``A`` the in-switch all-reduce of the
+        buffer (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase
+        ``B`` each rail's all-reduce of ``nbytes / L``: a ring among the hosts (nvls) or
+        reduced inside the fabric switch (collnet). Launch latency not included."""
+        groups = _hosts(self.network, ranks)
+        host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
+        per_host = len(host)
+
+        def phases(n: int) -> tuple[float, float]:
+            a = 0.0
+            if name == "nvls":
+                a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, engine)
+            elif per_host > 1:
+                for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+                    a += self._run(coll, host, n, "ring", protocol, engine)
+            rail_algorithm = "ring" if name == "nvls" else "collnet"
+            b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), rail_algorithm,
+                          protocol, engine)
+            return a, b
+
+        a, b = phases(nbytes)
+        a0, b0 = phases(ranks)
+        return max(a, b) + min(a0, b0)
 
     def pipelined_hierarchical(self, collective: Collective, ranks: int, nbytes: int,
                                protocol: Protocol, engine: str) -> float:
@@ -242,6 +358,7 @@ class NcclModel:
         ``nbytes / L`` among one rank per host (every rail does the same at once, each over
         its own NICs). Pipelined in many chunks, the call takes the slower phase plus the
         faster one's latency (its time at 1 byte per rank): ``max(A, B) + min(A0, B0)``.
+        Launch latency is not included (:meth:`time` adds it).
         """
         if collective is not Collective.ALL_REDUCE:
             raise SpecError(f"{PIPELINED} runs all_reduce only, not {collective.value}")
@@ -255,8 +372,7 @@ class NcclModel:
             a = 0.0
             if per_host > 1:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-                    a += self._run(coll, host, n, "ring", protocol, engine,
-                                   scaled_as=Collective.ALL_REDUCE)
+                    a += self._run(coll, host, n, "ring", protocol, engine)
             b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), "ring",
                           protocol, engine)
             return a, b
@@ -264,3 +380,4 @@ class NcclModel:
         a, b = phases(nbytes)
         a0, b0 = phases(ranks)
         return max(a, b) + min(a0, b0)
+

@@ -22,11 +22,16 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Device:
-    """A chip (``gpu``/``tpu``/``cpu``) or a ``switch``; ``host`` groups chips in one server."""
+    """A chip (``gpu``/``tpu``/``cpu``) or a ``switch``; ``host`` groups chips in one server.
+
+    ``reduction_Bps``: a switch that reduces in-network (NVLS, SHARP) and the bandwidth per
+    direction of each of its ports while it does; None for every other device.
+    """
 
     name: str
     kind: str
     host: int | None = None
+    reduction_Bps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +139,78 @@ class Network:
             value = self._derived[key] = make()
             return value
 
+    @property
+    def reduction_switches(self) -> tuple[int, ...]:
+        """Device indices of the switches that reduce in-network, in device order.
+
+        A schedule addresses them as endpoints after the ranks: endpoint ``ranks + k`` is
+        ``reduction_switches[k]`` (see :meth:`endpoint_device`).
+        """
+        return self.derived(
+            "reduction_switches",
+            lambda: tuple(i for i, d in enumerate(self.devices) if d.reduction_Bps is not None),
+        )
+
+    def endpoint_device(self, endpoint: int) -> int:
+        """The device of a schedule endpoint: a rank, or (from ``ranks`` on) a reducing switch."""
+        if endpoint < self.ranks:
+            return self.rank_devices[endpoint]
+        if endpoint - self.ranks >= len(self.reduction_switches):
+            raise SpecError(
+                f"endpoint {endpoint}: network {self.name!r} has {self.ranks} ranks and "
+                f"{len(self.reduction_switches)} reducing switches"
+            )
+        return self.reduction_switches[endpoint - self.ranks]
+
+    def reducing_view(self, switches: frozenset[int]) -> Network:
+        """This network as in-network reduction sees it: every port of the reducing switches
+        ``switches`` (device indices) carries the switch's ``reduction_Bps``; other links are
+        unchanged."""
+
+        def make() -> Network:
+            rate = {i: self.devices[i].reduction_Bps for i in switches}
+            links = tuple(
+                Link(link.src, link.dst, link.latency_s,
+                     rate.get(link.src) or rate.get(link.dst) or link.bandwidth_Bps, link.label)
+                for link in self.links
+            )
+            return Network(self.name, self.devices, links, self.rank_devices,
+                           self.gamma_s_per_B, self.router, dict(self.meta))
+
+        return self.derived(("reducing_view", switches), make)
+
+    def reducing_switches_of(self) -> tuple[tuple[int, ...] | None, int | None]:
+        """(``host_switches``, ``fabric_switch``) of a call on all ranks, as endpoints (see
+        :class:`~commsim.algorithms.base.Call`): each rank's reducing switch one port away on
+        its own host, and a reducing switch of no host one port away from every rank of a
+        multi-host network."""
+
+        def make() -> tuple[tuple[int, ...] | None, int | None]:
+            reducing = self.reduction_switches
+            if not reducing or self.ranks < 2:
+                return None, None
+            endpoint = {device: self.ranks + k for k, device in enumerate(reducing)}
+            host_switches: list[int] = []
+            fabric: set[int] | None = None
+            for rank in range(self.ranks):
+                device = self.rank_devices[rank]
+                near = {self.links[i].dst for i in self.out_links[device]} & set(endpoint)
+                own = [d for d in sorted(near) if self.devices[d].host == self.devices[device].host]
+                if own:
+                    host_switches.append(endpoint[own[0]])
+                shared = {d for d in near if self.devices[d].host is None}
+                fabric = shared if fabric is None else fabric & shared
+            multi_host = self.rank_hosts() is not None and len(set(self.rank_hosts() or ())) > 1
+            hosts = tuple(host_switches) if len(host_switches) == self.ranks else None
+            fabric_switch = endpoint[min(fabric)] if fabric and multi_host else None
+            return hosts, fabric_switch
+
+        return self.derived("reducing_switches_of", make)
+
     def route(self, src_rank: int, dst_rank: int) -> tuple[int, ...]:
-        """Link indices from rank ``src_rank``'s device to ``dst_rank``'s (cached)."""
-        key = (self.rank_devices[src_rank], self.rank_devices[dst_rank])
+        """Link indices from endpoint ``src_rank``'s device to ``dst_rank``'s (cached);
+        endpoints are ranks, then reducing switches (:meth:`endpoint_device`)."""
+        key = (self.endpoint_device(src_rank), self.endpoint_device(dst_rank))
         path = self._routes.get(key)
         if path is None:
             path = self.router(self, key[0], key[1])

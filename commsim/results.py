@@ -5,11 +5,12 @@ Only this layer (and export/plot/replay) imports pandas.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from commsim.collectives import Collective
 from commsim.engine.des import Timing
+from commsim.network import Network
 from commsim.schedule import Schedule
 
 if TYPE_CHECKING:
@@ -27,6 +28,9 @@ class Result:
     ----------
     collective, algorithm, topology, ranks, nbytes, chunks, engine
         What was run (``algorithm`` is the one ``auto`` resolved to).
+    protocol
+        The NCCL protocol (``LL``, ``LL128``, ``Simple``) on a topology that runs NCCL, its
+        launch latency included in ``time_s``; None for a plain alpha-beta run.
     time_s
         Seconds from the first transfer's start to the last one's arrival.
     schedule, timing
@@ -43,6 +47,15 @@ class Result:
     time_s: float
     schedule: Schedule | None = None
     timing: Timing | None = None
+    protocol: str | None = None
+    #: The network the transfers were timed on (a protocol's or an in-network view of the
+    #: topology under NCCL); None for the analytic engine.
+    network: Network | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def label(self) -> str:
+        """``algorithm``, or ``algorithm/protocol`` when NCCL's protocols were modelled."""
+        return f"{self.algorithm}/{self.protocol}" if self.protocol else self.algorithm
 
     @property
     def algbw_Bps(self) -> float:
@@ -68,6 +81,7 @@ class Result:
             "algbw_GBps": self.algbw_Bps / 1e9,
             "busbw_GBps": self.busbw_Bps / 1e9,
             "transfers": len(self.schedule) if self.schedule is not None else None,
+            "protocol": self.protocol,
         }
 
     def transfers(self) -> pd.DataFrame:

@@ -49,7 +49,12 @@ class Transfer:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """A collective call lowered to transfers between ranks ``0..ranks-1``."""
+    """A collective call lowered to transfers between ranks ``0..ranks-1``.
+
+    ``endpoints`` counts the in-network reducing switches the transfers also address, as
+    endpoints ``ranks .. ranks+endpoints-1`` (``Network.endpoint_device``); 0 for schedules
+    among ranks only.
+    """
 
     collective: Collective
     algorithm: str
@@ -58,6 +63,7 @@ class Schedule:
     root: int
     chunks: int
     transfers: tuple[Transfer, ...]
+    endpoints: int = 0
 
     def __len__(self) -> int:
         return len(self.transfers)
@@ -101,8 +107,11 @@ class ScheduleBuilder:
         nbytes: int,
         root: int = 0,
         chunks: int = 1,
+        endpoints: int = 0,
     ) -> Schedule:
-        return Schedule(collective, algorithm, ranks, nbytes, root, chunks, tuple(self.transfers))
+        return Schedule(
+            collective, algorithm, ranks, nbytes, root, chunks, tuple(self.transfers), endpoints
+        )
 
 
 def join(*handles: Handle) -> Handle:

@@ -31,9 +31,10 @@ def _head(width: int) -> str:
 
 
 def format_row(result: Result, width: int = ALGORITHM_WIDTH) -> str:
-    """One row: size in bytes, algorithm, chunks, time in us, algbw and busbw in GB/s."""
+    """One row: size in bytes, algorithm (``/protocol`` when NCCL's were modelled), chunks,
+    time in us, algbw and busbw in GB/s."""
     return (
-        f"{result.nbytes:>11}  {result.algorithm:<{width}}  {result.chunks:>6}  "
+        f"{result.nbytes:>11}  {result.label:<{width}}  {result.chunks:>6}  "
         f"{result.time_s * 1e6:>11.2f}  {result.algbw_Bps / 1e9:>11.2f}  "
         f"{result.busbw_Bps / 1e9:>11.2f}"
     )
@@ -55,7 +56,7 @@ def format_table(results: Sequence[Result], *, root: int | None = None) -> str:
     )
     if first.collective.rooted and root is not None:
         title += f", root {root}"
-    width = max(ALGORITHM_WIDTH, *(len(r.algorithm) for r in results))
+    width = max(ALGORITHM_WIDTH, *(len(r.label) for r in results))
     lines = [title, "#", _head(width), _UNITS]
     lines.extend(format_row(r, width) for r in results)
     if len(results) > 1:

@@ -4,13 +4,24 @@
 >>> call = Call(collective=Collective.ALL_REDUCE, ranks=4, nbytes=1024)
 >>> len(build_schedule(call, "ring"))        # 2(p-1) steps of 4 transfers
 24
->>> candidates(call)
-['ring', 'binomial_tree', 'recursive_doubling', 'rabenseifner', 'double_binary_tree']
+>>> candidates(call)  # doctest: +NORMALIZE_WHITESPACE
+['ring', 'binomial_tree', 'recursive_doubling', 'rabenseifner', 'double_binary_tree',
+ 'ring_bidirectional']
 """
 
 from __future__ import annotations
 
-from commsim.algorithms import double_binary_tree, gloo, hierarchical, recursive, ring, tree
+from commsim.algorithms import (
+    bidirectional,
+    double_binary_tree,
+    gloo,
+    hierarchical,
+    innetwork,
+    recursive,
+    ring,
+    torus,
+    tree,
+)
 from commsim.algorithms.base import Algorithm, Call
 from commsim.collectives import Collective
 from commsim.errors import ScheduleError, SpecError
@@ -65,6 +76,23 @@ ALGORITHMS: dict[str, Algorithm] = {
             summary="NCCL's two complementary binary trees, each all-reducing half the buffer",
         ),
         Algorithm(
+            name=bidirectional.NAME,
+            collectives=frozenset(Collective),
+            build=bidirectional.build,
+            default_chunks=bidirectional.default_chunks,
+            summary="half of every block clockwise, half counter-clockwise, both rings at once; "
+            "two opposite chains for broadcast and reduce",
+        ),
+        Algorithm(
+            name=torus.NAME,
+            collectives=torus.COLLECTIVES,
+            build=torus.build,
+            default_chunks=torus.default_chunks,
+            needs_torus=True,
+            summary="a bidirectional ring along each torus axis in turn (reduce-scatter axis 0 "
+            "first, all-gather last axis first), as TPU pods run them",
+        ),
+        Algorithm(
             name=hierarchical.NAME,
             collectives=frozenset({Collective.ALL_REDUCE}),
             build=hierarchical.build,
@@ -81,6 +109,24 @@ ALGORITHMS: dict[str, Algorithm] = {
             needs_hosts=True,
             summary="hierarchical with Rabenseifner rails: 2 log2(hosts) inter-host steps "
             "instead of 2 (hosts - 1)",
+        ),
+        Algorithm(
+            name=innetwork.NVLS,
+            collectives=frozenset({Collective.ALL_REDUCE}),
+            build=innetwork.build_nvls,
+            default_chunks=innetwork.default_chunks,
+            reduces_in="host",
+            summary="NVLink SHARP: reduced inside the node switch and multicast back; "
+            "across hosts, rails between the in-switch phases",
+        ),
+        Algorithm(
+            name=innetwork.COLLNET,
+            collectives=frozenset({Collective.ALL_REDUCE}),
+            build=innetwork.build_collnet,
+            default_chunks=innetwork.default_chunks,
+            reduces_in="fabric",
+            summary="NCCL CollNet over SHARP: intra-host ring reduce-scatter, rails reduced "
+            "inside the fabric switch, intra-host ring all-gather",
         ),
         Algorithm(
             name=gloo.NAME,

@@ -6,6 +6,7 @@ bytes, root, chunks and, for hierarchical algorithms, the host of each rank).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -20,6 +21,10 @@ class Call:
 
     ``chunks`` is the number of pipelined pieces (None: the algorithm's default).
     ``hosts`` gives the host (server) index of each rank, for hierarchical algorithms.
+    ``host_switches`` gives, for each rank, the schedule endpoint (``ranks + k``, see
+    :meth:`~commsim.network.Network.endpoint_device`) of the reducing switch its host port
+    reaches (None unless every rank has one: NVLS); ``fabric_switch`` the endpoint of a
+    reducing fabric switch (SHARP), for the in-network algorithms.
     """
 
     collective: Collective
@@ -28,6 +33,11 @@ class Call:
     root: int = 0
     chunks: int | None = None
     hosts: tuple[int, ...] | None = None
+    host_switches: tuple[int, ...] | None = None
+    fabric_switch: int | None = None
+    #: The torus dimensions the ranks form, row-major (last dimension fastest), when the
+    #: call runs on a ``kind: torus`` network (or a prefix of it that is a whole sub-torus).
+    torus_dims: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.ranks < 1:
@@ -40,6 +50,16 @@ class Call:
             raise SpecError(f"--chunks must be >= 1, got {self.chunks}")
         if self.hosts is not None and len(self.hosts) != self.ranks:
             raise SpecError(f"hosts lists {len(self.hosts)} ranks, call has {self.ranks}")
+        if self.host_switches is not None and (
+            len(self.host_switches) != self.ranks or min(self.host_switches) < self.ranks
+        ):
+            raise SpecError(f"host_switches must name an endpoint >= {self.ranks} per rank")
+        if self.fabric_switch is not None and self.fabric_switch < self.ranks:
+            raise SpecError(f"fabric_switch must be an endpoint >= {self.ranks}")
+        if self.torus_dims is not None and (
+            min(self.torus_dims, default=0) < 1 or math.prod(self.torus_dims) != self.ranks
+        ):
+            raise SpecError(f"torus dims {self.torus_dims} do not hold {self.ranks} ranks")
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +72,17 @@ class Algorithm:
     default_chunks: Callable[[Call], int]
     power_of_two_only: bool = False
     needs_hosts: bool = False
+    #: Runs only on a torus (``call.torus_dims``), like ``needs_hosts`` for hosts.
+    needs_torus: bool = False
     summary: str = ""
     #: Offered to ``auto`` (False for a library's fixed choices, such as ``gloo``, that a
     #: topology names in its ``algorithms:`` mapping instead).
     automatic: bool = True
     #: :func:`commsim.engine.analytic.predict` has a closed form for it.
     closed_form: bool = True
+    #: Reduces inside switches: ``"host"`` (node switches, NVLS) or ``"fabric"`` (SHARP).
+    #: It runs on :meth:`~commsim.network.Network.reducing_view` of the network.
+    reduces_in: str | None = None
 
     def check_supports(self, call: Call) -> None:
         """Raise ScheduleError when this algorithm cannot run ``call``."""
@@ -72,3 +97,29 @@ class Algorithm:
             )
         if self.needs_hosts and call.hosts is None:
             raise ScheduleError(f"algorithm {self.name!r} needs a multi-host topology")
+        if self.needs_torus and call.torus_dims is None:
+            raise ScheduleError(
+                f"algorithm {self.name!r} needs a torus topology (kind: torus; with --ranks, a "
+                "prefix that is a whole sub-torus)"
+            )
+        if self.reduces_in == "host" and call.host_switches is None and call.ranks > 1:
+            raise ScheduleError(
+                f"algorithm {self.name!r} needs every rank behind a reducing switch "
+                "(a switch port with reduction_bandwidth, e.g. NVSwitch NVLS)"
+            )
+        if self.reduces_in is not None and call.hosts is not None:
+            sizes = {call.hosts.count(h) for h in set(call.hosts)}
+            if len(sizes) > 1:
+                raise ScheduleError(
+                    f"algorithm {self.name!r} needs the same number of ranks on every host"
+                )
+            if self.reduces_in == "host" and min(sizes) < 2 < call.ranks:
+                raise ScheduleError(
+                    f"algorithm {self.name!r} needs at least 2 ranks per host (a node switch "
+                    "reduces among its own host's ranks)"
+                )
+        if self.reduces_in == "fabric" and call.fabric_switch is None and call.ranks > 1:
+            raise ScheduleError(
+                f"algorithm {self.name!r} needs a reducing fabric switch (inter port with "
+                "reduction_bandwidth, e.g. InfiniBand SHARP: a preset's +sharp option)"
+            )

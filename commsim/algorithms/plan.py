@@ -78,14 +78,17 @@ class Plan:
     (0,)
     """
 
-    __slots__ = ("builder", "nbytes", "_bounds", "_ready", "_last")
+    __slots__ = ("builder", "nbytes", "endpoints", "_bounds", "_ready", "_last")
 
-    def __init__(self, ranks: int, nbytes: int) -> None:
+    def __init__(self, ranks: int, nbytes: int, endpoints: int = 0) -> None:
         self.builder = ScheduleBuilder()
         self.nbytes = nbytes
-        # Per rank: sorted cut points and, for [cut[i], cut[i+1]), the handle its bytes await.
-        self._bounds: list[list[int]] = [[0] for _ in range(ranks)]
-        self._ready: list[list[Handle]] = [[NONE] for _ in range(ranks)]
+        #: reducing switches addressed after the ranks (see Schedule.endpoints)
+        self.endpoints = endpoints
+        # Per endpoint: sorted cut points and, for [cut[i], cut[i+1]), the handle its bytes
+        # await.
+        self._bounds: list[list[int]] = [[0] for _ in range(ranks + endpoints)]
+        self._ready: list[list[Handle]] = [[NONE] for _ in range(ranks + endpoints)]
         self._last: dict[tuple[int, int, int], Handle] = {}
 
     # -- readiness ------------------------------------------------------------------------------
@@ -126,6 +129,24 @@ class Plan:
             ready = self._ready[rank]
             for i in range(lo, hi):
                 ready[i] = ready[i] | handle
+
+    def fence(self, endpoints: Iterable[int], handle: Handle) -> None:
+        """Every later read from ``endpoints`` also waits for ``handle``: a phase barrier
+        (it adds dependencies only, so it never makes a correct schedule wrong)."""
+        if not handle:
+            return
+        for endpoint in endpoints:
+            ready = self._ready[endpoint]
+            for i in range(len(ready)):
+                ready[i] = ready[i] | handle
+
+    def mark(self) -> int:
+        """The number of transfers emitted so far (see :meth:`since`)."""
+        return len(self.builder.transfers)
+
+    def since(self, mark: int) -> Handle:
+        """The handle of every transfer emitted after ``mark``."""
+        return frozenset(range(mark, len(self.builder.transfers)))
 
     # -- emission -------------------------------------------------------------------------------
     def _emit(
@@ -198,7 +219,9 @@ class Plan:
         self, collective: Collective, algorithm: str, ranks: int, root: int, chunks: int
     ) -> Schedule:
         """The finished schedule."""
-        return self.builder.build(collective, algorithm, ranks, self.nbytes, root, chunks)
+        return self.builder.build(
+            collective, algorithm, ranks, self.nbytes, root, chunks, self.endpoints
+        )
 
 
 def split_all(ranges: Sequence[Range], chunks: int) -> list[list[Range]]:

@@ -200,7 +200,8 @@ class _Simulation:
     def _arrive(self, index: int, transfer: Transfer, flow: _Flow | None = None) -> None:
         """The last byte has left: wait for the route's latency (and reduction), then end."""
         delay = self.routes[(transfer.src, transfer.dst)][1]
-        if transfer.op is OpKind.REDUCE:
+        # a switch reduces in hardware at line rate: gamma is the ranks' arithmetic only
+        if transfer.op is OpKind.REDUCE and transfer.dst < self.network.ranks:
             delay += self.gamma * transfer.nbytes
         if flow is None:
             self._schedule(_Arrival(self._on_arrival, index), NORMAL, delay)
@@ -286,4 +287,12 @@ def simulate_des(schedule: Schedule, network: Network) -> Timing:
     """Time ``schedule`` on ``network`` with the discrete-event engine."""
     if schedule.ranks > network.ranks:
         raise ValueError(f"schedule needs {schedule.ranks} ranks, network has {network.ranks}")
+    if schedule.endpoints and (
+        schedule.ranks != network.ranks or schedule.endpoints > len(network.reduction_switches)
+    ):
+        raise ValueError(
+            f"schedule addresses {schedule.endpoints} reducing switches after its "
+            f"{schedule.ranks} ranks; network {network.name!r} has "
+            f"{len(network.reduction_switches)} after {network.ranks}"
+        )
     return _Simulation(schedule.transfers, network).run()

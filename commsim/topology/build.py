@@ -72,6 +72,7 @@ def _meta(spec: TopologySpec, **params: object) -> dict[str, object]:
         "description": spec.description,
         "sources": tuple(spec.sources),
         "algorithms": dict(spec.algorithms),
+        **({} if spec.nccl is None else {"nccl": spec.nccl.as_meta()}),
         **params,
     }
 
@@ -168,7 +169,10 @@ def _fully_connected(spec: FullyConnectedSpec) -> Network:
 
 def _switch(spec: SwitchSpec) -> Network:
     """Devices 0..ranks-1, then the switch; device i's port is links 2i (up) and 2i+1 (down)."""
-    devices = [*_flat_devices(spec), Device("switch", "switch")]
+    devices = [
+        *_flat_devices(spec),
+        Device("switch", "switch", reduction_Bps=spec.link.reduction_bandwidth_Bps),
+    ]
     hub = spec.ranks
     links: list[Link] = []
     for i in range(spec.ranks):
@@ -189,8 +193,11 @@ def _hierarchical(spec: HierarchicalSpec) -> Network:
     """GPUs (node-major), then one ``nvswitch<n>`` per node, then the ``fabric`` switch."""
     gpus = spec.nodes * spec.gpus_per_node
     devices = [Device(f"{spec.gpu}{g}", "gpu", g // spec.gpus_per_node) for g in range(gpus)]
-    devices += [Device(f"nvswitch{n}", "switch", n) for n in range(spec.nodes)]
-    devices.append(Device("fabric", "switch"))
+    devices += [
+        Device(f"nvswitch{n}", "switch", n, spec.intra.reduction_bandwidth_Bps)
+        for n in range(spec.nodes)
+    ]
+    devices.append(Device("fabric", "switch", reduction_Bps=spec.inter.reduction_bandwidth_Bps))
     fabric = len(devices) - 1
     intra_s, intra_Bps = spec.intra.latency_s / 2, spec.intra.bandwidth_Bps
     inter_s, inter_Bps = spec.inter.latency_s / 2, spec.inter.bandwidth_Bps

@@ -47,10 +47,13 @@ def format_bandwidth(bps: float) -> str:
 
 
 def _link(link: LinkSpec) -> dict[str, str]:
-    return {
+    out = {
         "latency": format_time(link.latency_s),
         "bandwidth": format_bandwidth(link.bandwidth_Bps),
     }
+    if link.reduction_bandwidth_Bps is not None:
+        out["reduction_bandwidth"] = format_bandwidth(link.reduction_bandwidth_Bps)
+    return out
 
 
 def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
@@ -112,6 +115,8 @@ def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
         data["gamma"] = format_time(spec.gamma_s_per_B)
     if spec.algorithms:
         data["algorithms"] = dict(spec.algorithms)
+    if spec.nccl is not None:
+        data["nccl"] = {"arch": spec.nccl.arch, "channels": spec.nccl.channels}
     if spec.sources:
         data["sources"] = list(spec.sources)
     return data

@@ -31,6 +31,7 @@ from commsim.topology.spec import (
     FullyConnectedSpec,
     HierarchicalSpec,
     LinkSpec,
+    NcclSpec,
     RingSpec,
     SharedSpec,
     SwitchSpec,
@@ -41,7 +42,7 @@ from commsim.topology.spec import (
 from commsim.units import parse_bandwidth, parse_time
 
 #: Optional keys every kind accepts.
-COMMON_KEYS = ("name", "description", "sources", "gamma", "algorithms")
+COMMON_KEYS = ("name", "description", "sources", "gamma", "algorithms", "nccl")
 
 
 def _check_keys(
@@ -92,17 +93,23 @@ def _bandwidth(value: object, path: str) -> float:
     return bandwidth
 
 
-def parse_link(value: object, path: str = "link") -> LinkSpec:
-    """``{latency, bandwidth}`` (unit strings or SI numbers) -> :class:`LinkSpec`.
+def parse_link(value: object, path: str = "link", *, switch_port: bool = False) -> LinkSpec:
+    """``{latency, bandwidth}`` (unit strings or SI numbers) -> :class:`LinkSpec`; a switch
+    port (``switch_port``) may add ``reduction_bandwidth`` (the switch reduces in-network).
 
     ``path`` names the field in error messages (``link.bandwidth: must be > 0, got 0``).
     """
     data = _mapping(value, path or "link")
-    _check_keys(data, ("latency", "bandwidth"), (), path)
+    _check_keys(data, ("latency", "bandwidth"), ("reduction_bandwidth",) if switch_port else (),
+                path)
     prefix = f"{path}." if path else ""
+    reduction = None
+    if "reduction_bandwidth" in data:
+        reduction = _bandwidth(data["reduction_bandwidth"], f"{prefix}reduction_bandwidth")
     return LinkSpec(
         latency_s=_latency(data["latency"], f"{prefix}latency"),
         bandwidth_Bps=_bandwidth(data["bandwidth"], f"{prefix}bandwidth"),
+        reduction_bandwidth_Bps=reduction,
     )
 
 
@@ -122,6 +129,16 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
         out["gamma_s_per_B"] = parse_time(data["gamma"], "gamma")
     if "algorithms" in data:
         out["algorithms"] = _algorithms(data["algorithms"])
+    if "nccl" in data:
+        nccl = _mapping(data["nccl"], "nccl")
+        _check_keys(nccl, (), ("arch", "channels"), "nccl")
+        default = NcclSpec()
+        out["nccl"] = NcclSpec(
+            arch=_string(nccl["arch"], "nccl.arch").lower() if "arch" in nccl else default.arch,
+            channels=positive_int(nccl["channels"], "nccl.channels")
+            if "channels" in nccl
+            else default.channels,
+        )
     return out
 
 
@@ -155,7 +172,7 @@ def _flat(cls: type[RingSpec | FullyConnectedSpec | SwitchSpec]) -> _KindParser:
         )
         return cls(
             ranks=positive_int(data["ranks"], "ranks"),
-            link=parse_link(data["link"], "link"),
+            link=parse_link(data["link"], "link", switch_port=cls is SwitchSpec),
             **extra,
             **common,
         )
@@ -205,8 +222,8 @@ def _hierarchical(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySp
     return HierarchicalSpec(
         nodes=positive_int(data["nodes"], "nodes"),
         gpus_per_node=positive_int(data["gpus_per_node"], "gpus_per_node"),
-        intra=parse_link(data["intra"], "intra"),
-        inter=parse_link(data["inter"], "inter"),
+        intra=parse_link(data["intra"], "intra", switch_port=True),
+        inter=parse_link(data["inter"], "inter", switch_port=True),
         **extra,
         **common,
     )

@@ -82,14 +82,50 @@ def _read_preset(name: str) -> TopologySpec:
     return dataclasses.replace(spec, name=name)
 
 
+#: ``+OPTION`` suffixes of GPU presets: each turns on a feature the fabric may have.
+PRESET_OPTIONS = {
+    "sharp": "InfiniBand SHARP: the fabric switch reduces in-network (the collnet algorithm)",
+}
+#: A SHARP port's share of the NIC bandwidth while the switch reduces: NCCL's tuner counts
+#: CollNet at 0.9 of the network bus bandwidth (src/graph/tuning.cc, ``busBw *= .9``).
+SHARP_EFFICIENCY = 0.9
+
+
+def _split_options(name: str) -> tuple[str, list[str]]:
+    """``("dgx-h100x12", ["sharp"])`` for ``"dgx-h100x12+sharp"``."""
+    base, *options = name.split("+")
+    return base, options
+
+
 def preset_spec(name: str) -> TopologySpec:
-    """The spec of preset ``name``, which may carry an ``xN`` node-count suffix.
+    """The spec of preset ``name``, which may carry an ``xN`` node-count suffix and ``+OPTION``
+    suffixes (:data:`PRESET_OPTIONS`).
 
     Raises
     ------
     SpecError
         Unknown preset, a malformed suffix, N < 1, or a suffix on a non-hierarchical preset.
     """
+    base, options = _split_options(name)
+    if options:
+        spec = _preset_spec(base)
+        for option in options:
+            if option not in PRESET_OPTIONS:
+                raise SpecError(
+                    f"topology {name!r}: unknown option '+{option}' "
+                    f"(known: {', '.join('+' + o for o in PRESET_OPTIONS)})"
+                )
+            if not isinstance(spec, HierarchicalSpec):
+                raise SpecError(f"topology {name!r}: +{option} needs a multi-node GPU preset")
+            inter = dataclasses.replace(
+                spec.inter, reduction_bandwidth_Bps=spec.inter.bandwidth_Bps * SHARP_EFFICIENCY
+            )
+            spec = dataclasses.replace(spec, inter=inter)
+        return dataclasses.replace(spec, name=name)
+    return _preset_spec(name)
+
+
+def _preset_spec(name: str) -> TopologySpec:
     names = preset_names()
     if name in names:
         return _read_preset(name)
@@ -145,7 +181,7 @@ def topology_spec(ref: TopologySpec | str | Path | Mapping[str, object]) -> Topo
         return spec_from_dict(ref)
     if isinstance(ref, str | Path):
         names = preset_names()
-        if isinstance(ref, str) and (ref in names or _split_suffix(ref, names)):
+        if isinstance(ref, str) and _is_preset(ref):
             return preset_spec(ref)
         path = Path(ref)
         if path.is_file():
@@ -200,6 +236,7 @@ CACHED_PRESET_RANKS = 8192
 
 def _is_preset(name: str) -> bool:
     names = preset_names()
+    name = _split_options(name)[0]
     return name in names or _split_suffix(name, names) is not None
 
 

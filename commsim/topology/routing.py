@@ -72,6 +72,10 @@ class StarRouter:
             return ()
         if src < self.devices and dst < self.devices:
             return (2 * src, 2 * dst + 1)
+        if dst == self.devices and src < self.devices:  # up into the switch (in-network ops)
+            return (2 * src,)
+        if src == self.devices and dst < self.devices:
+            return (2 * dst + 1,)
         return shortest_path_router(network, src, dst)
 
 
@@ -94,6 +98,19 @@ class HierarchicalRouter:
             if devices[src].host == devices[dst].host:
                 return (4 * src, 4 * dst + 1)
             return (4 * src + 2, 4 * dst + 3)
+        # A GPU and a switch (in-network reduction): one port hop. Node switches are devices
+        # gpus .. gpus+nodes-1 (in host order), the fabric is the last device.
+        fabric = len(network.devices) - 1
+        if src < self.gpus:
+            if dst == fabric:
+                return (4 * src + 2,)
+            if network.devices[dst].host == network.devices[src].host:
+                return (4 * src,)
+        elif dst < self.gpus:
+            if src == fabric:
+                return (4 * dst + 3,)
+            if network.devices[src].host == network.devices[dst].host:
+                return (4 * dst + 1,)
         return shortest_path_router(network, src, dst)
 
 

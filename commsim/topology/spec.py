@@ -6,7 +6,7 @@ A spec holds SI values only (``latency_s``, ``bandwidth_Bps``); human units are 
 so a spec built from Python is as safe as one read from YAML.
 
 >>> LinkSpec(latency_s=1e-6, bandwidth_Bps=1e11)
-LinkSpec(latency_s=1e-06, bandwidth_Bps=100000000000.0)
+LinkSpec(latency_s=1e-06, bandwidth_Bps=100000000000.0, reduction_bandwidth_Bps=None)
 >>> RingSpec(ranks=0, link=LinkSpec(latency_s=0.0, bandwidth_Bps=1.0))
 Traceback (most recent call last):
 ...
@@ -57,18 +57,28 @@ class LinkSpec:
         switch (each of the port's two hops carries half of it).
     bandwidth_Bps : float
         Bytes per second per direction, > 0.
+    reduction_bandwidth_Bps : float or None
+        Switch ports only: the switch reduces in-network (NVSwitch NVLS, InfiniBand SHARP),
+        and a port carries this many bytes per second per direction while it does (the
+        ``nvls``/``collnet`` algorithms). None: the switch cannot reduce.
     """
 
     latency_s: float
     bandwidth_Bps: float
+    reduction_bandwidth_Bps: float | None = None
 
     def __post_init__(self) -> None:
         _real(self.latency_s, "latency_s", positive=False)
         _real(self.bandwidth_Bps, "bandwidth_Bps", positive=True)
+        if self.reduction_bandwidth_Bps is not None:
+            _real(self.reduction_bandwidth_Bps, "reduction_bandwidth_Bps", positive=True)
 
     def as_meta(self) -> dict[str, float]:
         """The link as plain data for ``Network.meta``."""
-        return {"latency_s": float(self.latency_s), "bandwidth_Bps": float(self.bandwidth_Bps)}
+        out = {"latency_s": float(self.latency_s), "bandwidth_Bps": float(self.bandwidth_Bps)}
+        if self.reduction_bandwidth_Bps is not None:
+            out["reduction_bandwidth_Bps"] = float(self.reduction_bandwidth_Bps)
+        return out
 
 
 def _check_link(value: object, path: str) -> None:
@@ -93,6 +103,9 @@ class TopologySpec:
     algorithms : tuple of (str, str)
         ``(collective, algorithm)`` pairs: the algorithm ``auto`` uses for that collective on
         this machine (e.g. gloo's fixed choices); collectives not listed are ranked as usual.
+    nccl : NcclSpec or None
+        The machine runs NCCL: collectives get NCCL's protocols, launch latencies and
+        algorithm choice (:mod:`commsim.nccl`).
     """
 
     kind: ClassVar[str] = ""
@@ -101,11 +114,36 @@ class TopologySpec:
     sources: tuple[str, ...] = ()
     gamma_s_per_B: float = 0.0
     algorithms: tuple[tuple[str, str], ...] = ()
+    nccl: NcclSpec | None = None
 
     @property
     def num_ranks(self) -> int:
         """How many ranks the built network has."""
         raise NotImplementedError
+
+
+#: GPU generations NCCL's tuner tells apart (per-channel bandwidth caps, src/graph/tuning.cc).
+NCCL_ARCHS = ("volta", "ampere", "hopper", "blackwell")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NcclSpec:
+    """How NCCL runs on this machine: the GPU generation (``arch``, one of
+    :data:`NCCL_ARCHS`) and the number of channels (rings/trees run at once, 1..64)."""
+
+    arch: str = "hopper"
+    channels: int = 16
+
+    def __post_init__(self) -> None:
+        if self.arch not in NCCL_ARCHS:
+            raise SpecError(f"nccl.arch: unknown GPU generation {self.arch!r} "
+                            f"(known: {', '.join(NCCL_ARCHS)})")
+        positive_int(self.channels, "nccl.channels")
+        if self.channels > 64:
+            raise SpecError(f"nccl.channels: at most 64 (NCCL's MAXCHANNELS), got {self.channels}")
+
+    def as_meta(self) -> dict[str, object]:
+        return {"arch": self.arch, "channels": self.channels}
 
 
 def _check_common(spec: TopologySpec) -> None:
@@ -121,6 +159,8 @@ def _check_common(spec: TopologySpec) -> None:
         _nonempty_str(source, f"sources[{i}]")
     _real(spec.gamma_s_per_B, "gamma", positive=False)
     _check_algorithms(spec.algorithms)
+    if spec.nccl is not None and not isinstance(spec.nccl, NcclSpec):
+        raise SpecError(f"nccl: must be an NcclSpec, got {spec.nccl!r}")
 
 
 def _check_algorithms(pairs: object) -> None:

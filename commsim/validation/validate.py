@@ -169,20 +169,23 @@ class Predictor:
 
     ``algorithm`` is ``auto`` (the topology's ``algorithms:`` mapping, else the fastest
     candidate), an algorithm name, ``nccl`` (the fastest of NCCL's algorithms and protocols,
-    :mod:`commsim.validation.nccl_model`), or ``ALGORITHM+PROTOCOL`` (``ring+LL128``: one
+    :mod:`commsim.nccl`), or ``ALGORITHM+PROTOCOL`` (``ring+LL128``: one
     pair of that model). ``engine`` is ``auto`` (DES up to :data:`DES_MAX_RANKS` ranks),
-    ``des`` or ``analytic``.
+    ``des`` or ``analytic``. ``protocol`` is passed to :func:`commsim.simulate` for ``auto``
+    and named algorithms (``none``: plain alpha-beta even on a topology that runs NCCL).
     """
 
-    def __init__(self, network: Network, *, algorithm: str = "auto", engine: str = "auto"):
+    def __init__(self, network: Network, *, algorithm: str = "auto", engine: str = "auto",
+                 protocol: str = "auto"):
         from commsim.algorithms import get_algorithm
-        from commsim.validation.nccl_model import NcclModel
+        from commsim.nccl import NcclModel
 
         if engine not in ENGINES:
             raise SpecError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
         self.network = network
         self.algorithm = algorithm
         self.engine = engine
+        self.protocol = protocol
         self._nccl: NcclModel | None = None
         if algorithm == "nccl" or "+" in algorithm:
             self._nccl = NcclModel(network)
@@ -213,8 +216,9 @@ class Predictor:
                 )
             return Prediction(time_s=time_s, algorithm=name, engine=used)
         result = simulate(coll, self._network(ranks), nbytes, algorithm=self.algorithm,
-                          engine=used)
-        return Prediction(time_s=result.time_s, algorithm=result.algorithm, engine=used)
+                          engine=used, protocol=self.protocol)
+        name = f"{result.algorithm}+{result.protocol}" if result.protocol else result.algorithm
+        return Prediction(time_s=result.time_s, algorithm=name, engine=used)
 
 
 def predict_time(
@@ -241,6 +245,7 @@ def validate(
     engine: str = "auto",
     source: str = "",
     notes: Sequence[str] = (),
+    protocol: str = "auto",
 ) -> ValidationReport:
     """Predict every measured row on ``topology`` and report the errors.
 
@@ -258,7 +263,7 @@ def validate(
             f"the measurements have {most} ranks, topology {network.name!r} only "
             f"{network.ranks} (use a larger topology, e.g. a preset with an xN suffix)"
         )
-    predictor = Predictor(network, algorithm=algorithm, engine=engine)
+    predictor = Predictor(network, algorithm=algorithm, engine=engine, protocol=protocol)
     cache: dict[tuple[Collective, int, int], Prediction] = {}
     out: list[ValidationRow] = []
     for row in rows:

@@ -18,8 +18,10 @@ from commsim.errors import ScheduleError, SpecError
 
 
 def test_names_of_the_contract() -> None:
-    """CONTRACT.md's algorithm names exist, plus the two hierarchical ones and gloo's."""
-    assert set(ALGORITHMS) == {
+    """CONTRACT.md's algorithm names exist, plus the hierarchical, in-network and gloo ones."""
+    assert set(ALGORITHMS) >= {
+        "nvls",
+        "collnet",
         "gloo",
         "ring",
         "binomial_tree",
@@ -66,20 +68,27 @@ def test_candidates() -> None:
     the call (not gloo, which topologies name explicitly); hierarchical only when the call's
     ranks span several hosts."""
     bc = Call(collective=Collective.BROADCAST, ranks=6, nbytes=8, root=2)
-    assert candidates(bc) == ["ring", "binomial_tree"]
+    assert candidates(bc) == ["ring", "binomial_tree", "ring_bidirectional"]
     ar = Call(collective=Collective.ALL_REDUCE, ranks=6, nbytes=8)
     assert "hierarchical" not in candidates(ar)
     one_host = Call(collective=Collective.ALL_REDUCE, ranks=6, nbytes=8, hosts=(0,) * 6)
     assert "hierarchical" not in candidates(one_host)
     hosted = Call(collective=Collective.ALL_REDUCE, ranks=6, nbytes=8, hosts=(0, 0, 0, 1, 1, 1))
-    assert candidates(hosted) == [name for name in ALGORITHMS if name != "gloo"]
+    assert candidates(hosted) == [
+        name
+        for name in ALGORITHMS
+        if name != "gloo" and not ALGORITHMS[name].reduces_in and name != "torus"
+    ]
     rs = Call(collective=Collective.REDUCE_SCATTER, ranks=5, nbytes=8)
-    assert candidates(rs) == ["ring", "rabenseifner"]
+    assert candidates(rs) == ["ring", "rabenseifner", "ring_bidirectional"]
+    on_torus = Call(collective=Collective.REDUCE_SCATTER, ranks=6, nbytes=8, torus_dims=(2, 3))
+    assert candidates(on_torus) == ["ring", "rabenseifner", "ring_bidirectional", "torus"]
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))
 def test_single_rank_is_empty(name: str) -> None:
     """With one rank every algorithm's schedule is empty (zero time)."""
     for coll in ALGORITHMS[name].collectives:
-        call = Call(collective=coll, ranks=1, nbytes=1000, hosts=(0,))
+        dims = (1,) if ALGORITHMS[name].needs_torus else None
+        call = Call(collective=coll, ranks=1, nbytes=1000, hosts=(0,), torus_dims=dims)
         assert len(build_schedule(call, name)) == 0

@@ -59,4 +59,6 @@ def test_preset_networks_are_built_once() -> None:
     call = make_call("all_reduce", first, "64MiB")
     rebuilt = hierarchical(2, 8, intra=("1us", "370GB/s"), inter=("5us", "46GB/s"))
     for name in candidates(call):
+        if name == "nvls":  # the preset's node switches reduce; the rebuilt ones do not
+            continue
         assert predict(call, first, name) == predict(call, rebuilt, name)

@@ -51,7 +51,13 @@ def _flat(kind: str, ranks: int, gamma: float) -> Network:
 def _cases(kind: str) -> list[tuple[str, Collective, int]]:
     out = []
     for name, algo in ALGORITHMS.items():
-        if algo.needs_hosts or not algo.closed_form or (kind == "ring" and name != "ring"):
+        if (
+            algo.needs_hosts
+            or algo.needs_torus
+            or algo.reduces_in
+            or not algo.closed_form
+            or (kind == "ring" and name != "ring")
+        ):
             continue
         for coll in sorted(algo.collectives):
             for p in range(1, 18):
@@ -331,7 +337,7 @@ def test_large_hierarchical_rabenseifner_all_reduce_is_the_phase_sum() -> None:
 def test_auto_picks_rabenseifner_rails_at_scale() -> None:
     """512 DGX H100 nodes, 1 GiB: ``auto`` ranks by closed forms and picks Rabenseifner rails
     (18 inter-host steps instead of the rings' 1022), the schedule the DES can run at 4096 ranks."""
-    result = simulate("all_reduce", "dgx-h100x512", "1GiB", engine="analytic")
+    result = simulate("all_reduce", "dgx-h100x512", "1GiB", engine="analytic", protocol="none")
     assert result.algorithm == "hierarchical_rabenseifner"
 
 
@@ -406,5 +412,7 @@ def test_analytic_engine_needs_neither_simpy_nor_schedules(monkeypatch) -> None:
     net = fully_connected(6, latency=ALPHA, bandwidth=BETA)
     for name, algo in ALGORITHMS.items():
         for coll in algo.collectives:
-            if not algo.needs_hosts and algo.closed_form:
-                predict(Call(collective=coll, ranks=6, nbytes=1001, chunks=2), net, name)
+            if not algo.needs_hosts and algo.closed_form and not algo.reduces_in:
+                dims = (2, 3) if algo.needs_torus else None
+                call = Call(collective=coll, ranks=6, nbytes=1001, chunks=2, torus_dims=dims)
+                predict(call, net, name)

@@ -28,7 +28,7 @@ B = 100e9  # link bandwidth, B/s
 PAIRS = sorted(
     (name, coll)
     for name, algo in ALGORITHMS.items()
-    if not algo.needs_hosts and algo.closed_form
+    if not algo.needs_hosts and algo.closed_form and not algo.reduces_in and not algo.needs_torus
     for coll in algo.collectives
 )
 SETTINGS = settings(

@@ -1,0 +1,165 @@
+"""In-network reduction: all-reduce inside NVSwitch (NVLS) and InfiniBand switches (SHARP).
+
+A reducing switch is a schedule endpoint after the ranks (``Call.host_switches``,
+``Call.fabric_switch``). Ranks send it their data with ``reduce`` transfers; it adds them up
+in hardware (no ``gamma``) and sends the sum back, one copy per rank: the multicast. The
+switch starts empty and holds only what ranks send it, so the symbolic checker proves these
+schedules like any other. The buffer moves in ``chunks`` pieces, one at a time per port.
+
+* ``nvls`` (NVLink SHARP, NVSwitch gen 3, H100/H800): on one host, every rank sends each
+  piece up to the node switch, which multicasts the reduced piece to every rank. On several
+  hosts, three phases with a barrier between them: (1) that in-switch all-reduce on every
+  host; (2) local rank ``l`` of every host ring-all-reduces part ``l`` of the buffer with its
+  peers (a rail, over their NICs); (3) local rank ``l`` sends part ``l`` up to its node switch,
+  which multicasts it to the host's other ranks. NCCL's own multi-node NVLS (NVLS tree)
+  overlaps the phases; this model does not.
+* ``collnet`` (NCCL CollNet over SHARP): (1) intra-host ring reduce-scatter; (2) every rail
+  reduces its part inside the fabric switch, which multicasts the sum back; (3) intra-host ring
+  all-gather; barriers between the phases.
+
+Sources: NVIDIA, "NVLink SHARP" in the NVSwitch gen 3 / DGX H100 architecture papers (in-switch
+reduction and multicast, multimem loads and stores); NCCL ``src/graph/tuning.cc`` (NVLS and
+CollNet are all-reduce algorithms of the Simple protocol); Graham et al., "Scalable
+Hierarchical Aggregation Protocol (SHArP)", COMHPC 2016.
+"""
+
+from __future__ import annotations
+
+from commsim.algorithms.base import Call
+from commsim.algorithms.hierarchical import host_groups
+from commsim.algorithms.plan import Plan, Range, pipeline_chunks, split
+from commsim.algorithms.ring import Ring, all_gather_steps, reduce_scatter_steps
+from commsim.collectives import Collective, segment
+from commsim.errors import ScheduleError
+from commsim.network import Network
+from commsim.schedule import OpKind, Schedule
+
+NVLS = "nvls"
+COLLNET = "collnet"
+#: Most pieces a default in-network all-reduce is cut into (512 KiB each until then).
+MAX_CHUNKS = 64
+
+
+def network_for(call: Call, network: Network, algorithm: str) -> Network:
+    """The network ``algorithm`` runs on: for an in-network algorithm, the view in which the
+    ports of the switches it reduces in carry their reduction bandwidth; else ``network``."""
+    from commsim.algorithms import get_algorithm
+
+    where = get_algorithm(algorithm).reduces_in
+    if where is None:
+        return network
+    ends = call.host_switches if where == "host" else (call.fabric_switch,)
+    devices = frozenset(network.endpoint_device(e) for e in ends or () if e is not None)
+    return network.reducing_view(devices)
+
+
+def default_chunks(call: Call) -> int:
+    """``ceil(n / 512 KiB)`` pieces, at most 64: a piece's up-and-back latency is paid once."""
+    return pipeline_chunks(call.nbytes, MAX_CHUNKS)
+
+
+def endpoints(call: Call) -> int:
+    """How many endpoints after the ranks the call's switches need."""
+    top = max([*(call.host_switches or ()), call.fabric_switch or 0, call.ranks - 1])
+    return top - call.ranks + 1
+
+
+def parts(groups: list[list[int]], nbytes: int) -> list[list[Range]]:
+    """Part ``l`` of each host: ``segment(l, L_h, n)``, the block local rank ``l`` owns."""
+    return [[segment(i, len(g), nbytes) for i in range(len(g))] for g in groups]
+
+
+def switch_all_reduce(plan: Plan, group: list[int], switch: int, lo: int, hi: int,
+                      chunks: int, *, upload: OpKind = OpKind.REDUCE) -> None:
+    """Bytes ``[lo, hi)`` of every rank of ``group`` summed in ``switch`` and multicast back,
+    piece by piece (``upload=COPY``: one rank's bytes multicast, see :func:`switch_gather`)."""
+    for piece in split(lo, hi, chunks):
+        for rank in group:
+            plan.send(rank, switch, [piece], upload)
+        for rank in group:
+            plan.send(switch, rank, [piece], OpKind.COPY)
+
+
+def switch_gather(plan: Plan, group: list[int], blocks: list[Range], switch: int,
+                  chunks: int) -> None:
+    """All-gather through the switch: rank ``group[l]`` sends ``blocks[l]`` up in pieces; the
+    switch multicasts each piece to the group's other ranks."""
+    pieces = [split(a, b, chunks) for a, b in blocks]
+    for k in range(chunks):
+        for owner, rank in enumerate(group):
+            piece = pieces[owner][k]
+            plan.send(rank, switch, [piece], OpKind.COPY)
+            for other in group:
+                if other != rank:
+                    plan.send(switch, other, [piece], OpKind.COPY)
+
+
+def build_nvls(call: Call) -> Schedule:
+    """The ``nvls`` all-reduce of ``call`` (see the module docstring)."""
+    _check(call, NVLS)
+    p, n = call.ranks, call.nbytes
+    chunks = call.chunks or default_chunks(call)
+    if p < 2:
+        return Plan(p, n).schedule(call.collective, NVLS, p, call.root, chunks)
+    assert call.host_switches is not None
+    plan = Plan(p, n, endpoints(call))
+    groups = host_groups(call.hosts) if call.hosts is not None else [list(range(p))]
+    start = plan.mark()
+    for group in groups:
+        switch_all_reduce(plan, group, call.host_switches[group[0]], 0, n, chunks)
+    if len(groups) > 1:
+        rails = _rails(groups, parts(groups, n))
+        plan.fence(range(p), plan.since(start))
+        start = plan.mark()
+        reduce_scatter_steps(plan, rails, 1)
+        all_gather_steps(plan, rails, 1)
+        plan.fence(range(p), plan.since(start))
+        for group, blocks in zip(groups, parts(groups, n), strict=True):
+            switch_gather(plan, group, blocks, call.host_switches[group[0]], chunks)
+    return plan.schedule(call.collective, NVLS, p, call.root, chunks)
+
+
+def build_collnet(call: Call) -> Schedule:
+    """The ``collnet`` all-reduce of ``call`` (see the module docstring)."""
+    _check(call, COLLNET)
+    p, n = call.ranks, call.nbytes
+    chunks = call.chunks or default_chunks(call)
+    if p < 2:
+        return Plan(p, n).schedule(call.collective, COLLNET, p, call.root, chunks)
+    assert call.fabric_switch is not None
+    plan = Plan(p, n, endpoints(call))
+    groups = host_groups(call.hosts) if call.hosts is not None else [[r] for r in range(p)]
+    host_parts = parts(groups, n)
+    intra: list[Ring] = list(zip(groups, host_parts, strict=True))
+    start = plan.mark()
+    reduce_scatter_steps(plan, intra, 1)
+    plan.fence(range(p), plan.since(start))
+    start = plan.mark()
+    for ranks, (lo, hi) in _rail_parts(groups, host_parts):
+        switch_all_reduce(plan, ranks, call.fabric_switch, lo, hi, chunks)
+    plan.fence(range(p), plan.since(start))
+    all_gather_steps(plan, intra, 1)
+    return plan.schedule(call.collective, COLLNET, p, call.root, chunks)
+
+
+def _check(call: Call, name: str) -> None:
+    if call.collective is not Collective.ALL_REDUCE:
+        raise ScheduleError(f"algorithm {name!r} cannot run {call.collective.value}")
+    if call.hosts is not None and len({len(g) for g in host_groups(call.hosts)}) != 1:
+        raise ScheduleError(f"algorithm {name!r} needs the same number of ranks on every host")
+
+
+def _rail_parts(groups: list[list[int]], host_parts: list[list[Range]]
+                ) -> list[tuple[list[int], Range]]:
+    """(ranks of local index ``l`` on every host, part ``l``), hosts of equal size."""
+    return [([g[local] for g in groups], host_parts[0][local]) for local in range(len(groups[0]))]
+
+
+def _rails(groups: list[list[int]], host_parts: list[list[Range]]) -> list[Ring]:
+    """Ring rails: local rank ``l`` of every host, part ``l`` cut into one segment per host."""
+    out: list[Ring] = []
+    for ranks, (lo, hi) in _rail_parts(groups, host_parts):
+        h = len(ranks)
+        segments = (segment(i, h, hi - lo) for i in range(h))
+        out.append((ranks, [(lo + a, lo + b) for a, b in segments]))
+    return out
