@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.installed
 .PHONY: help demo test lint clean
 
 help:
-	@echo "make demo   simulate all-reduce on 4 DGX H100 nodes, 1 KiB to 1 GiB"
+	@echo "make demo   all-reduce on 4 DGX H100 nodes (1 KiB to 1 GiB) and on a TPU v5e pod"
 	@echo "make test   run the whole test suite"
 	@echo "make lint   ruff and mypy"
 	@echo "make clean  remove .venv and caches"
@@ -21,11 +21,16 @@ $(STAMP): pyproject.toml
 
 demo: $(STAMP)
 	$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1KiB:1GiB:4
-	@echo "# the same 1 GiB all_reduce, by algorithm:"
-	@for algo in ring double_binary_tree rabenseifner recursive_doubling hierarchical \
-			hierarchical_rabenseifner; do \
+	@echo "# the same 1 GiB all_reduce, each algorithm with its best NCCL protocol:"
+	@for algo in ring double_binary_tree nvls hierarchical hierarchical_rabenseifner \
+			rabenseifner; do \
 		$(BIN)/commsim run all_reduce --topology dgx-h100x4 --size 1GiB --algorithm $$algo \
 			| grep -v '^#'; \
+	done
+	@echo "# a TPU v5e pod (16x16 ICI torus), 1 GiB all_reduce: torus-native vs flat ring:"
+	@for algo in torus ring_bidirectional ring; do \
+		$(BIN)/commsim run all_reduce --topology tpu-v5e-256 --size 1GiB --engine analytic \
+			--algorithm $$algo | grep -v '^#'; \
 	done
 
 test: $(STAMP)

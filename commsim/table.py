@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from commsim.results import Result
 
 #: Width of the algorithm column (wider when a longer name is shown).
-ALGORITHM_WIDTH = 18
+ALGORITHM_WIDTH = 32
 _UNITS = f"#{'(B)':>10}"
 
 
