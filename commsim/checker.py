@@ -21,6 +21,11 @@ rejects, with a message naming the transfer, ranks and bytes:
 * reading bytes the source does not hold yet, and adding a contribution already present;
 * a final state that misses the collective's postcondition.
 
+In-network schedules (``Schedule.endpoints``) also address reducing switches, as endpoints
+``ranks ..``: a switch starts empty and holds only what ranks send it, so a multicast before
+every contribution arrived reads what the switch does not hold yet; the postcondition is on
+the ranks alone.
+
 >>> from commsim.schedule import ScheduleBuilder, OpKind
 >>> b = ScheduleBuilder()
 >>> _ = b.add(0, 1, 0, 4, OpKind.COPY)

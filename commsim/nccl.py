@@ -203,6 +203,19 @@ class NcclModel:
     def __init__(self, network: Network) -> None:
         self.network = network
         self._cache: dict[tuple[object, ...], Network] = {}
+        self._memo: dict[tuple[object, ...], object] = {}
+
+    def _hosts(self, ranks: int) -> list[list[int]]:
+        key = ("hosts", ranks)
+        if key not in self._memo:
+            self._memo[key] = _hosts(self.network, ranks)
+        return self._memo[key]  # type: ignore[return-value]
+
+    def _channels(self, ranks: int) -> int:
+        key = ("channels", ranks)
+        if key not in self._memo:
+            self._memo[key] = ring_channels(self.network, ranks)
+        return self._memo[key]  # type: ignore[return-value]
 
     @classmethod
     def of(cls, network: Network) -> NcclModel:
@@ -250,7 +263,7 @@ class NcclModel:
     def network_for(self, ranks: int, algorithm: str) -> Network:
         """The alpha-beta network ``ALGORITHM+PROTOCOL`` runs on (first ``ranks`` ranks)."""
         name, _, protocol_name = algorithm.partition("+")
-        channels = ring_channels(self.network, ranks) if name == "ring" else 1
+        channels = self._channels(ranks) if name == "ring" else 1
         return self._net(tuple(range(ranks)), self.protocol(protocol_name), channels)
 
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
@@ -273,17 +286,23 @@ class NcclModel:
                                                       engine)
         if self.composed(name, ranks):
             return base + self.pipelined_in_network(name, ranks, nbytes, protocol, engine)
-        channels = ring_channels(self.network, ranks) if name == "ring" else 1
+        channels = self._channels(ranks) if name == "ring" else 1
         return base + self._run(collective, tuple(range(ranks)), nbytes, name, protocol,
                                 engine, channels)
 
     def candidates(self, collective: Collective, ranks: int) -> list[str]:
         """``ALGORITHM+PROTOCOL`` pairs NCCL would consider for this call."""
+        key = ("candidates", collective, ranks)
+        if key not in self._memo:
+            self._memo[key] = self._candidates(collective, ranks)
+        return list(self._memo[key])  # type: ignore[call-overload]
+
+    def _candidates(self, collective: Collective, ranks: int) -> list[str]:
         from commsim.algorithms import get_algorithm
         from commsim.api import make_call
         from commsim.errors import ScheduleError
 
-        groups = _hosts(self.network, ranks)
+        groups = self._hosts(ranks)
         multi = len(groups) > 1 and None not in {self.network.host_of(r) for r in range(ranks)}
         even = len({len(g) for g in groups}) == 1
         out: list[str] = []
@@ -319,7 +338,7 @@ class NcclModel:
         (no single schedule): its tree across hosts, and NVLS or CollNet across hosts."""
         if name == PIPELINED:
             return True
-        return name in SIMPLE_ONLY and len(_hosts(self.network, ranks)) > 1
+        return name in SIMPLE_ONLY and len(self._hosts(ranks)) > 1
 
     def pipelined_in_network(self, name: str, ranks: int, nbytes: int, protocol: Protocol,
                              engine: str) -> float:
@@ -329,7 +348,7 @@ class NcclModel:
         buffer (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase
         ``B`` each rail's all-reduce of ``nbytes / L``: a ring among the hosts (nvls) or
         reduced inside the fabric switch (collnet). Launch latency not included."""
-        groups = _hosts(self.network, ranks)
+        groups = self._hosts(ranks)
         host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
         per_host = len(host)
 
@@ -362,7 +381,7 @@ class NcclModel:
         """
         if collective is not Collective.ALL_REDUCE:
             raise SpecError(f"{PIPELINED} runs all_reduce only, not {collective.value}")
-        groups = _hosts(self.network, ranks)
+        groups = self._hosts(ranks)
         if len(groups) < 2 or len({len(g) for g in groups}) != 1:
             raise SpecError(f"{PIPELINED} needs several hosts with as many ranks each")
         host, rail = tuple(groups[0]), tuple(g[0] for g in groups)

@@ -7,6 +7,7 @@ bytes, root, chunks and, for hierarchical algorithms, the host of each rank).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -108,7 +109,7 @@ class Algorithm:
                 "(a switch port with reduction_bandwidth, e.g. NVSwitch NVLS)"
             )
         if self.reduces_in is not None and call.hosts is not None:
-            sizes = {call.hosts.count(h) for h in set(call.hosts)}
+            sizes = set(Counter(call.hosts).values())
             if len(sizes) > 1:
                 raise ScheduleError(
                     f"algorithm {self.name!r} needs the same number of ranks on every host"

