@@ -181,32 +181,10 @@ def ring_collective(
     """
     if positions < 2 or nbytes == 0:
         return 0.0
-    segs = segment_lengths(positions, nbytes)
-    if chunks == 1:
-        top = -(-nbytes // positions)
-        return reduce_steps * hop_reduce.reduce(top) + copy_steps * hop_copy.copy(top)
-    table = piece_table(segs, chunks)
-    per_block_r = hop_reduce.costs(table, True).sum(axis=1)
-    per_block_c = hop_copy.costs(table, False).sum(axis=1)
-    # The link chain of position i carries every block but one per phase (see ring_steps).
-    chain = np.zeros(positions)
-    i = np.arange(positions)
-    if reduce_steps:
-        chain += per_block_r.sum() - per_block_r[(i - shift + 1) % positions]
-    if copy_steps:
-        chain += per_block_c.sum() - per_block_c[(i - shift + 1 - reduce_steps) % positions]
-    best_chain = float(chain.max())
-    top = int(table.max())
-    w_max = max(
-        hop_reduce.reduce(top) if reduce_steps else 0.0, hop_copy.copy(top) if copy_steps else 0.0
+    return ring_blocks(
+        segment_lengths(positions, nbytes), chunks, reduce_steps, copy_steps, shift,
+        hop_reduce, hop_copy,
     )
-    pieces = (reduce_steps + copy_steps) * chunks
-    if best_chain >= (pieces - chunks + 1) * w_max:
-        return best_chain
-    if pieces * positions > RING_DP_BUDGET:  # too big to walk: the link-chain bound
-        return pieces * w_max
-    outcome = ring_steps(table[None], reduce_steps, copy_steps, shift, hop_reduce, hop_copy)
-    return outcome.time_s
 
 
 def ring_chain(ranks: int, nbytes: int, chunks: int, hop: Hop, reduce: bool) -> float:

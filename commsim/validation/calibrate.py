@@ -236,9 +236,16 @@ def _parameters(
         replace: dict[str, object] = {}
 
         def link(klass: str) -> LinkSpec:
+            bandwidth = 1.0 / values[f"{klass}.bandwidth_Bps"]
+            template: LinkSpec = getattr(spec, klass)
+            reduction = template.reduction_bandwidth_Bps
             return LinkSpec(
                 latency_s=values[f"{klass}.latency_s"],
-                bandwidth_Bps=1.0 / values[f"{klass}.bandwidth_Bps"],
+                bandwidth_Bps=bandwidth,
+                # an in-network reducing switch keeps its efficiency relative to the port
+                reduction_bandwidth_Bps=None
+                if reduction is None
+                else reduction * bandwidth / template.bandwidth_Bps,
             )
 
         if isinstance(spec, FlatSpec | TorusSpec):
