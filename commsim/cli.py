@@ -92,9 +92,10 @@ def build_parser() -> argparse.ArgumentParser:
         "-a",
         default="auto",
         metavar="NAME",
-        help="ring, binomial_tree, recursive_doubling, rabenseifner, "
-        "double_binary_tree, hierarchical, hierarchical_rabenseifner, or auto (default: for "
-        "each size, the fastest: simulated up to 64 ranks, closed forms beyond)",
+        help="ring, ring_bidirectional, binomial_tree, recursive_doubling, rabenseifner, "
+        "double_binary_tree, torus, hierarchical, hierarchical_rabenseifner, nvls, collnet, "
+        "gloo, or auto (default: for each size, NCCL's choice where the topology runs NCCL, "
+        "else the fastest: simulated up to 64 ranks, closed forms beyond)",
     )
     run.add_argument(
         "--root",
