@@ -189,15 +189,21 @@ def simulate(
 PROTOCOL_CHOICES = ("auto", "none", "LL", "LL128", "Simple")
 
 
+def canonical_protocol(value: object) -> str:
+    """``auto``, ``none``, ``LL``, ``LL128`` or ``Simple`` from any case; SpecError else."""
+    if isinstance(value, str):
+        for choice in PROTOCOL_CHOICES:
+            if value.strip().lower() == choice.lower():
+                return choice
+    raise SpecError(f"unknown protocol {value!r} (known: {', '.join(PROTOCOL_CHOICES)})")
+
+
 def runs_nccl(network: Network, protocol: str) -> bool:
     """Whether a call with ``protocol`` is timed by the NCCL model on ``network``."""
-    if protocol not in PROTOCOL_CHOICES:
-        from commsim.nccl import NcclModel
-
-        NcclModel.protocol(protocol)  # any case; raises for an unknown name
-    if str(protocol).lower() == "none":
+    protocol = canonical_protocol(protocol)
+    if protocol == "none":
         return False
-    return str(protocol).lower() != "auto" or isinstance(network.meta.get("nccl"), dict)
+    return protocol != "auto" or isinstance(network.meta.get("nccl"), dict)
 
 
 def _simulate_nccl(call: Call, network: Network, algorithm: str, protocol: str,
@@ -208,15 +214,23 @@ def _simulate_nccl(call: Call, network: Network, algorithm: str, protocol: str,
     from dataclasses import replace
 
     from commsim.engine.des import Timing
-    from commsim.nccl import PROTOCOLS, SIMPLE_ONLY, NcclModel, base_latency_s
+    from commsim.nccl import PIPELINED, PROTOCOLS, SIMPLE_ONLY, NcclModel, base_latency_s
 
     model = NcclModel.of(network)
     coll, p = call.collective, call.ranks
-    forced = None if protocol.lower() == "auto" else model.protocol(protocol).name
+    protocol = canonical_protocol(protocol)
+    forced = None if protocol == "auto" else protocol
     if algorithm == "auto":
         among = model.candidates(coll, p)
         if forced:
             among = [c for c in among if c.endswith("+" + forced)]
+    elif algorithm.strip().lower().replace("-", "_") == PIPELINED:
+        among = [c for c in model.candidates(coll, p) if c.startswith(PIPELINED + "+")]
+        if forced:
+            among = [c for c in among if c.endswith("+" + forced)]
+        if not among:
+            raise SpecError(f"{PIPELINED} (NCCL's trees across hosts) needs all_reduce over "
+                            "several hosts with as many ranks each")
     else:
         name = get_algorithm(algorithm).name
         get_algorithm(name).check_supports(call)

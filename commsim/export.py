@@ -209,6 +209,8 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
             "generator": "commsim",
             "collective": result.collective.value,
             "algorithm": result.algorithm,
+            "protocol": result.protocol,
+            "engine": result.engine,
             "topology": result.topology,
             "ranks": result.ranks,
             "nbytes": result.nbytes,

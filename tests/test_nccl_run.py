@@ -74,7 +74,7 @@ def test_sharp_option_enables_collnet(capsys) -> None:
 
 def test_bad_protocol_and_option_are_one_line_errors(capsys) -> None:
     for argv, needle in (
-        (["-t", "dgx-h100", "-s", "1MiB", "--protocol", "LL256"], "unknown NCCL protocol"),
+        (["-t", "dgx-h100", "-s", "1MiB", "--protocol", "LL256"], "unknown protocol"),
         (["-t", "dgx-h100x2+sharq", "-s", "1MiB"], "unknown option '+sharq'"),
         (["-t", "dgx-h100", "-s", "1MiB", "-a", "nvls", "--protocol", "LL"], "Simple"),
     ):

@@ -74,6 +74,7 @@ def _collective_row(point: CollectivePoint) -> Row:
         "ranks": point.ranks if point.ranks is not None else point.topology.ranks,
         "nbytes": point.nbytes,
         "engine": point.engine,
+        "requested_protocol": point.protocol,
         "chunks": point.chunks,
         "time_s": nan,
         "algbw_GBps": nan,
@@ -90,6 +91,7 @@ def _collective_row(point: CollectivePoint) -> Row:
             algorithm=point.algorithm,
             chunks=point.chunks,
             engine=point.engine,
+            protocol=point.protocol,
         )
     except CommsimError as exc:
         row["error"] = " ".join(str(exc).split())

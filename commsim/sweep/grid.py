@@ -24,7 +24,9 @@ import yaml
 from commsim.errors import SpecError, describe
 
 #: Keys of a grid, in the order their axes nest (the last varies fastest).
-COLLECTIVE_KEYS = ("topologies", "ranks", "engine", "chunks", "collectives", "algorithms", "sizes")
+COLLECTIVE_KEYS = (
+    "topologies", "ranks", "engine", "protocol", "chunks", "collectives", "algorithms", "sizes",
+)
 WORKLOAD_KEYS = ("workloads",)
 GRID_KEYS = (*COLLECTIVE_KEYS, *WORKLOAD_KEYS)
 
@@ -61,6 +63,7 @@ class CollectivePoint:
     collective: str
     algorithm: str
     nbytes: int
+    protocol: str = "auto"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,7 @@ class Grid:
     topologies: tuple[Topology, ...]
     ranks: tuple[int | None, ...] = (None,)
     engine: tuple[str, ...] = ("des",)
+    protocol: tuple[str, ...] = ("auto",)
     chunks: tuple[int | None, ...] = (None,)
     collectives: tuple[str, ...] = ()
     algorithms: tuple[str, ...] = ("auto",)
@@ -92,16 +96,17 @@ class Grid:
         """Every point in grid order: the collective points (axes nested in the order of
         :data:`COLLECTIVE_KEYS`, sizes fastest), then the workload points (topologies outer)."""
         if self.collectives:
-            for topo, ranks, engine, chunks, coll, algo, nbytes in itertools.product(
+            for topo, ranks, engine, proto, chunks, coll, algo, nbytes in itertools.product(
                 self.topologies,
                 self.ranks,
                 self.engine,
+                self.protocol,
                 self.chunks,
                 self.collectives,
                 self.algorithms,
                 self.sizes,
             ):
-                yield CollectivePoint(topo, ranks, engine, chunks, coll, algo, nbytes)
+                yield CollectivePoint(topo, ranks, engine, chunks, coll, algo, nbytes, proto)
         for topo, workload in itertools.product(self.topologies, self.workloads):
             yield WorkloadPoint(topo, workload)
 
@@ -109,7 +114,7 @@ class Grid:
         collective = 0
         if self.collectives:
             collective = len(self.topologies) * len(self.ranks) * len(self.engine)
-            collective *= len(self.chunks) * len(self.collectives)
+            collective *= len(self.protocol) * len(self.chunks) * len(self.collectives)
             collective *= len(self.algorithms) * len(self.sizes)
         return collective + len(self.topologies) * len(self.workloads)
 
@@ -174,7 +179,7 @@ def _parse(data: object, folder: Path, source: str) -> Grid:
     if has_collectives and "sizes" not in data:
         raise SpecError("sizes: missing (collectives need sizes)")
     if not has_collectives:
-        for key in ("sizes", "algorithms", "ranks", "engine", "chunks"):
+        for key in ("sizes", "algorithms", "ranks", "engine", "protocol", "chunks"):
             if key in data:
                 raise SpecError(f"{key}: applies to collectives, and the grid has none")
     fields: dict[str, Any] = {"source": source}
@@ -199,6 +204,10 @@ def _parse(data: object, folder: Path, source: str) -> Grid:
         if "engine" in data:
             fields["engine"] = tuple(
                 _engine(v, f"engine[{i}]") for i, v in enumerate(_items(data, "engine"))
+            )
+        if "protocol" in data:
+            fields["protocol"] = tuple(
+                _protocol(v, f"protocol[{i}]") for i, v in enumerate(_items(data, "protocol"))
             )
         if "chunks" in data:
             fields["chunks"] = tuple(
@@ -237,8 +246,10 @@ def _algorithm(value: object, path: str) -> str:
 
     if not isinstance(value, str):
         raise SpecError(f"{path}: want an algorithm name or auto, got {describe(value)}")
-    if value.strip().lower() == "auto":
-        return "auto"
+    from commsim.nccl import PIPELINED
+
+    if value.strip().lower() in ("auto", PIPELINED):  # NCCL's trees: on NCCL topologies
+        return value.strip().lower()
     try:
         return get_algorithm(value).name
     except SpecError as exc:
@@ -270,6 +281,16 @@ def _engine(value: object, path: str) -> str:
     if value not in ENGINES:
         raise SpecError(f"{path}: unknown engine {describe(value)} (known: {', '.join(ENGINES)})")
     return str(value)
+
+
+def _protocol(value: object, path: str) -> str:
+    """``auto``, ``none`` or an NCCL protocol, canonical spelling (see ``commsim run``)."""
+    from commsim.api import canonical_protocol
+
+    try:
+        return canonical_protocol(value)
+    except SpecError as exc:
+        raise SpecError(f"{path}: {exc}") from None
 
 
 def _resolve(value: str, folder: Path) -> Path:

@@ -146,6 +146,8 @@ def format_sweep(frame: pd.DataFrame) -> str:
         cells = []
         for r in coll:
             algo = _text(r.get("algorithm"))
+            if r.get("protocol"):
+                algo = f"{algo}/{r['protocol']}"
             if r.get("requested_algorithm") == "auto":
                 algo = f"auto:{algo}" if r.get("algorithm") else "auto"
             cells.append(

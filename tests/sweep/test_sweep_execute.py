@@ -40,9 +40,9 @@ def test_one_row_per_point_in_grid_order(grid_file: Path, reference: pd.DataFram
     )
     assert got == expected
     assert list(reference["kind"]).index("workload") == len(coll)  # workloads come last
-    assert list(reference.columns[:12]) == [
+    assert list(reference.columns[:13]) == [
         "kind", "collective", "requested_algorithm", "algorithm", "topology", "ranks",
-        "nbytes", "engine", "chunks", "time_s", "algbw_GBps", "busbw_GBps",
+        "nbytes", "engine", "requested_protocol", "chunks", "time_s", "algbw_GBps", "busbw_GBps",
     ]  # fmt: skip
     assert reference.columns[-1] == "error"
 
@@ -151,3 +151,18 @@ def test_dask_accepts_a_client(dask_scheduler: str) -> None:
     local = run_sweep(grid, jobs=1)
     pd.testing.assert_frame_equal(frame, local, check_exact=True)
     assert not math.isnan(frame["time_s"].iloc[0])
+
+
+def test_protocol_axis_sweeps_nccl_against_plain() -> None:
+    """``protocol: [auto, none]`` on an NCCL preset: NCCL's choice (a protocol, launch latency)
+    and the plain alpha-beta model (protocol null), as ``commsim run --protocol``."""
+    import commsim
+    from commsim.sweep import run_sweep
+
+    frame = run_sweep({"topologies": "dgx-h100", "collectives": "all_reduce",
+                       "sizes": ["8B", "1GiB"], "protocol": ["auto", "NONE"],
+                       "engine": "analytic"}, jobs=1)
+    assert list(frame.requested_protocol) == ["auto", "auto", "none", "none"]
+    assert list(frame.protocol[:2]) == ["LL", "Simple"] and frame.protocol[2:].isna().all()
+    nccl = commsim.simulate("all_reduce", "dgx-h100", "1GiB", engine="analytic")
+    assert frame.time_s[1] == nccl.time_s and frame.algorithm[1] == "nvls"
