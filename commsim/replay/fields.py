@@ -11,10 +11,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from commsim.errors import SpecError, describe
 from commsim.units import parse_count, parse_flops, parse_size, parse_time
+from commsim.yamlfile import read_text, yaml_documents
 
 
 def join(path: str, key: str | int) -> str:
@@ -143,46 +142,10 @@ def each(value: object, path: str, count: int, parse: Any, what: str) -> tuple[A
 
 
 # -- YAML ----------------------------------------------------------------------------------
-class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that rejects duplicate keys instead of keeping the last."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
-        if key in seen:
-            raise SpecError(f"duplicate key {key!r} at line {key_node.start_mark.line + 1}")
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
-)
-
-
 def read_yaml(path: str | Path) -> object:
     """The one YAML document of a workload file; SpecError naming the file otherwise."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{source}: no such workload file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise SpecError(f"{source}: cannot read workload file ({reason})") from None
-    try:
-        documents = [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
-    except SpecError as exc:
-        raise SpecError(f"{source}: {exc}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise SpecError(f"{source}: invalid YAML: {problem}{where}") from None
+    documents = yaml_documents(read_text(path, "workload"), source)
     if len(documents) != 1:
         raise SpecError(f"{source}: expected one YAML document, found {len(documents)}")
     return documents[0]

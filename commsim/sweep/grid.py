@@ -19,9 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from commsim.errors import SpecError, describe
+from commsim.yamlfile import read_text, yaml_documents
 
 #: Keys of a grid, in the order their axes nest (the last varies fastest).
 COLLECTIVE_KEYS = (
@@ -123,20 +122,7 @@ class Grid:
 def read_grid_file(path: str | Path) -> object:
     """The one YAML document of a grid file (SpecError naming the file otherwise)."""
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{source}: no such grid file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise SpecError(f"{source}: cannot read grid file ({reason})") from None
-    try:
-        documents = [d for d in yaml.safe_load_all(text) if d is not None]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
-        raise SpecError(f"{source}: invalid YAML: {problem}{where}") from None
+    documents = yaml_documents(read_text(path, "grid"), source)
     if len(documents) != 1:
         raise SpecError(f"{source}: expected one YAML document, found {len(documents)}")
     return documents[0]

@@ -21,8 +21,6 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
-
 from commsim.errors import SpecError, describe
 from commsim.topology.spec import (
     CustomLinkSpec,
@@ -40,6 +38,7 @@ from commsim.topology.spec import (
     positive_int,
 )
 from commsim.units import parse_bandwidth, parse_time
+from commsim.yamlfile import read_text, yaml_documents
 
 #: Optional keys every kind accepts.
 COMMON_KEYS = ("name", "description", "sources", "gamma", "algorithms", "nccl")
@@ -324,44 +323,9 @@ def _spec(data: object) -> TopologySpec:
     return parse(data, _common(data))
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that rejects duplicate mapping keys instead of keeping the last."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode) -> dict[Any, Any]:
-    loader.flatten_mapping(node)
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=True)  # type: ignore[no-untyped-call]
-        if isinstance(key, str) and key in seen:
-            mark = key_node.start_mark
-            raise SpecError(f"duplicate key {key!r} at line {mark.line + 1}")
-        seen.add(key)
-    return loader.construct_mapping(node, deep=True)
-
-
-_StrictLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
-    _construct_mapping,  # type: ignore[arg-type]
-)
-
-
 def parse_yaml(text: str, source: str) -> object:
     """The single YAML document in ``text``; one-line SpecError naming ``source`` otherwise."""
-    try:
-        documents = list(yaml.load_all(text, Loader=_StrictLoader))
-    except SpecError as exc:
-        raise SpecError(f"{source}: {exc}") from None
-    except yaml.YAMLError as exc:
-        where = ""
-        mark = getattr(exc, "problem_mark", None)
-        if mark is not None:
-            where = f" at line {mark.line + 1}, column {mark.column + 1}"
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise SpecError(
-            f"{source}: invalid YAML: {' '.join(str(problem).split())}{where}"
-        ) from None
-    documents = [d for d in documents if d is not None]
+    documents = yaml_documents(text, source)
     if not documents:
         raise SpecError(f"{source}: empty topology file")
     if len(documents) > 1:
@@ -381,11 +345,4 @@ def read_spec_file(path: str | Path) -> TopologySpec:
         a non-mapping document, or any field error (with its field path).
     """
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SpecError(f"{source}: no such topology file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = getattr(exc, "strerror", None) or str(exc)
-        raise SpecError(f"{source}: cannot read topology file ({reason})") from None
-    return spec_from_dict(parse_yaml(text, source), source)
+    return spec_from_dict(parse_yaml(read_text(path, "topology"), source), source)

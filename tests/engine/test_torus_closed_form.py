@@ -17,9 +17,11 @@ import pytest
 from commsim.algorithms import Call, build_schedule
 from commsim.api import make_call, simulate
 from commsim.collectives import Collective
+from commsim.engine import bidirectional
 from commsim.engine import closed_forms as cf
-from commsim.engine.analytic import predict
+from commsim.engine.analytic import PairCosts, predict
 from commsim.engine.des import simulate_des
+from commsim.engine.ring_phases import ring_phases
 from commsim.network import Network
 from commsim.topology import fully_connected, hierarchical, load_topology, ring, switch, torus
 
@@ -102,13 +104,11 @@ def test_ring_phases_budget_bound() -> None:
     net = torus(list(dims), latency=ALPHA, bandwidth=BETA, gamma=GAMMA)
     call = make_call("all_reduce", net, n, chunks=3)
     exact = predict(call, net, "torus")
-    from commsim.engine import analytic
-
-    pairs = analytic.PairCosts.of(net, 15, None)
-    phases = [analytic._torus_phase(pairs, dims, a, n, True) for a in (0, 1)]
-    phases += [analytic._torus_phase(pairs, dims, a, n, False) for a in (1, 0)]
-    assert cf.ring_phases(n, 3, phases, GAMMA) == pytest.approx(exact, rel=REL)
-    assert cf.ring_phases(n, 3, phases, GAMMA, budget=0) >= exact
+    pairs = PairCosts.of(net, 15, None)
+    phases = [bidirectional._torus_phase(pairs, dims, a, n, True) for a in (0, 1)]
+    phases += [bidirectional._torus_phase(pairs, dims, a, n, False) for a in (1, 0)]
+    assert ring_phases(n, 3, phases, GAMMA) == pytest.approx(exact, rel=REL)
+    assert ring_phases(n, 3, phases, GAMMA, budget=0) >= exact
 
 
 def test_ring_blocks_matches_ring_collective() -> None:
