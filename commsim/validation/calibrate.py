@@ -18,7 +18,8 @@ them wherever the schedule's critical path, the link sharing and ``auto``'s choi
 algorithm stay the same: ``t(x) = J x``. Each outer iteration measures ``J`` at the current
 ``x`` by finite differences (one prediction of every row per parameter) and solves the smooth
 problem ``min sum (log(J x) - log t)^2`` over ``x > 0`` by damped Gauss-Newton in ``log x``
-(numpy only); it stops when ``x`` settles and returns the best ``x`` seen. Everything is
+(numpy only), halving a step that does not improve the fit (:data:`BACKTRACK` times at
+most); it stops when ``x`` settles and returns the best ``x`` seen. Everything is
 deterministic. Predictions use the same engine as ``validate`` (``auto``: the DES up to 32
 ranks, closed forms beyond), so contention the DES sees is part of the fit.
 """
@@ -291,6 +292,8 @@ def _reported(params: list[_Param], x: np.ndarray) -> dict[str, float]:
 
 
 # -- the fit -------------------------------------------------------------------------------
+#: Halvings (in log-parameters) of a Gauss-Newton step that did not improve the fit.
+BACKTRACK = 4
 #: Physical bounds of the fitted values (SI), so a parameter the data hardly constrains
 #: settles at a plausible extreme instead of 0 or infinity.
 BOUNDS = {
@@ -420,6 +423,13 @@ def calibrate(
             jac[:, active], measured, x[active], low[active], high[active]
         )
         value = objective(predict(new))
+        for _ in range(BACKTRACK):
+            # a kinked model (max of phases, protocol caps) can make the full Gauss-Newton
+            # step overshoot: shorten it, in log-parameters, before giving up on it
+            if value < best_value:
+                break
+            new = x * np.sqrt(new / x)
+            value = objective(predict(new))
         if value < best_value:
             best_x, best_value = new.copy(), value
         settled = np.all(np.abs(new - x) <= TOLERANCE * np.abs(x))
