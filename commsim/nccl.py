@@ -278,7 +278,7 @@ class NcclModel:
         """Seconds for ``ALGORITHM+PROTOCOL`` on the first ``ranks`` ranks, launch included."""
         name, _, protocol_name = algorithm.partition("+")
         protocol = self.protocol(protocol_name)
-        if ranks < 2:
+        if ranks < 2 or nbytes == 0:  # nothing to move: NCCL returns at once
             return 0.0
         base = base_latency_s(name, protocol.name)
         if name == PIPELINED:
