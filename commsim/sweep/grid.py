@@ -14,7 +14,7 @@ fails for a reason of its own (an algorithm that cannot run its collective, too 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,37 +173,30 @@ def _parse(data: object, folder: Path, source: str) -> Grid:
         _topology(v, f"topologies[{i}]", folder) for i, v in enumerate(_items(data, "topologies"))
     )
     if has_collectives:
-        fields["collectives"] = tuple(
-            _collective(v, f"collectives[{i}]") for i, v in enumerate(_items(data, "collectives"))
-        )
-        fields["sizes"] = tuple(
-            n for i, v in enumerate(_items(data, "sizes")) for n in _sizes(v, f"sizes[{i}]")
-        )
-        if "algorithms" in data:
-            fields["algorithms"] = tuple(
-                _algorithm(v, f"algorithms[{i}]") for i, v in enumerate(_items(data, "algorithms"))
-            )
-        if "ranks" in data:
-            fields["ranks"] = tuple(
-                _count(v, f"ranks[{i}]") for i, v in enumerate(_items(data, "ranks"))
-            )
-        if "engine" in data:
-            fields["engine"] = tuple(
-                _engine(v, f"engine[{i}]") for i, v in enumerate(_items(data, "engine"))
-            )
-        if "protocol" in data:
-            fields["protocol"] = tuple(
-                _protocol(v, f"protocol[{i}]") for i, v in enumerate(_items(data, "protocol"))
-            )
-        if "chunks" in data:
-            fields["chunks"] = tuple(
-                _count(v, f"chunks[{i}]") for i, v in enumerate(_items(data, "chunks"))
-            )
+        fields["collectives"] = _axis(data, "collectives", _collective)
+        fields["sizes"] = tuple(n for sizes in _axis(data, "sizes", _sizes) for n in sizes)
+        optional: dict[str, Callable[[object, str], Any]] = {
+            "algorithms": _algorithm,
+            "ranks": _count,
+            "engine": _engine,
+            "protocol": _protocol,
+            "chunks": _count,
+        }
+        for key, parse in optional.items():
+            if key in data:
+                fields[key] = _axis(data, key, parse)
     if "workloads" in data:
         fields["workloads"] = tuple(
             _workload(v, i, folder) for i, v in enumerate(_items(data, "workloads"))
         )
     return Grid(**fields)
+
+
+def _axis(
+    data: Mapping[str, Any], key: str, parse: Callable[[object, str], Any]
+) -> tuple[Any, ...]:
+    """Every value of ``key`` parsed, errors naming ``key[i]``."""
+    return tuple(parse(v, f"{key}[{i}]") for i, v in enumerate(_items(data, key)))
 
 
 def _items(data: Mapping[str, Any], key: str) -> list[Any]:
