@@ -220,17 +220,15 @@ def _simulate_nccl(call: Call, network: Network, algorithm: str, protocol: str,
     coll, p = call.collective, call.ranks
     protocol = canonical_protocol(protocol)
     forced = None if protocol == "auto" else protocol
-    if algorithm == "auto":
+    if algorithm == "auto" or algorithm.strip().lower().replace("-", "_") == PIPELINED:
         among = model.candidates(coll, p)
+        if algorithm != "auto":
+            among = [c for c in among if c.startswith(PIPELINED + "+")]
+            if not among:
+                raise SpecError(f"{PIPELINED} (NCCL's trees across hosts) needs all_reduce "
+                                "over several hosts with as many ranks each")
         if forced:
             among = [c for c in among if c.endswith("+" + forced)]
-    elif algorithm.strip().lower().replace("-", "_") == PIPELINED:
-        among = [c for c in model.candidates(coll, p) if c.startswith(PIPELINED + "+")]
-        if forced:
-            among = [c for c in among if c.endswith("+" + forced)]
-        if not among:
-            raise SpecError(f"{PIPELINED} (NCCL's trees across hosts) needs all_reduce over "
-                            "several hosts with as many ranks each")
     else:
         name = get_algorithm(algorithm).name
         get_algorithm(name).check_supports(call)

@@ -180,10 +180,7 @@ def protocol_network(
         for i, link in enumerate(network.links)
     )
     meta = {k: v for k, v in network.meta.items() if k != "nccl"}
-    return Network(
-        f"{network.name}+{protocol.name}", network.devices, links, network.rank_devices,
-        network.gamma_s_per_B, network.router, meta,
-    )
+    return network.rebuilt(name=f"{network.name}+{protocol.name}", links=links, meta=meta)
 
 
 def _hosts(network: Network, ranks: int) -> list[list[int]]:
@@ -246,11 +243,7 @@ class NcclModel:
         if key not in self._cache:
             base = self.network
             if ranks != tuple(range(len(ranks))):
-                base = Network(
-                    base.name, base.devices, base.links,
-                    tuple(base.rank_devices[r] for r in ranks), base.gamma_s_per_B,
-                    base.router, dict(base.meta),
-                )
+                base = base.rebuilt(rank_devices=tuple(base.rank_devices[r] for r in ranks))
             else:
                 base = base.with_ranks(len(ranks))
             nodes = len({self.network.host_of(r) for r in range(max(ranks) + 1)} - {None})

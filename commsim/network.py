@@ -162,6 +162,25 @@ class Network:
             )
         return self.reduction_switches[endpoint - self.ranks]
 
+    def rebuilt(
+        self,
+        *,
+        name: str | None = None,
+        links: tuple[Link, ...] | None = None,
+        rank_devices: tuple[int, ...] | None = None,
+        meta: dict[str, object] | None = None,
+    ) -> Network:
+        """A fresh network (its own caches) like this one, with the given parts replaced."""
+        return Network(
+            self.name if name is None else name,
+            self.devices,
+            self.links if links is None else links,
+            self.rank_devices if rank_devices is None else rank_devices,
+            self.gamma_s_per_B,
+            self.router,
+            dict(self.meta) if meta is None else meta,
+        )
+
     def reducing_view(self, switches: frozenset[int]) -> Network:
         """This network as in-network reduction sees it: every port of the reducing switches
         ``switches`` (device indices) carries the switch's ``reduction_Bps``; other links are
@@ -174,8 +193,7 @@ class Network:
                      rate.get(link.src) or rate.get(link.dst) or link.bandwidth_Bps, link.label)
                 for link in self.links
             )
-            return Network(self.name, self.devices, links, self.rank_devices,
-                           self.gamma_s_per_B, self.router, dict(self.meta))
+            return self.rebuilt(links=links)
 
         return self.derived(("reducing_view", switches), make)
 
@@ -235,12 +253,4 @@ class Network:
             )
         if ranks == self.ranks:
             return self
-        return Network(
-            self.name,
-            self.devices,
-            self.links,
-            self.rank_devices[:ranks],
-            self.gamma_s_per_B,
-            self.router,
-            dict(self.meta),
-        )
+        return self.rebuilt(rank_devices=self.rank_devices[:ranks])

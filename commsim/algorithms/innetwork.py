@@ -108,13 +108,14 @@ def build_nvls(call: Call) -> Schedule:
     for group in groups:
         switch_all_reduce(plan, group, call.host_switches[group[0]], 0, n, chunks)
     if len(groups) > 1:
-        rails = _rails(groups, parts(groups, n))
+        host_parts = parts(groups, n)
+        rails = _rails(groups, host_parts)
         plan.fence(range(p), plan.since(start))
         start = plan.mark()
         reduce_scatter_steps(plan, rails, 1)
         all_gather_steps(plan, rails, 1)
         plan.fence(range(p), plan.since(start))
-        for group, blocks in zip(groups, parts(groups, n), strict=True):
+        for group, blocks in zip(groups, host_parts, strict=True):
             switch_gather(plan, group, blocks, call.host_switches[group[0]], chunks)
     return plan.schedule(call.collective, NVLS, p, call.root, chunks)
 

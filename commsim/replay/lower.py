@@ -44,15 +44,7 @@ def group_network(network: Network, group: tuple[int, ...]) -> Network:
     """The machine seen by a group: group rank ``i`` runs on global rank ``group[i]``'s device."""
     if group == tuple(range(network.ranks)):
         return network
-    return Network(
-        network.name,
-        network.devices,
-        network.links,
-        tuple(network.rank_devices[r] for r in group),
-        network.gamma_s_per_B,
-        network.router,
-        dict(network.meta),
-    )
+    return network.rebuilt(rank_devices=tuple(network.rank_devices[r] for r in group))
 
 
 def group_call(
