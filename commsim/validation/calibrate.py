@@ -40,16 +40,14 @@ from commsim.topology.build import build_network
 from commsim.topology.dump import dump_yaml, format_bandwidth, format_time
 from commsim.topology.presets import TopologyRef, topology_spec
 from commsim.topology.spec import (
-    CustomLinkSpec,
-    CustomSpec,
     FlatSpec,
     HierarchicalSpec,
     LinkSpec,
     SwitchSpec,
     TopologySpec,
-    TorusSpec,
 )
 from commsim.validation.measurements import Measurement
+from commsim.validation.parameters import BOUNDS, Param, reported, template_parameters
 from commsim.validation.solve import solve_log_linear
 from commsim.validation.validate import Predictor, ValidationReport, summary_line, validate
 
@@ -58,15 +56,6 @@ MAX_OUTER = 12
 #: Relative step of the finite differences, and the settle tolerance on x.
 STEP = 1e-3
 TOLERANCE = 1e-6
-
-
-@dataclass(frozen=True, slots=True)
-class _Param:
-    """One fitted number: its name in reports, its kind, and where it goes in the spec."""
-
-    name: str  # e.g. "intra.latency"
-    kind: str  # "latency" (s), "inverse_bandwidth" (s/B), "gamma" (s/B), "latency_scale"...
-    klass: str  # the link class ("link", "intra", "inter", "links[0..3]", "gamma")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,122 +178,9 @@ def _grown(spec: TopologySpec, ranks: int) -> TopologySpec:
     )
 
 
-def _custom_classes(spec: CustomSpec) -> list[tuple[float, float]]:
-    classes: list[tuple[float, float]] = []
-    for link in spec.links:
-        key = (link.latency_s, link.bandwidth_Bps)
-        if key not in classes:
-            classes.append(key)
-    return classes
-
-
-def _parameters(
-    spec: TopologySpec, multi_host: bool, fit_gamma: bool
-) -> tuple[list[_Param], np.ndarray, Callable[[np.ndarray], TopologySpec]]:
-    """The fitted parameters of ``spec``, their start values, and ``x -> spec``."""
-    params: list[_Param] = []
-    start: list[float] = []
-
-    def add_link(klass: str, link: LinkSpec) -> None:
-        params.append(_Param(f"{klass}.latency_s", "latency", klass))
-        params.append(_Param(f"{klass}.bandwidth_Bps", "inverse_bandwidth", klass))
-        start.extend([max(link.latency_s, 1e-9), 1.0 / link.bandwidth_Bps])
-
-    classes: list[tuple[float, float]] = []
-    if isinstance(spec, FlatSpec | TorusSpec):
-        add_link("link", spec.link)
-    elif isinstance(spec, HierarchicalSpec):
-        add_link("intra", spec.intra)
-        if multi_host:
-            add_link("inter", spec.inter)
-    elif isinstance(spec, CustomSpec):
-        classes = _custom_classes(spec)
-        for i, (latency, _) in enumerate(classes):
-            klass = f"links[{i}]"
-            if latency > 0:
-                params.append(_Param(f"{klass}.latency_scale", "latency_scale", klass))
-                start.append(1.0)
-            params.append(_Param(f"{klass}.bandwidth_scale", "inverse_bandwidth_scale", klass))
-            start.append(1.0)
-    else:
-        raise SpecError(f"cannot calibrate a topology of kind {spec.kind!r}")
-    if fit_gamma:
-        params.append(_Param("gamma_s_per_B", "gamma", "gamma"))
-        start.append(max(spec.gamma_s_per_B, 1e-13))
-
-    def build(x: np.ndarray) -> TopologySpec:
-        values = {p.name: float(v) for p, v in zip(params, x, strict=True)}
-        replace: dict[str, object] = {}
-
-        def link(klass: str) -> LinkSpec:
-            bandwidth = 1.0 / values[f"{klass}.bandwidth_Bps"]
-            template: LinkSpec = getattr(spec, klass)
-            reduction = template.reduction_bandwidth_Bps
-            return LinkSpec(
-                latency_s=values[f"{klass}.latency_s"],
-                bandwidth_Bps=bandwidth,
-                # an in-network reducing switch keeps its efficiency relative to the port
-                reduction_bandwidth_Bps=None
-                if reduction is None
-                else reduction * bandwidth / template.bandwidth_Bps,
-            )
-
-        if isinstance(spec, FlatSpec | TorusSpec):
-            replace["link"] = link("link")
-        elif isinstance(spec, HierarchicalSpec):
-            replace["intra"] = link("intra")
-            if "inter.latency_s" in values:
-                replace["inter"] = link("inter")
-        elif isinstance(spec, CustomSpec):
-            links = []
-            for item in spec.links:
-                i = classes.index((item.latency_s, item.bandwidth_Bps))
-                a = values.get(f"links[{i}].latency_scale", 1.0)
-                b = values[f"links[{i}].bandwidth_scale"]
-                links.append(
-                    CustomLinkSpec(
-                        src=item.src,
-                        dst=item.dst,
-                        latency_s=item.latency_s * a,
-                        bandwidth_Bps=item.bandwidth_Bps / b,
-                        duplex=item.duplex,
-                    )
-                )
-            replace["links"] = tuple(links)
-        if "gamma_s_per_B" in values:
-            replace["gamma_s_per_B"] = values["gamma_s_per_B"]
-        return dataclasses.replace(spec, **replace)  # type: ignore[arg-type]
-
-    return params, np.asarray(start, dtype=float), build
-
-
-def _reported(params: list[_Param], x: np.ndarray) -> dict[str, float]:
-    """Fitted values in SI for the report (bandwidths, not their inverses)."""
-    out: dict[str, float] = {}
-    for p, value in zip(params, x, strict=True):
-        if p.kind == "inverse_bandwidth":
-            out[p.name] = 1.0 / float(value)
-        elif p.kind == "inverse_bandwidth_scale":
-            out[p.name] = 1.0 / float(value)  # the factor bandwidths were multiplied by
-        else:
-            out[p.name] = float(value)
-    return out
-
-
 # -- the fit -------------------------------------------------------------------------------
 #: Halvings (in log-parameters) of a Gauss-Newton step that did not improve the fit.
 BACKTRACK = 4
-#: Physical bounds of the fitted values (SI), so a parameter the data hardly constrains
-#: settles at a plausible extreme instead of 0 or infinity.
-BOUNDS = {
-    "latency": (1e-9, 10.0),
-    "inverse_bandwidth": (1e-14, 1e-5),  # 100 TB/s .. 100 KB/s
-    "gamma": (1e-16, 1e-6),
-    "latency_scale": (1e-4, 1e4),
-    "inverse_bandwidth_scale": (1e-4, 1e4),
-}
-
-
 def calibrate(
     rows: Sequence[Measurement],
     template: TopologyRef | None = None,
@@ -354,7 +230,7 @@ def calibrate(
     multi_host = any(
         len({network0.host_of(r) for r in range(row.ranks)} - {None}) > 1 for row in rows
     )
-    params, x, build = _parameters(spec, multi_host, fit_gamma)
+    params, x, build = template_parameters(spec, multi_host, fit_gamma)
     notes: list[str] = []
     if isinstance(spec, HierarchicalSpec) and not multi_host:
         notes.append("inter (network) link kept from the template: no row spans two hosts")
@@ -452,7 +328,7 @@ def calibrate(
     report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source)
     return Calibration(
         spec=fitted,
-        parameters=_reported(params, best_x),
+        parameters=reported(params, best_x),
         report=report,
         source=source,
         template=template_name,
@@ -463,7 +339,7 @@ def calibrate(
 
 def _initial_guess(
     rows: Sequence[Measurement],
-    params: list[_Param],
+    params: list[Param],
     x: np.ndarray,
     predict: Callable[[np.ndarray], np.ndarray],
 ) -> np.ndarray:
