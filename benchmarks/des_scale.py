@@ -17,7 +17,7 @@ import time
 from _common import max_rss_mib, table
 
 from commsim.algorithms import build_schedule
-from commsim.api import choose_algorithm, make_call
+from commsim.api import make_call, simulate
 from commsim.engine.analytic import predict
 from commsim.engine.des import simulate_des
 from commsim.topology import load_topology
@@ -40,7 +40,9 @@ def main() -> None:
         call = make_call("all_reduce", network, nbytes)
         name = args.algorithm
         if name == "auto":
-            name = choose_algorithm(call, network, "des")
+            # commsim's own choice (NCCL off), ranked by the closed forms at this scale
+            name = simulate("all_reduce", network, nbytes, protocol="none",
+                            engine="analytic").algorithm
         t1 = time.perf_counter()
         schedule = build_schedule(call, name)
         t2 = time.perf_counter()

@@ -25,7 +25,7 @@ from pathlib import Path
 from _common import best_of, max_rss_mib, table
 
 from commsim.algorithms import build_schedule
-from commsim.api import choose_algorithm, make_call
+from commsim.api import make_call, simulate
 from commsim.engine.des import simulate_des
 from commsim.topology import load_topology
 
@@ -35,7 +35,10 @@ def one(nodes: int, algorithm: str, repeat: int) -> dict[str, object]:
     network = load_topology(f"dgx-h100x{nodes}")
     call = make_call("all_reduce", network, "1GiB")
     t0 = time.perf_counter()
-    name = choose_algorithm(call, network, "des") if algorithm == "auto" else algorithm
+    if algorithm == "auto":  # commsim's own choice (NCCL off), ranked by the closed forms
+        algorithm = simulate("all_reduce", network, "1GiB", protocol="none",
+                             engine="analytic").algorithm
+    name = algorithm
     choose_s = time.perf_counter() - t0
     build_s, schedule = best_of(repeat, lambda: build_schedule(call, name))
     des_s, timing = best_of(repeat, lambda s=schedule: simulate_des(s, network))

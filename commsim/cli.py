@@ -205,19 +205,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from commsim.topology import load_topology
     from commsim.units import parse_size_range
 
-    if args.engine == "analytic":
-        for flag, value in (("--transfers", args.transfers), ("--trace", args.trace)):
-            if value is not None:
-                raise SpecError(
-                    f"{flag} {value}: needs --engine des (the analytic engine "
-                    "computes a time, not transfers)"
-                )
     many = ":" in args.size  # a range, even one that yields a single size, gives a list
-    if args.plot is not None and not many and args.engine == "analytic":
-        raise SpecError(
-            f"--plot {args.plot}: one size plots link utilization, which needs --engine des "
-            "(or give a size range for busbw vs size)"
-        )
     for flag, value in (
         ("--transfers", args.transfers),
         ("--trace", args.trace),
@@ -227,8 +215,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise SpecError(f"{flag} {value}: directory {str(Path(value).parent)!r} does not exist")
     sizes = parse_size_range(args.size, "--size")
     network = load_topology(args.topology)
-    if args.ranks is not None:
-        network = network.with_ranks(args.ranks)
     results = [
         simulate(
             args.collective,
@@ -236,25 +222,30 @@ def cmd_run(args: argparse.Namespace) -> int:
             nbytes,
             algorithm=args.algorithm,
             root=args.root,
+            ranks=args.ranks,
             chunks=args.chunks,
             engine=args.engine,
             protocol=args.protocol,
-            need_schedule=bool(args.transfers or args.trace or (args.plot and not many)),
         )
         for nbytes in sizes
     ]
-    for result in results:
-        if args.transfers is not None:
-            write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
-        if args.trace is not None:
-            write_trace(result, _per_size_path(args.trace, result.nbytes, many), network)
+    # File outputs read the records of the same evaluations: they never change a time, and a
+    # result without records (NCCL's composed estimates) fails here, before anything is written.
+    if args.transfers or args.trace or (args.plot and not many):
+        recorded = [r.with_records() for r in results]
+        for result in recorded:
+            if args.transfers is not None:
+                write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
+            if args.trace is not None:
+                write_trace(result, _per_size_path(args.trace, result.nbytes, many),
+                            result.network)
     if args.plot is not None:
         from commsim.plots import plot_busbw, plot_link_utilization
 
         if many:
             fig = plot_busbw(results, by="topology")
         else:
-            fig = plot_link_utilization(results[0])  # on the network the DES used
+            fig = plot_link_utilization(recorded[0])  # on the network the DES used
         fig.savefig(args.plot, dpi=100, metadata={"Software": None})
     if args.json:
         rows = [r.to_dict() for r in results]

@@ -41,8 +41,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from commsim.algorithms import get_algorithm
+from commsim.algorithms.base import Call
+from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
-from commsim.errors import SpecError
+from commsim.engine.evaluate import Evaluation, evaluate
+from commsim.errors import ScheduleError, SpecError
 from commsim.network import Link, Network
 
 #: The composed (not scheduled) algorithm of this model; see NcclModel.pipelined_hierarchical.
@@ -192,8 +196,11 @@ def _hosts(network: Network, ranks: int) -> list[list[int]]:
 
 
 class NcclModel:
-    """Times calls the way NCCL would run them on ``network`` (see the module docstring).
+    """How NCCL runs calls on the first ranks of ``network`` (see the module docstring): which
+    (algorithm, protocol) candidates its tuner weighs, the network each runs on, its launch
+    latency, and the composed time of the pipelined phases across hosts.
 
+    It times one candidate at a time; choosing among them is :mod:`commsim.timing`'s job.
     Networks scaled per (ranks, protocol, channels) are built once and kept.
     """
 
@@ -201,6 +208,11 @@ class NcclModel:
         self.network = network
         self._cache: dict[tuple[object, ...], Network] = {}
         self._memo: dict[tuple[object, ...], object] = {}
+
+    @classmethod
+    def of(cls, network: Network) -> NcclModel:
+        """The model kept with ``network``."""
+        return network.derived("nccl_model", lambda: cls(network))
 
     def _hosts(self, ranks: int) -> list[list[int]]:
         key = ("hosts", ranks)
@@ -214,11 +226,6 @@ class NcclModel:
             self._memo[key] = ring_channels(self.network, ranks)
         return self._memo[key]  # type: ignore[return-value]
 
-    @classmethod
-    def of(cls, network: Network) -> NcclModel:
-        """The model kept with ``network``."""
-        return network.derived("nccl_model", lambda: cls(network))
-
     @staticmethod
     def protocol(name: str) -> Protocol:
         """The protocol called ``name`` (any case)."""
@@ -227,16 +234,18 @@ class NcclModel:
                 return protocol
         raise SpecError(f"unknown NCCL protocol {name!r} (known: {', '.join(PROTOCOL_NAMES)})")
 
+    @staticmethod
+    def protocols_of(name: str) -> tuple[str, ...]:
+        """The protocols NCCL runs ``name`` with."""
+        return ("Simple",) if name in SIMPLE_ONLY else PROTOCOL_NAMES
+
     def check(self, algorithm: str) -> None:
         """Validate ``ALGORITHM+PROTOCOL``."""
-        from commsim.algorithms import get_algorithm
-
         name, _, protocol = algorithm.partition("+")
         if name != PIPELINED:
             name = get_algorithm(name).name
-        if name in SIMPLE_ONLY and self.protocol(protocol).name != "Simple":
+        if self.protocol(protocol).name not in self.protocols_of(name):
             raise SpecError(f"NCCL runs {name} with the Simple protocol only, not {protocol!r}")
-        self.protocol(protocol)
 
     def _net(self, ranks: tuple[int, ...], protocol: Protocol, channels: int) -> Network:
         key = (ranks, protocol.name, channels)
@@ -253,78 +262,35 @@ class NcclModel:
             )
         return self._cache[key]
 
-    def network_for(self, ranks: int, algorithm: str) -> Network:
-        """The alpha-beta network ``ALGORITHM+PROTOCOL`` runs on (first ``ranks`` ranks)."""
-        name, _, protocol_name = algorithm.partition("+")
+    def network_for(self, ranks: int, name: str, protocol: str) -> Network:
+        """The alpha-beta network ``name`` under ``protocol`` runs on (first ``ranks`` ranks)."""
         channels = self._channels(ranks) if name == "ring" else 1
-        return self._net(tuple(range(ranks)), self.protocol(protocol_name), channels)
+        return self._net(tuple(range(ranks)), self.protocol(protocol), channels)
 
-    def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
-             protocol: Protocol, engine: str, channels: int = 1) -> float:
-        from commsim.api import simulate
-
-        net = self._net(ranks, protocol, channels)
-        return simulate(collective, net, nbytes, algorithm=name, engine=engine).time_s
-
-    def time(self, collective: Collective, ranks: int, nbytes: int, algorithm: str,
-             engine: str) -> float:
-        """Seconds for ``ALGORITHM+PROTOCOL`` on the first ``ranks`` ranks, launch included."""
-        name, _, protocol_name = algorithm.partition("+")
-        protocol = self.protocol(protocol_name)
-        if ranks < 2 or nbytes == 0:  # nothing to move: NCCL returns at once
-            return 0.0
-        base = base_latency_s(name, protocol.name)
-        if name == PIPELINED:
-            return base + self.pipelined_hierarchical(collective, ranks, nbytes, protocol,
-                                                      engine)
-        if self.composed(name, ranks):
-            return base + self.pipelined_in_network(name, ranks, nbytes, protocol, engine)
-        channels = self._channels(ranks) if name == "ring" else 1
-        return base + self._run(collective, tuple(range(ranks)), nbytes, name, protocol,
-                                engine, channels)
-
-    def candidates(self, collective: Collective, ranks: int) -> list[str]:
-        """``ALGORITHM+PROTOCOL`` pairs NCCL would consider for this call."""
-        key = ("candidates", collective, ranks)
+    def candidates(self, call: Call) -> list[tuple[str, str]]:
+        """(algorithm, protocol) pairs NCCL would consider for ``call`` (on the first
+        ``call.ranks`` ranks), in NCCL's order."""
+        key = ("candidates", call.collective, call.ranks, call.host_switches, call.fabric_switch)
         if key not in self._memo:
-            self._memo[key] = self._candidates(collective, ranks)
+            self._memo[key] = self._candidates(call)
         return list(self._memo[key])  # type: ignore[call-overload]
 
-    def _candidates(self, collective: Collective, ranks: int) -> list[str]:
-        from commsim.algorithms import get_algorithm
-        from commsim.api import make_call
-        from commsim.errors import ScheduleError
-
+    def _candidates(self, call: Call) -> list[tuple[str, str]]:
+        ranks = call.ranks
         groups = self._hosts(ranks)
         multi = len(groups) > 1 and None not in {self.network.host_of(r) for r in range(ranks)}
         even = len({len(g) for g in groups}) == 1
-        out: list[str] = []
-        for name in NCCL_ALGORITHMS[collective]:
+        out: list[tuple[str, str]] = []
+        for name in NCCL_ALGORITHMS[call.collective]:
             if name == PIPELINED and not (multi and even):
                 continue
             if name in SIMPLE_ONLY:
-                call = make_call(collective, self.network.with_ranks(ranks), 1)
                 try:
                     get_algorithm(name).check_supports(call)
                 except ScheduleError:
                     continue
-                out.append(f"{name}+Simple")
-                continue
-            out.extend(f"{name}+{p.name}" for p in PROTOCOLS)
+            out.extend((name, protocol) for protocol in self.protocols_of(name))
         return out
-
-    def fastest(self, collective: Collective, ranks: int, nbytes: int, engine: str,
-                among: list[str] | None = None) -> tuple[float, str]:
-        """The fastest candidate (or of ``among``): (seconds, ``ALGORITHM+PROTOCOL``); ties:
-        first listed."""
-        best: tuple[float, str] | None = None
-        for candidate in among if among is not None else self.candidates(collective, ranks):
-            time_s = self.time(collective, ranks, nbytes, candidate, engine)
-            if best is None or time_s < best[0]:
-                best = (time_s, candidate)
-        if best is None:
-            raise SpecError(f"NCCL has no algorithm for {collective.value} on {ranks} ranks")
-        return best
 
     def composed(self, name: str, ranks: int) -> bool:
         """Whether NCCL's ``name`` on the first ``ranks`` ranks is timed as pipelined phases
@@ -332,6 +298,41 @@ class NcclModel:
         if name == PIPELINED:
             return True
         return name in SIMPLE_ONLY and len(self._hosts(ranks)) > 1
+
+    def evaluate(self, call: Call, name: str, protocol: str, engine: str,
+                 records: bool = False) -> Evaluation:
+        """``call`` (on the first ``call.ranks`` ranks) run by ``name`` under ``protocol``,
+        launch latency NOT included (:func:`base_latency_s` gives it). A composed candidate
+        has no schedule: its evaluation carries the time only."""
+        proto = self.protocol(protocol)
+        if name == PIPELINED:
+            time_s = self.pipelined_hierarchical(call.collective, call.ranks, call.nbytes,
+                                                 proto, engine)
+            return Evaluation(time_s, 1, self.network)
+        if self.composed(name, call.ranks):
+            time_s = self.pipelined_in_network(name, call.ranks, call.nbytes, proto, engine)
+            return Evaluation(time_s, 1, self.network)
+        return evaluate(call, self.network_for(call.ranks, name, proto.name), name, engine,
+                        records)
+
+    def time(self, collective: Collective, ranks: int, nbytes: int, algorithm: str,
+             engine: str) -> float:
+        """Seconds for ``ALGORITHM+PROTOCOL`` on the first ``ranks`` ranks, launch included."""
+        name, _, protocol = algorithm.partition("+")
+        if ranks < 2 or nbytes == 0:  # nothing to move: NCCL returns at once
+            return 0.0
+        if name != PIPELINED:
+            name = get_algorithm(name).name
+        call = make_call(collective, self.network.with_ranks(ranks), nbytes)
+        launch = base_latency_s(name, self.protocol(protocol).name)
+        return launch + self.evaluate(call, name, protocol, engine).time_s
+
+    def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
+             protocol: Protocol, engine: str, channels: int = 1) -> float:
+        """One phase of a composed candidate: ``name`` among ``ranks`` on their protocol
+        network."""
+        net = self._net(ranks, protocol, channels)
+        return evaluate(make_call(collective, net, nbytes), net, name, engine).time_s
 
     def pipelined_in_network(self, name: str, ranks: int, nbytes: int, protocol: Protocol,
                              engine: str) -> float:
@@ -370,7 +371,7 @@ class NcclModel:
         ``nbytes / L`` among one rank per host (every rail does the same at once, each over
         its own NICs). Pipelined in many chunks, the call takes the slower phase plus the
         faster one's latency (its time at 1 byte per rank): ``max(A, B) + min(A0, B0)``.
-        Launch latency is not included (:meth:`time` adds it).
+        Launch latency is not included (:func:`base_latency_s` gives it).
         """
         if collective is not Collective.ALL_REDUCE:
             raise SpecError(f"{PIPELINED} runs all_reduce only, not {collective.value}")
@@ -392,4 +393,3 @@ class NcclModel:
         a, b = phases(nbytes)
         a0, b0 = phases(ranks)
         return max(a, b) + min(a0, b0)
-

@@ -1,15 +1,18 @@
 """Results of a simulated collective: the summary row and the per-transfer records.
 
-Only this layer (and export/plot/replay) imports pandas.
+A plain value below the timing layer (:mod:`commsim.timing` makes them); pandas is imported
+only when :meth:`Result.transfers` builds its DataFrame.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from commsim.collectives import Collective
 from commsim.engine.des import Timing
+from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.schedule import Schedule
 
@@ -32,9 +35,13 @@ class Result:
         The NCCL protocol (``LL``, ``LL128``, ``Simple``) on a topology that runs NCCL, its
         launch latency included in ``time_s``; None for a plain alpha-beta run.
     time_s
-        Seconds from the first transfer's start to the last one's arrival.
+        Seconds from the call to the last transfer's arrival (NCCL's launch latency, then the
+        transfers).
     schedule, timing
-        The schedule and its per-transfer times (``None`` for the analytic engine).
+        The schedule and its per-transfer times (``None`` for the analytic engine until
+        :meth:`with_records` asks for them, and for NCCL's composed estimates).
+    launch_s
+        NCCL's launch latency included in ``time_s`` (0 for a plain alpha-beta run).
     """
 
     collective: Collective
@@ -51,6 +58,20 @@ class Result:
     #: The network the transfers were timed on (a protocol's or an in-network view of the
     #: topology under NCCL); None for the analytic engine.
     network: Network | None = field(default=None, compare=False, repr=False)
+    launch_s: float = 0.0
+    #: Why this result can have no per-transfer records (None: it has them, or can get them).
+    records_error: str | None = field(default=None, compare=False, repr=False)
+    #: Makes the same result with its records (the timing layer's evaluation of them).
+    records_source: Callable[[], Result] | None = field(default=None, compare=False, repr=False)
+
+    def with_records(self) -> Result:
+        """This result with its schedule and per-transfer timing: from the same evaluation,
+        with the same ``time_s``; SpecError saying why when there are none."""
+        if self.schedule is not None and self.timing is not None:
+            return self
+        if self.records_source is None:
+            raise SpecError(self.records_error or f"no transfers for {self.label}")
+        return self.records_source()
 
     @property
     def label(self) -> str:
@@ -93,15 +114,15 @@ class Result:
         """
         import pandas as pd
 
-        if self.schedule is None or self.timing is None:
-            raise ValueError("per-transfer records need the discrete-event engine (--engine des)")
-        ts = self.schedule.transfers
+        full = self.with_records()
+        assert full.schedule is not None and full.timing is not None
+        ts = full.schedule.transfers
         return pd.DataFrame(
             {
                 "src": [t.src for t in ts],
                 "dst": [t.dst for t in ts],
-                "start_s": list(self.timing.start_s),
-                "end_s": list(self.timing.end_s),
+                "start_s": list(full.timing.start_s),
+                "end_s": list(full.timing.end_s),
                 "nbytes": [t.nbytes for t in ts],
                 "offset": [t.offset for t in ts],
                 "op": [t.op.value for t in ts],

@@ -245,6 +245,8 @@ def test_trace_byte_identical(capsys: pytest.CaptureFixture[str], tmp_path: Path
                     "dgx-h100x2",
                     "-s",
                     "4MiB",
+                    "--algorithm",
+                    "ring",
                     "--trace",
                     str(trace),
                     "--transfers",
@@ -292,17 +294,33 @@ def test_files_per_size_for_a_range(
     ]
 
 
-@pytest.mark.parametrize("flag", ["--transfers", "--trace"])
-def test_files_need_des(
-    capsys: pytest.CaptureFixture[str], ring8: str, tmp_path: Path, flag: str
+def test_analytic_records_match_the_closed_form(
+    capsys: pytest.CaptureFixture[str], ring8: str, tmp_path: Path
 ) -> None:
-    """--transfers/--trace with --engine analytic is a one-line error, and no file appears."""
+    """--transfers with --engine analytic writes the records of a simulation that gives the
+    closed form's time: the latest end_s is the printed time, and the table is unchanged."""
+    argv = ["run", "all_reduce", "-t", ring8, "-s", "1MiB", "--engine", "analytic", "--json"]
+    assert main(argv) == 0
+    plain = capsys.readouterr().out
+    path = tmp_path / "out.csv"
+    assert main([*argv, "--transfers", str(path)]) == 0
+    assert capsys.readouterr().out == plain
+    latest = max(float(line.split(",")[3]) for line in path.read_text().splitlines()[1:])
+    assert latest == pytest.approx(json.loads(plain)["time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("flag", ["--transfers", "--trace"])
+def test_composed_estimates_have_no_records(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str
+) -> None:
+    """NCCL's pipelined trees across hosts have no schedule: asking for their records is a
+    one-line error saying why, and no file appears (the choice of algorithm is unchanged)."""
     path = tmp_path / "out.x"
     assert_one_line_error(
         capsys,
-        ["run", "all_reduce", "-t", ring8, "-s", "1MiB", "--engine", "analytic", flag, str(path)],
-        flag,
-        "des",
+        ["run", "all_reduce", "-t", "dgx-h100x4", "-s", "1MiB", flag, str(path)],
+        "hierarchical_pipelined/LL",
+        "composed",
     )
     assert not path.exists()
 

@@ -54,7 +54,8 @@ class _Flow:
     Once drained, the flow object itself is scheduled as the transfer's arrival event.
     """
 
-    __slots__ = ("index", "links", "remaining", "rate", "updated", "version", "callbacks")
+    __slots__ = ("index", "links", "remaining", "rate", "updated", "version", "callbacks",
+                 "weights", "latency")
     _ok = True  # read by SimPy after the callbacks ran
 
     def __init__(self, index: int, links: tuple[int, ...], nbytes: float, now: float) -> None:
@@ -65,6 +66,11 @@ class _Flow:
         self.updated = now
         self.version = 0
         self.callbacks: tuple[object, ...] | None = None
+        #: Link capacity one byte/s of this flow takes, per link (None: 1 on every link); a
+        #: flow timed on a view of the network (commsim.engine.tasks) sets it.
+        self.weights: dict[int, float] | None = None
+        #: The route's latency when it is not the network's own (a view's).
+        self.latency: float | None = None
 
 
 class _Drained:
@@ -197,9 +203,12 @@ class _Simulation:
             self._reshare(flow.links)
         self._arrive(index, self.transfers[index], flow)
 
-    def _arrive(self, index: int, transfer: Transfer, flow: _Flow | None = None) -> None:
+    def _arrive(self, index: int, transfer: Transfer, flow: _Flow | None = None,
+                latency: float | None = None) -> None:
         """The last byte has left: wait for the route's latency (and reduction), then end."""
-        delay = self.routes[(transfer.src, transfer.dst)][1]
+        if latency is None:
+            latency = flow.latency if flow is not None else None
+        delay = self.routes[(transfer.src, transfer.dst)][1] if latency is None else latency
         # a switch reduces in hardware at line rate: gamma is the ranks' arithmetic only
         if transfer.op is OpKind.REDUCE and transfer.dst < self.network.ranks:
             delay += self.gamma * transfer.nbytes
@@ -221,6 +230,12 @@ class _Simulation:
                 self._start(dependent)
 
     # -- bandwidth sharing ---------------------------------------------------------------
+    def _rates(self, flows: list[_Flow], links: list[int]) -> dict[int, float]:
+        """Max-min fair rates of a component's flows."""
+        if any(flow.weights is not None for flow in flows):
+            return _weighted_max_min_rates(flows, links, self.capacity, self.on_link)
+        return _max_min_rates(flows, links, self.capacity, self.on_link)
+
     def _component(self, seed_links: Iterable[int]) -> tuple[list[_Flow], list[int]]:
         """Flows connected to ``seed_links`` through shared links, and the links they use."""
         on_link = self.on_link
@@ -243,7 +258,7 @@ class _Simulation:
         flows, links = self._component(seed_links)
         if not flows:
             return
-        rates = _max_min_rates(flows, links, self.capacity, self.on_link)
+        rates = self._rates(flows, links)
         env = self.env
         now = env.now
         for flow in flows:
@@ -279,6 +294,39 @@ def _max_min_rates(
             rates[flow.index] = share
             for link in flow.links:
                 spare[link] = max(spare[link] - share, 0.0)  # clamp float rounding
+                unfixed[link] -= 1
+    return rates
+
+
+def _weighted_max_min_rates(
+    flows: list[_Flow],
+    links: list[int],
+    capacity: list[float],
+    on_link: Sequence[dict[int, _Flow]],
+) -> dict[int, float]:
+    """Progressive filling where a flow's byte/s takes ``weights[link]`` of a link's capacity:
+    every unfixed flow rises at the same rate until a link is full (``_max_min_rates`` with
+    weights 1)."""
+    spare = {link: capacity[link] for link in links}
+    load = dict.fromkeys(links, 0.0)
+    unfixed = dict.fromkeys(links, 0)
+    for link in links:
+        for flow in on_link[link].values():
+            load[link] += flow.weights[link] if flow.weights is not None else 1.0
+            unfixed[link] += 1
+    rates: dict[int, float] = {}
+    while len(rates) < len(flows):
+        share, bottleneck = min(
+            (spare[link] / load[link], link) for link, count in unfixed.items() if count
+        )
+        for flow in on_link[bottleneck].values():
+            if flow.index in rates:
+                continue
+            rates[flow.index] = share
+            for link in flow.links:
+                weight = flow.weights[link] if flow.weights is not None else 1.0
+                spare[link] = max(spare[link] - share * weight, 0.0)  # clamp float rounding
+                load[link] -= weight
                 unfixed[link] -= 1
     return rates
 

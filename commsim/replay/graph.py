@@ -32,7 +32,7 @@ is what each rank holds throughout.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from commsim.collectives import Collective, parse_collective
@@ -64,9 +64,10 @@ class Task:
         Indices of earlier tasks that must end before this one starts.
     duration_s
         Compute time (compute tasks only).
-    collective, nbytes, algorithm
-        What a collective does, on how many bytes, and with which algorithm (``auto``: the one
-        with the lowest closed-form cost on the group). ``nbytes`` is also a send's size.
+    collective, nbytes, algorithm, protocol
+        What a collective does, on how many bytes, and with which algorithm and NCCL protocol
+        (``auto``: what ``commsim run`` would choose for that call on the group, see
+        :mod:`commsim.timing`). ``nbytes`` is also a send's size.
     phase
         ``forward``, ``backward``, ``optimizer``, ... (trace and plot colours, filters).
     stream
@@ -83,6 +84,7 @@ class Task:
     collective: Collective | None = None
     nbytes: int = 0
     algorithm: str = ""
+    protocol: str = "auto"
     phase: str = ""
     stream: str = ""
     mem_start: int = 0
@@ -155,22 +157,7 @@ class GraphBuilder:
                 if last is not None:
                     deps.add(last)
         index = len(self.tasks)
-        self.tasks.append(
-            Task(
-                name=task.name,
-                kind=task.kind,
-                ranks=task.ranks,
-                deps=tuple(sorted(deps)),
-                duration_s=task.duration_s,
-                collective=task.collective,
-                nbytes=task.nbytes,
-                algorithm=task.algorithm,
-                phase=task.phase,
-                stream=task.stream,
-                mem_start=task.mem_start,
-                mem_end=task.mem_end,
-            )
-        )
+        self.tasks.append(replace(task, deps=tuple(sorted(deps))))
         if task.stream:
             for rank in task.ranks:
                 self._last[(rank, task.stream)] = index
@@ -210,6 +197,7 @@ class GraphBuilder:
         nbytes: int,
         *,
         algorithm: str = "auto",
+        protocol: str = "auto",
         name: str,
         phase: str,
         deps: Iterable[int] = (),
@@ -227,6 +215,7 @@ class GraphBuilder:
                 collective=parse_collective(collective),
                 nbytes=int(nbytes),
                 algorithm=algorithm,
+                protocol=protocol,
                 phase=phase,
                 stream=stream,
                 mem_start=mem_start,

@@ -1,35 +1,43 @@
 """Time a step graph on a network: lower its tasks to engine items, run them in one DES.
 
-Lowering, task by task (in the graph's topological order):
+Every collective is timed exactly as ``commsim run`` times the same call
+(:class:`~commsim.timing.Timer`: NCCL's choice of algorithm and protocol, its launch latency,
+in-network reduction) and then placed in the step's one simulation. Lowering, task by task (in
+the graph's topological order):
 
 * compute -> one :class:`~commsim.engine.tasks.Delay` of its duration;
-* collective -> a zero-length *gate* delay that waits for the task's deps, the schedule of the
-  collective (built by the same algorithms as ``commsim run``, on group ranks ``0..g-1``) with
-  its ranks remapped to the group's global ranks and its first transfers waiting on the gate,
-  and a zero-length *join* delay after its last transfers; the task runs from the gate's end
-  to the join's end;
-* send -> one copy transfer (a zero-byte send is a zero-length delay).
+* collective -> a zero-length *gate* that waits for the task's deps, a delay of NCCL's launch
+  latency, the transfers of the evaluation the timer chose (its schedule on group ranks
+  ``0..g-1``, remapped to the group's global ranks, each on the view of the network it was
+  timed on: the protocol's latency and bandwidth, an in-network reduction's ports), and a
+  zero-length *join* after its last transfers. NCCL's composed estimates (its pipelined trees,
+  NVLS and CollNet across hosts) have no schedule: they take their time as a delay, and so do
+  not contend with concurrent traffic;
+* send -> the topology's point-to-point model (:meth:`~commsim.timing.Timer.point_to_point`):
+  its launch latency, then one copy transfer on its view (a zero-byte send takes no time).
 
 Everything runs in one simulation, so collectives of different groups that overlap in time share
-the bandwidth of the links they both use.
+the bandwidth of the links they both use. Alone, a collective takes exactly ``commsim run``'s
+time for it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commsim.algorithms import build_schedule, get_algorithm
-from commsim.algorithms.base import Call
-from commsim.collectives import Collective
-from commsim.engine.tasks import Delay, simulate_items
+from commsim.engine.tasks import Delay, Item, Routed, simulate_items
+from commsim.errors import SpecError
 from commsim.network import Network
-from commsim.replay.graph import StepGraph, TaskKind
-from commsim.schedule import OpKind, Schedule, Transfer
+from commsim.replay.graph import StepGraph, Task, TaskKind
+from commsim.results import Result
+from commsim.schedule import OpKind, Transfer
+from commsim.timing import CollectiveCall, Timer
 
 
 @dataclass(frozen=True, slots=True)
 class GraphTiming:
-    """When each task started and ended, and the algorithm each collective ran with."""
+    """When each task started and ended, and what each collective ran as (its label,
+    ``algorithm/protocol`` under NCCL; empty for other tasks)."""
 
     start_s: tuple[float, ...]
     end_s: tuple[float, ...]
@@ -40,110 +48,106 @@ class GraphTiming:
         return max(self.end_s, default=0.0)
 
 
-def group_network(network: Network, group: tuple[int, ...]) -> Network:
-    """The machine seen by a group: group rank ``i`` runs on global rank ``group[i]``'s device."""
-    if group == tuple(range(network.ranks)):
-        return network
-    return network.rebuilt(rank_devices=tuple(network.rank_devices[r] for r in group))
-
-
-def group_call(
-    network: Network, group: tuple[int, ...], collective: Collective, nbytes: int
-) -> Call:
-    """The :class:`Call` of a collective among ``group``, with its ranks' hosts when known."""
-    hosts = None
-    if len(group) > 1 and network.host_of(group[0]) is not None:
-        hosts = tuple(int(network.host_of(r) or 0) for r in group)
-    return Call(collective=collective, ranks=len(group), nbytes=nbytes, hosts=hosts)
-
-
-class _Resolver:
-    """Caches the algorithm ``auto`` picks and the schedules built, per distinct call."""
+class _Lowering:
+    """Items of one step: the tasks' engine items and the network views they run on."""
 
     def __init__(self, network: Network) -> None:
         self.network = network
-        self.names: dict[tuple[object, ...], str] = {}
-        self.schedules: dict[tuple[object, ...], Schedule] = {}
+        self.timer = Timer.of(network)
+        self.items: list[Item] = []
+        self.views: list[Network] = []
+        self._view_index: dict[int, int] = {}  # id(view of a group) -> index in views
 
-    def algorithm(self, call: Call, group: tuple[int, ...], requested: str) -> str:
-        if requested and requested != "auto":
-            return get_algorithm(requested).name
-        key = (call, group)
-        name = self.names.get(key)
-        if name is None:
-            from commsim.api import choose_algorithm
+    def add(self, item: Item) -> int:
+        self.items.append(item)
+        return len(self.items) - 1
 
-            name = choose_algorithm(call, group_network(self.network, group))
-            self.names[key] = name
-        return name
+    def view(self, network: Network) -> int | None:
+        """Index of ``network`` (a view of this network's links, group-ranked) re-ranked as
+        the step's global network; None when it is the network itself (plain transfers)."""
+        if network.links is self.network.links:
+            return None
+        key = id(network)
+        if key not in self._view_index:
+            self._view_index[key] = len(self.views)
+            self.views.append(network.rebuilt(rank_devices=self.network.rank_devices))
+        return self._view_index[key]
 
-    def schedule(self, call: Call, name: str) -> Schedule:
-        key = (call, name)
-        schedule = self.schedules.get(key)
-        if schedule is None:
-            schedule = build_schedule(call, name)
-            self.schedules[key] = schedule
-        return schedule
+    def transfer(self, src: int, dst: int, offset: int, nbytes: int, op: OpKind,
+                 deps: tuple[int, ...], view: int | None) -> int:
+        if view is None:
+            return self.add(Transfer(src, dst, offset, nbytes, op, deps))
+        return self.add(Routed(src, dst, offset, nbytes, op, deps, view))
+
+    def collective(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int, str]:
+        """(first item, last item, label) of a collective task."""
+        assert task.collective is not None
+        call = CollectiveCall(collective=task.collective, nbytes=task.nbytes, group=task.ranks,
+                              algorithm=task.algorithm or "auto", protocol=task.protocol)
+        result = self.timer.time(call)
+        gate = self.add(Delay(0.0, deps))
+        if result.schedule is None:  # composed: its time, no transfers
+            return gate, self.add(Delay(result.time_s, (gate,))), result.label
+        start = self.add(Delay(result.launch_s, (gate,))) if result.launch_s else gate
+        return gate, self._schedule(result, task.ranks, start), result.label
+
+    def _schedule(self, result: Result, group: tuple[int, ...], start: int) -> int:
+        """The result's transfers after item ``start``, on global ranks; the join item."""
+        assert result.schedule is not None and result.network is not None
+        view = self.view(result.network)
+        p, total = len(group), self.network.ranks
+        base = len(self.items)
+        used: set[int] = set()
+        for t in result.schedule.transfers:
+            used.update(t.deps)
+            src = group[t.src] if t.src < p else total + t.src - p  # ranks, then switches
+            dst = group[t.dst] if t.dst < p else total + t.dst - p
+            deps = tuple(base + d for d in t.deps) if t.deps else (start,)
+            self.transfer(src, dst, t.offset, t.nbytes, t.op, deps, view)
+        count = len(result.schedule.transfers)
+        sinks = tuple(base + i for i in range(count) if i not in used)
+        return self.add(Delay(0.0, sinks or (start,)))
+
+    def send(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int]:
+        """(first item, last item) of a send task."""
+        if task.nbytes <= 0:
+            only = self.add(Delay(0.0, deps))
+            return only, only
+        view, launch = self.timer.point_to_point()
+        begin = None
+        if launch:
+            begin = self.add(Delay(launch, deps))
+            deps = (begin,)
+        src, dst = task.ranks
+        end = self.transfer(src, dst, 0, task.nbytes, OpKind.COPY, deps, self.view(view))
+        return (end if begin is None else begin), end
 
 
 def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
     """Simulate ``graph`` on ``network`` (whose first ``graph.ranks`` ranks it uses)."""
     if graph.ranks > network.ranks:
-        from commsim.errors import SpecError
-
         raise SpecError(
             f"the workload needs {graph.ranks} ranks, topology {network.name!r} has {network.ranks}"
         )
-    resolver = _Resolver(network)
-    items: list[Transfer | Delay] = []
+    lowering = _Lowering(network)
     first: list[int] = []  # item whose end is the task's start
     last: list[int] = []  # item whose end is the task's end
-    algorithms: list[str] = []
+    labels: list[str] = []
     for task in graph.tasks:
         deps = tuple(sorted({last[d] for d in task.deps}))
-        name = ""
+        label = ""
         if task.kind is TaskKind.COMPUTE:
-            items.append(Delay(task.duration_s, deps))
-            first.append(len(items) - 1)
-            last.append(len(items) - 1)
+            begin = end = lowering.add(Delay(task.duration_s, deps))
         elif task.kind is TaskKind.SEND:
-            src, dst = task.ranks
-            if task.nbytes > 0:
-                items.append(Transfer(src, dst, 0, task.nbytes, OpKind.COPY, deps))
-            else:
-                items.append(Delay(0.0, deps))
-            first.append(len(items) - 1)
-            last.append(len(items) - 1)
+            begin, end = lowering.send(task, deps)
         else:
-            assert task.collective is not None
-            call = group_call(network, task.ranks, task.collective, task.nbytes)
-            name = resolver.algorithm(call, task.ranks, task.algorithm)
-            schedule = resolver.schedule(call, name)
-            gate = len(items)
-            items.append(Delay(0.0, deps))
-            base = len(items)
-            group = task.ranks
-            used: set[int] = set()
-            for t in schedule.transfers:
-                used.update(t.deps)
-                items.append(
-                    Transfer(
-                        group[t.src],
-                        group[t.dst],
-                        t.offset,
-                        t.nbytes,
-                        t.op,
-                        tuple(base + d for d in t.deps) if t.deps else (gate,),
-                    )
-                )
-            sinks = tuple(base + i for i in range(len(schedule.transfers)) if i not in used)
-            items.append(Delay(0.0, sinks or (gate,)))
-            first.append(gate)
-            last.append(len(items) - 1)
-        algorithms.append(name)
-    timing = simulate_items(items, network)
+            begin, end, label = lowering.collective(task, deps)
+        first.append(begin)
+        last.append(end)
+        labels.append(label)
+    timing = simulate_items(lowering.items, network, lowering.views)
     return GraphTiming(
         start_s=tuple(timing.start_s[i] for i in first),
         end_s=tuple(timing.end_s[i] for i in last),
-        algorithms=tuple(algorithms),
+        algorithms=tuple(labels),
     )

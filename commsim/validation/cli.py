@@ -26,8 +26,8 @@ filters: --sizes 64KiB,1MiB keeps those sizes (MIN:MAX keeps a range); --collect
 algorithm: nccl-tests logs are predicted the way NCCL runs them (--algorithm nccl: ring, tree or
         hierarchical for all_reduce, ring otherwise, each with NCCL's LL/LL128/Simple protocols,
         the fastest); CSVs with auto (the topology's algorithms: mapping, else the fastest).
-engine: auto (default) simulates calls of up to 32 ranks with the DES and larger ones with the
-        closed forms; each row says which.
+engine: des (default) predicts each row exactly as 'commsim run' times it; auto simulates calls
+        of up to 64 ranks with the DES and larger ones with the closed forms; each row says which.
 
 examples:
   commsim validate nccl-tests all_reduce.log --topology dgx-h100x2 --plot ar.png
@@ -87,8 +87,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         choices=("auto", "des", "analytic"),
-        default="auto",
-        help="auto (default): DES up to 32 ranks, closed forms beyond",
+        default=None,
+        help="des (validate's default: as 'commsim run'), analytic, or auto (calibrate's "
+        "default: DES up to 64 ranks, closed forms beyond)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
 
@@ -243,7 +244,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         loaded.rows,
         args.topology,
         algorithm=args.algorithm,
-        engine=args.engine,
+        engine=args.engine or "des",
         source=loaded.source,
         notes=loaded.notes,
     )
@@ -283,7 +284,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         hosts=loaded.hosts,
         fit_gamma=args.fit_gamma,
         algorithm=args.algorithm,
-        engine=args.engine,
+        engine=args.engine or "auto",
         source=loaded.source,
     )
     write_topology(calibration, args.out)

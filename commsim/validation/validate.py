@@ -1,10 +1,9 @@
 """Predict measured rows on a topology and report the error: what ``commsim validate`` prints.
 
-Every row is predicted on the first ``ranks`` ranks of the topology with the algorithm
-``auto`` picks (or the one the topology file maps the collective to). ``engine="auto"`` uses
-the discrete-event simulation for calls of at most :data:`DES_MAX_RANKS` ranks and the closed
-forms (``commsim.engine.analytic``) beyond, where the DES of a 128-rank sweep would take
-minutes; each row says which engine predicted it. The signed error is
+Every row is predicted on the first ``ranks`` ranks of the topology exactly as ``commsim run``
+times that call (:mod:`commsim.timing`): the same algorithm choice, protocol and engine
+(``des`` by default; ``engine="auto"`` is the timing layer's size policy, the closed forms
+beyond 64 ranks); each row says which engine predicted it. The signed error is
 ``(predicted - measured) / measured x 100``; the summary is the median of its absolute value,
 over all rows and split at 1 MiB (latency-bound vs bandwidth-bound sizes).
 
@@ -23,17 +22,22 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from commsim.collectives import Collective
+from commsim.collectives import Collective, parse_collective
 from commsim.errors import SpecError
+from commsim.nccl import NcclModel
 from commsim.network import Network
+from commsim.timing import (
+    CollectiveCall,
+    Timer,
+    canonical_algorithm,
+    canonical_protocol,
+    resolve_engine,
+)
 from commsim.topology.presets import TopologyRef, load_topology
 from commsim.validation.measurements import Measurement
 
-#: ``engine="auto"``: the DES predicts calls of at most this many ranks, closed forms beyond.
-DES_MAX_RANKS = 32
 #: Rows below this size are "small" (latency-bound) in the split medians.
 SPLIT_BYTES = 1 << 20
-ENGINES = ("auto", "des", "analytic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,67 +160,45 @@ class ValidationReport:
         }
 
 
-def _engine_for(ranks: int, engine: str) -> str:
-    if engine not in ENGINES:
-        raise SpecError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
-    if engine == "auto":
-        return "des" if ranks <= DES_MAX_RANKS else "analytic"
-    return engine
-
-
 class Predictor:
-    """Predicts calls on one network, caching the networks of each rank count.
+    """Predicts calls on the first ranks of one network through the timing layer
+    (:class:`~commsim.timing.Timer`), as ``commsim run`` times them.
 
-    ``algorithm`` is ``auto`` (the topology's ``algorithms:`` mapping, else the fastest
-    candidate), an algorithm name, ``nccl`` (the fastest of NCCL's algorithms and protocols,
-    :mod:`commsim.nccl`), or ``ALGORITHM+PROTOCOL`` (``ring+LL128``: one
-    pair of that model). ``engine`` is ``auto`` (DES up to :data:`DES_MAX_RANKS` ranks),
-    ``des`` or ``analytic``. ``protocol`` is passed to :func:`commsim.simulate` for ``auto``
-    and named algorithms (``none``: plain alpha-beta even on a topology that runs NCCL).
+    ``algorithm`` is ``auto`` (the topology's choice: NCCL's on a machine that runs it, its
+    ``algorithms:`` mapping, else the fastest candidate), an algorithm name, ``nccl`` (NCCL's
+    choice of algorithm and protocol even on a topology without an ``nccl:`` block), or
+    ``ALGORITHM+PROTOCOL`` (``ring+LL128``: that NCCL pair). ``engine`` is ``des`` (the
+    default, as ``run``), ``analytic``, or ``auto`` (:func:`~commsim.timing.resolve_engine`).
+    ``protocol`` is the timing layer's (``none``: plain alpha-beta even on a topology that
+    runs NCCL).
     """
 
-    def __init__(self, network: Network, *, algorithm: str = "auto", engine: str = "auto",
+    def __init__(self, network: Network, *, algorithm: str = "auto", engine: str = "des",
                  protocol: str = "auto"):
-        from commsim.algorithms import get_algorithm
-        from commsim.nccl import NcclModel
-
-        if engine not in ENGINES:
-            raise SpecError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+        resolve_engine(engine, 1)  # validates the name
         self.network = network
         self.algorithm = algorithm
         self.engine = engine
-        self.protocol = protocol
-        self._nccl: NcclModel | None = None
-        if algorithm == "nccl" or "+" in algorithm:
-            self._nccl = NcclModel(network)
-            if algorithm != "nccl":
-                self._nccl.check(algorithm)
-        elif algorithm != "auto":
-            get_algorithm(algorithm)
-        self._networks: dict[int, Network] = {}
-
-    def _network(self, ranks: int) -> Network:
-        if ranks not in self._networks:
-            self._networks[ranks] = self.network.with_ranks(ranks)
-        return self._networks[ranks]
+        self._protocol = canonical_protocol(protocol)
+        self._algorithm = algorithm
+        if algorithm == "nccl":
+            self._algorithm = "auto"
+            if not isinstance(network.meta.get("nccl"), dict):
+                network = network.rebuilt(meta={**network.meta, "nccl": {}})
+        elif "+" in algorithm:
+            NcclModel(network).check(algorithm)
+            self._algorithm, _, self._protocol = algorithm.partition("+")
+            self._protocol = canonical_protocol(self._protocol)
+        self._algorithm = canonical_algorithm(self._algorithm)
+        self._timer = Timer.of(network)
 
     def predict(self, collective: Collective | str, ranks: int, nbytes: int) -> Prediction:
         """The predicted time of one call on the first ``ranks`` ranks."""
-        from commsim.api import simulate
-        from commsim.collectives import parse_collective
-
-        coll = parse_collective(collective)
-        used = _engine_for(ranks, self.engine)
-        if self._nccl is not None:
-            if self.algorithm == "nccl":
-                time_s, name = self._nccl.fastest(coll, ranks, nbytes, used)
-            else:
-                time_s, name = self._nccl.time(coll, ranks, nbytes, self.algorithm, used), (
-                    self.algorithm
-                )
-            return Prediction(time_s=time_s, algorithm=name, engine=used)
-        result = simulate(coll, self._network(ranks), nbytes, algorithm=self.algorithm,
-                          engine=used, protocol=self.protocol)
+        used = resolve_engine(self.engine, ranks)
+        group = None if ranks == self.network.ranks else tuple(range(ranks))
+        call = CollectiveCall(collective=parse_collective(collective), nbytes=nbytes, group=group,
+                              algorithm=self._algorithm, protocol=self._protocol)
+        result = self._timer.time(call, used)
         name = f"{result.algorithm}+{result.protocol}" if result.protocol else result.algorithm
         return Prediction(time_s=result.time_s, algorithm=name, engine=used)
 
@@ -228,7 +210,7 @@ def predict_time(
     network: Network,
     *,
     algorithm: str = "auto",
-    engine: str = "auto",
+    engine: str = "des",
 ) -> Prediction:
     """Predicted time of one call on the first ``ranks`` ranks of ``network`` (see
     :class:`Predictor` for ``algorithm`` and ``engine``)."""
@@ -242,7 +224,7 @@ def validate(
     topology: TopologyRef,
     *,
     algorithm: str = "auto",
-    engine: str = "auto",
+    engine: str = "des",
     source: str = "",
     notes: Sequence[str] = (),
     protocol: str = "auto",

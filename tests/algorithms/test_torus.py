@@ -11,7 +11,7 @@ import pytest
 from commsim.algorithms import ALGORITHMS, Call, build_schedule, candidates
 from commsim.algorithms.bidirectional import bidirectional_rings, halves
 from commsim.algorithms.torus import axis_rings, sub_torus
-from commsim.api import choose_algorithm, make_call, simulate
+from commsim.api import make_call, simulate
 from commsim.checker import check
 from commsim.collectives import Collective
 from commsim.errors import ScheduleError, SpecError
@@ -156,9 +156,9 @@ def test_tpu_presets_map_to_torus(preset: str, prefix: int) -> None:
     prefix that is no torus falls back to auto instead of failing."""
     net = load_topology(preset)
     for coll in ("all_gather", "reduce_scatter", "all_reduce"):
-        assert choose_algorithm(make_call(coll, net, 2**30), net) == "torus"
+        assert simulate(coll, net, 2**30, engine="analytic").algorithm == "torus"
     small = net.with_ranks(prefix)
-    assert choose_algorithm(make_call("all_reduce", small, 2**30), small) != "torus"
+    assert simulate("all_reduce", small, 2**30, engine="analytic").algorithm != "torus"
     r = simulate("all_reduce", preset, "1MiB", ranks=prefix)
     assert r.algorithm != "torus" and r.time_s > 0
     sub = simulate("all_reduce", preset, "1MiB", ranks=32, engine="analytic")  # a sub-torus
@@ -168,4 +168,4 @@ def test_tpu_presets_map_to_torus(preset: str, prefix: int) -> None:
 def test_auto_picks_torus_for_large_all_reduce_on_an_unmapped_torus() -> None:
     """Without a mapping, ``auto`` on a torus prefers ``torus`` for a large all-reduce."""
     net = torus([8, 8], latency="1us", bandwidth="45GB/s")
-    assert choose_algorithm(make_call("all_reduce", net, 2**30), net) == "torus"
+    assert simulate("all_reduce", net, 2**30, engine="analytic").algorithm == "torus"

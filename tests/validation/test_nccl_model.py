@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import DATA
 
-from commsim.api import simulate
+from commsim.api import make_call, simulate
 from commsim.collectives import Collective
 from commsim.errors import SpecError
 from commsim.nccl import BASE_LATENCY_US, PROTOCOLS, NcclModel, ring_channels
@@ -25,14 +25,19 @@ TWO_HOSTS = {
 def test_only_nccl_algorithms_are_candidates() -> None:
     """all_gather/broadcast/reduce/reduce_scatter: ring only; all_reduce: ring and tree, plus
     the pipelined hierarchical across equal hosts; each with the three protocols."""
-    one = NcclModel(load_topology(SWITCH))
-    assert one.candidates(Collective.ALL_GATHER, 8) == ["ring+LL", "ring+LL128", "ring+Simple"]
-    assert {c.split("+")[0] for c in one.candidates(Collective.ALL_REDUCE, 8)} == {
+    switch = load_topology(SWITCH)
+    one = NcclModel(switch)
+    assert one.candidates(make_call("all_gather", switch, 1)) == [
+        ("ring", "LL"), ("ring", "LL128"), ("ring", "Simple")
+    ]
+    assert {name for name, _ in one.candidates(make_call("all_reduce", switch, 1))} == {
         "ring", "double_binary_tree"
     }
-    two = NcclModel(load_topology(TWO_HOSTS))
-    assert "hierarchical_pipelined+Simple" in two.candidates(Collective.ALL_REDUCE, 8)
-    assert "hierarchical_pipelined+LL" not in two.candidates(Collective.ALL_REDUCE, 6)
+    hosts = load_topology(TWO_HOSTS)
+    two = NcclModel(hosts)
+    assert ("hierarchical_pipelined", "Simple") in two.candidates(make_call("all_reduce", hosts, 1))
+    uneven = NcclModel(hosts).candidates(make_call("all_reduce", hosts.with_ranks(6), 1))
+    assert ("hierarchical_pipelined", "LL") not in uneven
 
 
 def test_protocols_scale_latency_and_bandwidth_as_tuning_cc() -> None:
@@ -50,11 +55,17 @@ def test_protocols_scale_latency_and_bandwidth_as_tuning_cc() -> None:
         assert got == pytest.approx(expected, rel=1e-9)
 
 
+def validate_one(net, nbytes: int) -> str:
+    """The ALGORITHM+PROTOCOL ``validate --algorithm nccl`` predicts an all_gather with."""
+    return Predictor(net, algorithm="nccl").predict("all_gather", 8, nbytes).algorithm
+
+
 def test_fastest_protocol_follows_size() -> None:
     """Small messages pick LL (lowest latency), large ones Simple (full bandwidth)."""
-    model = NcclModel(load_topology(SWITCH))
-    assert model.fastest(Collective.ALL_GATHER, 8, 1024, "des")[1] == "ring+LL"
-    assert model.fastest(Collective.ALL_GATHER, 8, 1 << 30, "des")[1] == "ring+Simple"
+    net = load_topology(SWITCH)
+    small = validate_one(net, 1024)
+    large = validate_one(net, 1 << 30)
+    assert (small, large) == ("ring+LL", "ring+Simple")
 
 
 def test_ring_channels_use_every_nic_of_a_host() -> None:

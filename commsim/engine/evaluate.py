@@ -1,0 +1,82 @@
+"""Evaluate one named algorithm on one alpha-beta network: the engines behind one door.
+
+:func:`evaluate` is what every layer above uses to time a schedule-level candidate: the DES
+(``engine="des"``: the schedule simulated, contention counted, per-transfer records kept) or
+the closed form (``engine="analytic"``). It knows nothing of NCCL, of ``auto`` or of the API:
+:mod:`commsim.timing` chooses the algorithm and the network view, this module times it.
+
+Records of a closed-form evaluation come from simulating the same schedule: they are given only
+when that simulation reproduces the closed-form time (to :data:`RECORDS_RTOL`), so a trace never
+shows a different time than the one printed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from commsim.algorithms import build_schedule, get_algorithm
+from commsim.algorithms.base import Call
+from commsim.algorithms.innetwork import network_for
+from commsim.engine.analytic import predict
+from commsim.engine.des import Timing, simulate_des
+from commsim.errors import SpecError
+from commsim.network import Network
+from commsim.schedule import Schedule
+
+ENGINES = ("des", "analytic")
+#: A closed-form time and the DES of the same schedule agree to this (relative) when nothing is
+#: contended; records are refused beyond it.
+RECORDS_RTOL = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """One algorithm timed on one network.
+
+    ``network`` is the view the transfers ran on (an in-network algorithm's reducing view);
+    ``schedule`` and ``timing`` are the per-transfer records (None when not asked for under the
+    closed form).
+    """
+
+    time_s: float
+    chunks: int
+    network: Network
+    schedule: Schedule | None = None
+    timing: Timing | None = None
+
+
+def check_engine(engine: str) -> str:
+    """``engine`` if it is ``des`` or ``analytic``; SpecError naming it otherwise."""
+    if engine not in ENGINES:
+        raise SpecError(f"unknown engine {engine!r} (known: {', '.join(ENGINES)})")
+    return engine
+
+
+def evaluate(call: Call, network: Network, algorithm: str, engine: str,
+             records: bool = False) -> Evaluation:
+    """Time ``call`` run by ``algorithm`` on ``network`` with ``engine``.
+
+    With ``records`` the result carries the schedule and its per-transfer timing: from the DES
+    run itself, or (closed form) from a DES run that gives the same time; SpecError when the
+    schedule is contended so that the two differ.
+    """
+    algo = get_algorithm(algorithm)
+    algo.check_supports(call)
+    chunks = call.chunks if call.chunks is not None else algo.default_chunks(call)
+    view = network_for(call, network, algo.name)
+    if check_engine(engine) == "analytic":
+        time_s = predict(call, view, algo.name)
+        if not records:
+            return Evaluation(time_s, chunks, view)
+        schedule = build_schedule(call, algo.name)
+        timing = simulate_des(schedule, view)
+        if abs(timing.time_s - time_s) > RECORDS_RTOL * max(time_s, 1e-30):
+            raise SpecError(
+                f"no transfers for {algo.name} with --engine analytic: the closed form "
+                f"({time_s:.6g} s) ignores contention the schedule has ({timing.time_s:.6g} s "
+                "simulated); use --engine des"
+            )
+        return Evaluation(time_s, chunks, view, schedule, timing)
+    schedule = build_schedule(call, algo.name)
+    timing = simulate_des(schedule, view)
+    return Evaluation(timing.time_s, chunks, view, schedule, timing)
