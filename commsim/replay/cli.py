@@ -63,6 +63,21 @@ def add_parsers(sub: Any) -> None:
         metavar="FILE|PRESET",
         help="a YAML topology file or a preset name (see 'commsim topologies')",
     )
+    replay.add_argument(
+        "--algorithm",
+        "-a",
+        default=None,
+        metavar="NAME",
+        help="every collective's algorithm (default: the workload's, else auto: what "
+        "'commsim run' chooses for the same call)",
+    )
+    replay.add_argument(
+        "--protocol",
+        default=None,
+        metavar="PROTOCOL",
+        help="every collective's NCCL protocol: auto, none, LL, LL128 or Simple (default: the "
+        "workload's, else auto)",
+    )
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.add_argument(
         "--trace",
@@ -134,7 +149,7 @@ def run_replay(args: argparse.Namespace) -> int:
         workload = load_trace_workload(workload, args.step)
     elif args.step is not None:
         raise SpecError(f"--step {args.step}: only for captured traces, not {workload!r}")
-    result = replay(workload, args.topology)
+    result = replay(workload, args.topology, algorithm=args.algorithm, protocol=args.protocol)
     if args.trace is not None:
         from commsim.replay.trace import write_step_trace
 

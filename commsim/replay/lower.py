@@ -36,12 +36,13 @@ from commsim.timing import CollectiveCall, Timer
 
 @dataclass(frozen=True, slots=True)
 class GraphTiming:
-    """When each task started and ended, and what each collective ran as (its label,
-    ``algorithm/protocol`` under NCCL; empty for other tasks)."""
+    """When each task started and ended, and what each collective ran as: its algorithm
+    (empty for other tasks) and NCCL protocol (None: plain alpha-beta, or not a collective)."""
 
     start_s: tuple[float, ...]
     end_s: tuple[float, ...]
     algorithms: tuple[str, ...]
+    protocols: tuple[str | None, ...] = ()
 
     @property
     def step_time_s(self) -> float:
@@ -79,17 +80,17 @@ class _Lowering:
             return self.add(Transfer(src, dst, offset, nbytes, op, deps))
         return self.add(Routed(src, dst, offset, nbytes, op, deps, view))
 
-    def collective(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int, str]:
-        """(first item, last item, label) of a collective task."""
+    def collective(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int, Result]:
+        """(first item, last item, timed call) of a collective task."""
         assert task.collective is not None
         call = CollectiveCall(collective=task.collective, nbytes=task.nbytes, group=task.ranks,
                               algorithm=task.algorithm or "auto", protocol=task.protocol)
         result = self.timer.time(call)
         gate = self.add(Delay(0.0, deps))
         if result.schedule is None:  # composed: its time, no transfers
-            return gate, self.add(Delay(result.time_s, (gate,))), result.label
+            return gate, self.add(Delay(result.time_s, (gate,))), result
         start = self.add(Delay(result.launch_s, (gate,))) if result.launch_s else gate
-        return gate, self._schedule(result, task.ranks, start), result.label
+        return gate, self._schedule(result, task.ranks, start), result
 
     def _schedule(self, result: Result, group: tuple[int, ...], start: int) -> int:
         """The result's transfers after item ``start``, on global ranks; the join item."""
@@ -132,22 +133,26 @@ def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
     lowering = _Lowering(network)
     first: list[int] = []  # item whose end is the task's start
     last: list[int] = []  # item whose end is the task's end
-    labels: list[str] = []
+    algorithms: list[str] = []
+    protocols: list[str | None] = []
     for task in graph.tasks:
         deps = tuple(sorted({last[d] for d in task.deps}))
-        label = ""
+        algorithm, protocol = "", None
         if task.kind is TaskKind.COMPUTE:
             begin = end = lowering.add(Delay(task.duration_s, deps))
         elif task.kind is TaskKind.SEND:
             begin, end = lowering.send(task, deps)
         else:
-            begin, end, label = lowering.collective(task, deps)
+            begin, end, result = lowering.collective(task, deps)
+            algorithm, protocol = result.algorithm, result.protocol
         first.append(begin)
         last.append(end)
-        labels.append(label)
+        algorithms.append(algorithm)
+        protocols.append(protocol)
     timing = simulate_items(lowering.items, network, lowering.views)
     return GraphTiming(
         start_s=tuple(timing.start_s[i] for i in first),
         end_s=tuple(timing.end_s[i] for i in last),
-        algorithms=tuple(labels),
+        algorithms=tuple(algorithms),
+        protocols=tuple(protocols),
     )

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from commsim.errors import SpecError
 from commsim.network import Network
-from commsim.replay import ddp, fields, fsdp, hybrid, pipeline, tensor
+from commsim.replay import comm, ddp, fields, fsdp, hybrid, pipeline, tensor
+from commsim.replay.comm import CommOverrides
 from commsim.replay.graph import StepGraph
 from commsim.replay.lower import GraphTiming, time_graph
 from commsim.replay.metrics import StepMetrics, step_metrics
@@ -45,6 +46,24 @@ KINDS: dict[str, Callable[[Mapping[str, Any]], WorkloadSpec]] = {
     hybrid.KIND: hybrid.parse,
 }
 
+@dataclass(frozen=True, slots=True)
+class Configured:
+    """A workload spec with the collective overrides its file set (:mod:`.comm`)."""
+
+    spec: WorkloadSpec
+    comm: CommOverrides
+
+    @property
+    def kind(self) -> str:
+        return self.spec.kind
+
+    def graph(self, network: Network) -> StepGraph:
+        return self.comm.apply(self.spec.graph(network))
+
+    def extras(self, metrics: StepMetrics) -> dict[str, object]:
+        return self.spec.extras(metrics)
+
+
 #: Columns of :meth:`StepResult.tasks`.
 TASK_COLUMNS = (
     "task",
@@ -55,6 +74,7 @@ TASK_COLUMNS = (
     "ranks",
     "collective",
     "algorithm",
+    "protocol",
     "nbytes",
     "start_s",
     "end_s",
@@ -70,7 +90,9 @@ def workload_from_dict(data: object, source: str = "") -> WorkloadSpec:
         kind = mapping["kind"]
         if kind not in KINDS:
             raise SpecError(f"kind: unknown workload kind {kind!r} (known: {', '.join(KINDS)})")
-        return KINDS[kind](mapping)
+        overrides, rest = comm.parse(mapping)
+        spec = KINDS[kind](rest)
+        return spec if overrides == CommOverrides() else Configured(spec, overrides)
     except SpecError as exc:
         if source:
             raise SpecError(f"{source}: {exc}") from None
@@ -145,7 +167,28 @@ class StepResult:
         per_rank = metrics.pop("per_rank")
         out.update(metrics)
         out.update(self.extra)
+        out["collectives"] = self.collectives()
         out["per_rank"] = per_rank
+        return out
+
+    def collectives(self) -> list[dict[str, object]]:
+        """One entry per collective task: what it did and what it ran as (the algorithm and
+        NCCL protocol ``commsim run`` chooses for the same call), when it ran."""
+        out: list[dict[str, object]] = []
+        for index, task in enumerate(self.graph.tasks):
+            if task.collective is None:
+                continue
+            out.append({
+                "task": index,
+                "name": task.name,
+                "collective": task.collective.value,
+                "ranks": len(task.ranks),
+                "nbytes": task.nbytes,
+                "algorithm": self.timing.algorithms[index],
+                "protocol": self.timing.protocols[index],
+                "start_s": self.timing.start_s[index],
+                "end_s": self.timing.end_s[index],
+            })
         return out
 
     def tasks(self) -> pd.DataFrame:
@@ -164,6 +207,7 @@ class StepResult:
                     task.ranks,
                     task.collective.value if task.collective else "",
                     self.timing.algorithms[index],
+                    self.timing.protocols[index],
                     task.nbytes,
                     self.timing.start_s[index],
                     self.timing.end_s[index],
@@ -175,6 +219,9 @@ class StepResult:
 def replay(
     workload: WorkloadSpec | Mapping[str, Any] | str | Path,
     topology: Network | str | Path | Mapping[str, Any],
+    *,
+    algorithm: str | None = None,
+    protocol: str | None = None,
 ) -> StepResult:
     """Replay one training step of ``workload`` on ``topology``.
 
@@ -185,12 +232,16 @@ def replay(
         spec, or captured traces (a directory of per-rank Kineto files or one file).
     topology
         A preset name, a topology YAML file, a parsed mapping or a built network.
+    algorithm, protocol
+        Override every collective's algorithm / NCCL protocol (above the workload's own
+        settings, :mod:`commsim.replay.comm`); each collective is timed as ``commsim run``
+        times the same call.
     """
     from commsim.topology import load_topology
 
     spec = load_workload(workload)
     network = load_topology(topology)  # type: ignore[arg-type]
-    graph = spec.graph(network)
+    graph = CommOverrides(algorithm, protocol).apply(spec.graph(network))
     timing = time_graph(graph, network)
     metrics = step_metrics(graph, timing)
     return StepResult(spec, network.name, graph, timing, metrics, spec.extras(metrics))

@@ -1,0 +1,151 @@
+"""One answer per question: every entry point gives the same time for the same collective.
+
+On every preset (GPU and TPU, plus a two-host GPU machine where NCCL composes its pipelined
+trees), for each collective at 4 KiB, 1 MiB and 256 MiB, on all ranks and on a subset: the
+``commsim run`` table and ``--json``, the Python API, a ``sweep`` row, ``validate``'s predicted
+column and a one-collective replay report the same time (to 1e-9 relative: the replay runs the
+transfers after NCCL's launch latency inside a larger simulation, so its sums round
+differently). File outputs never change a printed byte.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+import commsim
+from commsim.cli import main
+from commsim.replay.graph import GraphBuilder
+from commsim.replay.lower import time_graph
+from commsim.topology import list_presets, load_topology
+
+COLLECTIVES = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
+SIZES = (4096, 1 << 20, 256 << 20)
+PRESETS = [p.name for p in list_presets()] + ["dgx-h100x2"]
+RTOL = 1e-9
+
+
+def _groups(preset: str) -> list[int | None]:
+    """All ranks, and the first half (a group that is a subset of the ranks)."""
+    return [None, load_topology(preset).ranks // 2]
+
+
+def _run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, object]:
+    assert main([*argv, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def _table_time_us(text: str) -> float:
+    """The time(us) column of the one data row of a ``commsim run`` table."""
+    rows = [line for line in text.splitlines() if line and not line.startswith("#")]
+    assert len(rows) == 1, text
+    return float(rows[0].split()[3])
+
+
+def _replay_time(preset: str, collective: str, nbytes: int, ranks: int | None) -> float:
+    """A step of one collective, zero compute, replayed on the topology's first ranks."""
+    network = load_topology(preset)
+    group = tuple(range(ranks if ranks is not None else network.ranks))
+    builder = GraphBuilder(network.ranks)
+    builder.collective(group, collective, nbytes, name="only", phase="backward")
+    return time_graph(builder.build(), network).step_time_s
+
+
+def _sweep_times(preset: str, ranks: int | None) -> dict[tuple[str, int], float]:
+    grid = {"topologies": [preset], "collectives": list(COLLECTIVES), "sizes": list(SIZES)}
+    if ranks is not None:
+        grid["ranks"] = [ranks]
+    frame = commsim.run_sweep(grid)
+    assert frame["error"].isna().all(), frame["error"].dropna().tolist()
+    return {(r.collective, int(r.nbytes)): float(r.time_s) for r in frame.itertuples()}
+
+
+def _validate_times(capsys: pytest.CaptureFixture[str], tmp_path: Path, preset: str,
+                    ranks: int) -> dict[tuple[str, int], float]:
+    path = tmp_path / "m.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["collective", "ranks", "nbytes", "time_s"])
+        for collective in COLLECTIVES:
+            for nbytes in SIZES:
+                writer.writerow([collective, ranks, nbytes, 1.0])
+    report = _run_json(capsys, ["validate", str(path), "--topology", preset])
+    return {(r["collective"], r["nbytes"]): r["predicted_time_s"] for r in report["rows"]}
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_every_entry_point_gives_the_same_time(
+    preset: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """run (table and JSON), the API, sweep, validate and replay agree on every call."""
+    for ranks in _groups(preset):
+        used = ranks if ranks is not None else load_topology(preset).ranks
+        swept = _sweep_times(preset, ranks)
+        validated = _validate_times(capsys, tmp_path, preset, used)
+        extra = [] if ranks is None else ["--ranks", str(ranks)]
+        for collective in COLLECTIVES:
+            for nbytes in SIZES:
+                argv = ["run", collective, "-t", preset, "-s", str(nbytes), *extra]
+                api = commsim.simulate(collective, preset, nbytes, ranks=ranks)
+                run = _run_json(capsys, argv)
+                assert main(argv) == 0
+                table_us = _table_time_us(capsys.readouterr().out)
+                where = f"{preset} {collective} {nbytes} B on {used} ranks"
+                assert run["time_s"] == api.time_s, where
+                assert run["algorithm"] == api.algorithm and run["protocol"] == api.protocol
+                assert table_us == pytest.approx(api.time_s * 1e6, abs=0.006), where
+                assert swept[(collective, nbytes)] == api.time_s, where
+                assert validated[(collective, nbytes)] == api.time_s, where
+                replayed = _replay_time(preset, collective, nbytes, ranks)
+                assert replayed == pytest.approx(api.time_s, rel=RTOL), where
+
+
+def _printed_times(text: str) -> list[str]:
+    return re.findall(r'"time_s": [^,\n]+|^\s+\d+\s+\S+\s+\d+\s+\S+', text, re.M)
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_file_outputs_never_change_a_printed_time(
+    preset: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Adding --trace --transfers (and --plot for all_reduce) leaves the printed table and
+    JSON byte-identical; where the chosen algorithm has no schedule (NCCL's composed trees
+    across hosts) the command says so in one line instead of choosing another."""
+    for collective in COLLECTIVES:
+        base = ["run", collective, "-t", preset, "-s", "1MiB"]
+        files = ["--trace", str(tmp_path / "t.json"), "--transfers", str(tmp_path / "t.csv")]
+        if collective == "all_reduce":
+            files += ["--plot", str(tmp_path / "t.png")]
+        result = commsim.simulate(collective, preset, "1MiB")
+        for fmt in ([], ["--json"]):
+            assert main([*base, *fmt]) == 0
+            plain = capsys.readouterr().out
+            status = main([*base, *fmt, *files])
+            captured = capsys.readouterr()
+            if result.schedule is None:
+                assert status == 2 and "composed" in captured.err
+                assert captured.err.count("\n") == 1
+                continue
+            assert status == 0, captured.err
+            assert captured.out == plain and _printed_times(plain)
+        if result.schedule is not None:
+            rows = (tmp_path / "t.csv").read_text().splitlines()[1:]
+            latest = max(float(row.split(",")[3]) for row in rows)
+            assert latest == pytest.approx(result.time_s, rel=RTOL)
+
+
+def test_api_transfers_are_the_chosen_algorithms() -> None:
+    """From Python, ``transfers()`` of an ``auto`` result are the records of the algorithm it
+    chose, also under the closed form (from a simulation that gives the same time)."""
+    for engine in ("des", "analytic"):
+        r = commsim.simulate("all_reduce", "dgx-h100", "1MiB", engine=engine)
+        df = r.transfers()
+        assert df["end_s"].max() == pytest.approx(r.time_s, rel=RTOL)
+    composed = commsim.simulate("all_reduce", "dgx-h100x4", "1MiB")
+    assert composed.algorithm == "hierarchical_pipelined"
+    with pytest.raises(commsim.CommsimError, match="composed estimate"):
+        composed.transfers()
