@@ -11,6 +11,9 @@ dict or a :class:`~commsim.network.Network` from the builders below) and get a :
 >>> commsim.simulate("all_gather", "dgx-h100", "64MiB").ranks
 8
 
+:class:`Timer` answers a :class:`CollectiveCall` (a group of ranks, algorithm and protocol
+or ``auto``) on a network: the one timing layer every command asks.
+
 The names are imported on first use (PEP 562), so ``import commsim.units`` or
 ``import commsim.engine.analytic`` does not pull in SimPy or pandas.
 """
@@ -28,6 +31,7 @@ if TYPE_CHECKING:
     from commsim.network import Network
     from commsim.results import Result
     from commsim.sweep import load_grid, run_sweep
+    from commsim.timing import CollectiveCall, Timer
     from commsim.topology import (
         custom,
         fully_connected,
@@ -56,6 +60,8 @@ _EXPORTS = {
     "SpecError": "commsim.errors",
     "Network": "commsim.network",
     "Result": "commsim.results",
+    "CollectiveCall": "commsim.timing",
+    "Timer": "commsim.timing",
     "load_grid": "commsim.sweep",
     "run_sweep": "commsim.sweep",
     "custom": "commsim.topology",
@@ -72,12 +78,14 @@ _EXPORTS = {
 
 __all__ = [
     "Collective",
+    "CollectiveCall",
     "CommsimError",
     "Network",
     "ParseError",
     "Result",
     "ScheduleError",
     "SpecError",
+    "Timer",
     "__version__",
     "custom",
     "fully_connected",

@@ -142,20 +142,20 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.csv",
         default=None,
         help="write every point-to-point transfer as CSV "
-        "(src,dst,start_s,end_s,nbytes,offset,op); needs --engine des",
+        "(src,dst,start_s,end_s,nbytes,offset,op), of the same evaluation as the printed time",
     )
     run.add_argument(
         "--trace",
         metavar="FILE.json",
         default=None,
-        help="write a Chrome/Perfetto trace (open in ui.perfetto.dev); needs --engine des",
+        help="write a Chrome/Perfetto trace (open in ui.perfetto.dev) of the same evaluation",
     )
     run.add_argument(
         "--plot",
         metavar="FILE.png",
         default=None,
         help="save a plot: busbw vs size for a size range; for one size, the busiest links' "
-        "utilization over time (needs --engine des)",
+        "utilization over time",
     )
     run.set_defaults(handler=cmd_run)
 

@@ -214,16 +214,24 @@ def test_run_plot_busbw_for_a_range_and_utilization_for_one_size(tmp_path, capsy
 
 
 def test_run_plot_errors_are_one_line_exit_2(tmp_path, capsys):
+    """--plot into a missing directory, or of a result without transfers, is one line and
+    exit 2 with no file; under the closed form one size still plots (records reproduced)."""
     missing = tmp_path / "no" / "such" / "dir.png"
     assert main(["run", "all_reduce", "-t", "dgx-h100", "-s", "1MiB",
                  "--plot", str(missing)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--plot" in err and "does not exist" in err
+    # one size under the closed form: link utilization from the simulation that reproduces it
     assert main(["run", "all_reduce", "-t", "dgx-h100", "-s", "1MiB", "--engine", "analytic",
-                 "--plot", str(tmp_path / "a.png")]) == 2
+                 "--plot", str(tmp_path / "a.png")]) == 0
+    assert (tmp_path / "a.png").exists()
+    capsys.readouterr()
+    # a composed NCCL estimate has no transfers to plot: one line, no file
+    assert main(["run", "all_reduce", "-t", "dgx-h100x2", "-s", "1MiB",
+                 "--plot", str(tmp_path / "c.png")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--engine des" in err
-    assert not (tmp_path / "a.png").exists()
+    assert err.count("\n") == 1 and "composed" in err
+    assert not (tmp_path / "c.png").exists()
     # a range with the analytic engine plots busbw
     assert main(["run", "all_reduce", "-t", "tpu-v5e-256", "-s", "1KiB:1GiB:32",
                  "--algorithm", "ring", "--engine", "analytic",
