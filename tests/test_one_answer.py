@@ -149,3 +149,18 @@ def test_api_transfers_are_the_chosen_algorithms() -> None:
     assert composed.algorithm == "hierarchical_pipelined"
     with pytest.raises(commsim.CommsimError, match="composed estimate"):
         composed.transfers()
+
+
+def test_contended_closed_form_refuses_records(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Under --engine analytic, records come only from a simulation that reproduces the
+    closed-form time: the double binary tree shares switch ports (the DES is slower than its
+    closed form), so --transfers is a one-line refusal naming both times, and no file."""
+    path = tmp_path / "t.csv"
+    argv = ["run", "all_reduce", "-t", "dgx-h100", "-s", "1GiB", "--protocol", "none",
+            "--algorithm", "double_binary_tree", "--engine", "analytic", "--transfers", str(path)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "contention" in err and "--engine des" in err
+    assert not path.exists()
