@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph
 from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
+from commsim.replay.tensor import tp_layer
 
 if TYPE_CHECKING:
     from commsim.replay.hybrid import HybridSpec
@@ -135,7 +136,7 @@ class HybridGraphBuilder:
         forward = op.kind == FORWARD
         phase = "forward" if forward else "backward"
         name = f"{'fwd' if forward else 'bwd'} L{layer} mb{op.microbatch}"
-        time_s = (self.forward_s if forward else self.backward_s) / 2
+        time_s = self.forward_s if forward else self.backward_s
         fsdp = spec.data_parallel == "fsdp"
         sharded = fsdp and par.dp * par.cp > 1
         first_fwd = forward and op.microbatch == 0
@@ -159,61 +160,46 @@ class HybridGraphBuilder:
                     )
             for c in range(par.cp):
                 group = self._tp_group(c, stage, d)
-                blocks = ("attn", "mlp") if forward else ("mlp", "attn")
-                prev = {r: done[r] for r in group}
-                for block in blocks:
-                    halves = []
-                    for t, r in enumerate(group):
-                        extra = []
-                        if block == "attn" and t in cp_tasks:
-                            extra.append(cp_tasks[t])
-                        if fsdp and first_fwd and block == blocks[0]:
-                            extra.extend(self._gather(stage, layer, t))
-                        last_half = block == blocks[-1]
-                        halves.append(
-                            b.compute(
-                                r,
-                                time_s,
-                                name=f"{name} {block}",
-                                phase=phase,
-                                deps=prev[r] + extra,
-                                mem_start=weights
-                                if (sharded and first_bwd and block == blocks[0])
-                                else 0,
-                                mem_end=(self.act_bytes if forward else -self.act_bytes)
-                                if last_half
-                                else 0,
-                            )
-                        )
-                    if not forward and block == "attn" and par.cp > 1:
-                        rs = [
-                            b.collective(
-                                self._cp_group(t, stage, d),
-                                "reduce_scatter",
-                                self.cp_bytes,
-                                algorithm=spec.algorithm,
-                                name=f"{name} kv reducescatter",
-                                phase=phase,
-                                deps=[halves[t]],
-                                stream="cp",
-                            )
-                            for t in range(par.tp)
-                        ]
-                        halves = rs
-                    if par.tp > 1:
-                        ar = b.collective(
-                            group,
-                            "all_reduce",
-                            self.tp_bytes,
+
+                def extra_deps(
+                    block: str, t: int, cp_tasks: dict[int, int] = cp_tasks
+                ) -> list[int]:
+                    extra = [cp_tasks[t]] if block == "attn" and t in cp_tasks else []
+                    if fsdp and first_fwd and block == "attn":  # the forward's first block
+                        extra.extend(self._gather(stage, layer, t))
+                    return extra
+
+                def after_compute(block: str, halves: list[int], d: int = d) -> list[int]:
+                    if forward or block != "attn" or par.cp == 1:
+                        return halves
+                    return [
+                        b.collective(
+                            self._cp_group(t, stage, d),
+                            "reduce_scatter",
+                            self.cp_bytes,
                             algorithm=spec.algorithm,
-                            name=f"{name} {block} allreduce",
+                            name=f"{name} kv reducescatter",
                             phase=phase,
-                            deps=halves,
-                            stream="tp",
+                            deps=[halves[t]],
+                            stream="cp",
                         )
-                        prev = {r: [ar] for r in group}
-                    else:
-                        prev = {r: [h] for r, h in zip(group, halves, strict=True)}
+                        for t in range(par.tp)
+                    ]
+
+                prev = tp_layer(
+                    b,
+                    group,
+                    time_s,
+                    self.tp_bytes,
+                    algorithm=spec.algorithm,
+                    name=name,
+                    phase=phase,
+                    deps={r: done[r] for r in group},
+                    mem_start=weights if sharded and first_bwd else 0,
+                    mem_end=self.act_bytes if forward else -self.act_bytes,
+                    extra_deps=extra_deps,
+                    after_compute=after_compute,
+                )
                 out.update(prev)
         if first_fwd and fsdp:
             for t in range(par.tp):
