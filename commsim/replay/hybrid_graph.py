@@ -8,15 +8,70 @@ waits only for its own counterpart on the neighbouring stage.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Protocol
 
+from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph
 from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
 from commsim.replay.tensor import tp_layer
+from commsim.replay.transformer import Model
 
-if TYPE_CHECKING:
-    from commsim.replay.hybrid import HybridSpec
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parallel:
+    """Group sizes: tensor, context, pipeline and data parallel."""
+
+    tp: int = 1
+    cp: int = 1
+    pp: int = 1
+    dp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "cp", "pp", "dp"):
+            fields.positive_int(getattr(self, name), f"parallel.{name}")
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    def rank(self, t: int, c: int, p: int, d: int) -> int:
+        """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
+        return t + self.tp * (c + self.cp * (p + self.pp * d))
+
+
+class HybridSpec(Protocol):
+    """What the lowering reads of a :class:`commsim.replay.hybrid.HybridSpec` (declared here,
+    so that this module, which the spec's ``graph`` calls, does not import the spec's module)."""
+
+    @property
+    def model(self) -> Model: ...
+    @property
+    def parallel(self) -> Parallel: ...
+    @property
+    def micro_batch(self) -> int: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def chunks_per_stage(self) -> int: ...
+    @property
+    def data_parallel(self) -> str: ...
+    @property
+    def recompute(self) -> str: ...
+    @property
+    def bytes_per_param(self) -> int: ...
+    @property
+    def algorithm(self) -> str: ...
+    @property
+    def microbatches(self) -> int: ...
+    @property
+    def layers_per_chunk(self) -> int: ...
+    def layer_times(self) -> tuple[float, float]: ...
+    def logits_time(self) -> float: ...
+    def layer_params(self, layer: int) -> int: ...
+    def stage_layers(self, stage: int) -> list[int]: ...
+    def static_bytes(self, stage: int) -> int: ...
 
 
 class HybridGraphBuilder:
