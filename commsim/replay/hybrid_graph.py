@@ -201,18 +201,10 @@ class HybridGraphBuilder:
         for d in range(par.dp):
             cp_tasks: dict[int, int] = {}
             if par.cp > 1 and forward:
-                for t in range(par.tp):
-                    group = self._cp_group(t, stage, d)
-                    cp_tasks[t] = b.collective(
-                        group,
-                        "all_gather",
-                        self.cp_bytes,
-                        algorithm=spec.algorithm,
-                        name=f"{name} kv allgather",
-                        phase=phase,
-                        deps=[x for r in group for x in done[r]],
-                        stream="cp",
-                    )
+                cp_deps = [
+                    [x for r in self._cp_group(t, stage, d) for x in done[r]] for t in range(par.tp)
+                ]
+                cp_tasks = dict(enumerate(self._cp(stage, d, "all_gather", name, phase, cp_deps)))
             for c in range(par.cp):
                 group = self._tp_group(c, stage, d)
 
@@ -227,19 +219,8 @@ class HybridGraphBuilder:
                 def after_compute(block: str, halves: list[int], d: int = d) -> list[int]:
                     if forward or block != "attn" or par.cp == 1:
                         return halves
-                    return [
-                        b.collective(
-                            self._cp_group(t, stage, d),
-                            "reduce_scatter",
-                            self.cp_bytes,
-                            algorithm=spec.algorithm,
-                            name=f"{name} kv reducescatter",
-                            phase=phase,
-                            deps=[halves[t]],
-                            stream="cp",
-                        )
-                        for t in range(par.tp)
-                    ]
+                    deps = [[h] for h in halves]
+                    return self._cp(stage, d, "reduce_scatter", name, phase, deps)
 
                 prev = tp_layer(
                     b,
@@ -257,19 +238,43 @@ class HybridGraphBuilder:
                 )
                 out.update(prev)
         if first_fwd and fsdp:
-            for t in range(par.tp):
-                key = (stage, t)
-                self.first_use.setdefault(key, []).append(
-                    [
-                        x
-                        for d in range(par.dp)
-                        for c in range(par.cp)
-                        for x in out[par.rank(t, c, stage, d)]
-                    ]
-                )
+            self._note_first_use(stage, out)
         if not forward and op.microbatch == self.k - 1:
             self._reduce(stage, layer, out)
         return out
+
+    def _cp(
+        self, stage: int, d: int, collective: str, name: str, phase: str, deps: list[list[int]]
+    ) -> list[int]:
+        """Context parallelism: the K/V ``collective`` (``all_gather`` forward,
+        ``reduce_scatter`` backward) of every TP rank's CP group of replica ``d``."""
+        what = collective.replace("_", "")
+        return [
+            self.b.collective(
+                self._cp_group(t, stage, d),
+                collective,
+                self.cp_bytes,
+                algorithm=self.spec.algorithm,
+                name=f"{name} kv {what}",
+                phase=phase,
+                deps=deps[t],
+                stream="cp",
+            )
+            for t in range(self.par.tp)
+        ]
+
+    def _note_first_use(self, stage: int, out: dict[int, list[int]]) -> None:
+        """FSDP: a layer's first forward is done; its tasks, per TP rank, gate the gathers."""
+        par = self.par
+        for t in range(par.tp):
+            self.first_use.setdefault((stage, t), []).append(
+                [
+                    x
+                    for d in range(par.dp)
+                    for c in range(par.cp)
+                    for x in out[par.rank(t, c, stage, d)]
+                ]
+            )
 
     def _gather(self, stage: int, layer: int, t: int) -> list[int]:
         """FSDP: the all-gather of ``layer``'s shard for TP rank ``t``, issued one layer ahead
