@@ -215,6 +215,34 @@ def _fair_rates(
     return rates
 
 
+def _flows(result: Result, network: Network) -> list[tuple[float, float, tuple[int, ...]]]:
+    """``(start, drain, links)`` of every transfer that moves bytes over at least one link:
+    its bytes flow from its start until its arrival minus its route's latency (and gamma)."""
+    assert result.schedule is not None and result.timing is not None
+    links = network.links
+    transfers = result.schedule.transfers
+    starts, ends = result.timing.start_s, result.timing.end_s
+    span = max(ends, default=0.0)
+    tol = 1e-9 * max(span, 1e-12)
+    flows: list[tuple[float, float, tuple[int, ...]]] = []
+    for index, transfer in enumerate(transfers):
+        path = tuple(network.route(transfer.src, transfer.dst))
+        if not path or transfer.nbytes <= 0:
+            continue
+        delay = sum(links[i].latency_s for i in path)
+        if transfer.op is OpKind.REDUCE and transfer.dst < network.ranks:
+            delay += network.gamma_s_per_B * transfer.nbytes
+        start, drain = starts[index], ends[index] - delay
+        if drain < start - tol:
+            raise ValueError(
+                f"transfer {index} ({transfer.src}->{transfer.dst}) arrives before its route's "
+                f"latency has passed on {network.name!r}: pass the network the result ran on"
+            )
+        if drain > start:
+            flows.append((start, drain, path))
+    return flows
+
+
 def link_utilization(result: Result, network: Network | None = None) -> pd.DataFrame:
     """Each link's utilization over the time of a discrete-event result, as a step function.
 
@@ -249,29 +277,8 @@ def link_utilization(result: Result, network: Network | None = None) -> pd.DataF
             "link utilization needs the discrete-event engine's transfers (engine='des')"
         )
     network = _network_of(result, network)
-    links = network.links
-    capacity = [link.bandwidth_Bps for link in links]
-    transfers = result.schedule.transfers
-    starts, ends = result.timing.start_s, result.timing.end_s
-    span = max(ends, default=0.0)
-    tol = 1e-9 * max(span, 1e-12)
-    # (start, drain, links) of every transfer that moves bytes over at least one link
-    flows: list[tuple[float, float, tuple[int, ...]]] = []
-    for index, transfer in enumerate(transfers):
-        path = tuple(network.route(transfer.src, transfer.dst))
-        if not path or transfer.nbytes <= 0:
-            continue
-        delay = sum(links[i].latency_s for i in path)
-        if transfer.op is OpKind.REDUCE and transfer.dst < network.ranks:
-            delay += network.gamma_s_per_B * transfer.nbytes
-        start, drain = starts[index], ends[index] - delay
-        if drain < start - tol:
-            raise ValueError(
-                f"transfer {index} ({transfer.src}->{transfer.dst}) arrives before its route's "
-                f"latency has passed on {network.name!r}: pass the network the result ran on"
-            )
-        if drain > start:
-            flows.append((start, drain, path))
+    capacity = [link.bandwidth_Bps for link in network.links]
+    flows = _flows(result, network)
     if not flows:
         return pd.DataFrame({"time_s": [0.0]}).set_index("time_s")
 

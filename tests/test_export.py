@@ -11,11 +11,12 @@ import pytest
 
 from commsim.collectives import Collective
 from commsim.engine.des import simulate_des
-from commsim.export import _lanes, _Slice, _us, trace_events, write_trace, write_transfers_csv
+from commsim.export import trace_events, write_trace, write_transfers_csv
 from commsim.network import Device, Link, Network
 from commsim.results import TRANSFER_COLUMNS, Result
 from commsim.schedule import OpKind, ScheduleBuilder
 from commsim.table import format_table
+from commsim.trace_events import Slice, lanes, us
 
 
 def _star_network() -> Network:
@@ -150,15 +151,15 @@ def test_trace_file_is_json_and_deterministic(tmp_path: Path) -> None:
 
 def test_lanes_greedy() -> None:
     """Greedy lanes: back-to-back slices share a lane, overlapping ones get a new lane."""
-    lanes = _lanes([_Slice(0, 10, 0), _Slice(10, 20, 1), _Slice(5, 15, 2), _Slice(15, 30, 3)])
-    assert [[s.index for s in lane] for lane in lanes] == [[0, 1], [2, 3]]
+    found = lanes([Slice(0, 10, 0), Slice(10, 20, 1), Slice(5, 15, 2), Slice(15, 30, 3)])
+    assert [[s.index for s in lane] for lane in found] == [[0, 1], [2, 3]]
 
 
 @pytest.mark.parametrize("ns", [0, 1, 999, 1001, 123_456_789, 10**13 + 7])
 def test_us_round_trips_to_ns(ns: int) -> None:
     """Microsecond floats convert back to the exact ns both by truncation and by rounding."""
-    assert int(_us(ns) * 1000.0) == ns
-    assert round(_us(ns) * 1000.0) == ns
+    assert int(us(ns) * 1000.0) == ns
+    assert round(us(ns) * 1000.0) == ns
 
 
 def test_table_rows() -> None:

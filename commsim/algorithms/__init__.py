@@ -45,6 +45,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             collectives=frozenset(Collective),
             build=ring.build,
             default_chunks=ring.default_chunks,
+            nccl_family="ring",
             summary="NCCL-style ring; pipelined chains for broadcast and reduce",
         ),
         Algorithm(
@@ -73,6 +74,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             collectives=frozenset({Collective.ALL_REDUCE}),
             build=double_binary_tree.build,
             default_chunks=double_binary_tree.default_chunks,
+            nccl_family="tree",
             summary="NCCL's two complementary binary trees, each all-reducing half the buffer",
         ),
         Algorithm(
@@ -115,7 +117,8 @@ ALGORITHMS: dict[str, Algorithm] = {
             collectives=frozenset({Collective.ALL_REDUCE}),
             build=innetwork.build_nvls,
             default_chunks=innetwork.default_chunks,
-            reduces_in="host",
+            reduces_in=innetwork.REDUCES_IN[innetwork.NVLS],
+            nccl_family="nvls",
             summary="NVLink SHARP: reduced inside the node switch and multicast back; "
             "across hosts, rails between the in-switch phases",
         ),
@@ -124,7 +127,8 @@ ALGORITHMS: dict[str, Algorithm] = {
             collectives=frozenset({Collective.ALL_REDUCE}),
             build=innetwork.build_collnet,
             default_chunks=innetwork.default_chunks,
-            reduces_in="fabric",
+            reduces_in=innetwork.REDUCES_IN[innetwork.COLLNET],
+            nccl_family="collnet",
             summary="NCCL CollNet over SHARP: intra-host ring reduce-scatter, rails reduced "
             "inside the fabric switch, intra-host ring all-gather",
         ),

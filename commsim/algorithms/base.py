@@ -65,7 +65,13 @@ class Call:
 
 @dataclass(frozen=True, slots=True)
 class Algorithm:
-    """A named algorithm: the collectives it implements and its schedule builder."""
+    """A named algorithm, whole: the collectives it implements, where it applies (rank counts,
+    hosts, tori, reducing switches: :meth:`check_supports`), its schedule builder and default
+    pieces, whether it has a closed form and which NCCL algorithm it models.
+
+    The closed forms themselves live in the engine layer, above this one, in
+    :data:`commsim.engine.analytic.CLOSED_FORMS` keyed by :attr:`name`.
+    """
 
     name: str
     collectives: frozenset[Collective]
@@ -79,11 +85,16 @@ class Algorithm:
     #: Offered to ``auto`` (False for a library's fixed choices, such as ``gloo``, that a
     #: topology names in its ``algorithms:`` mapping instead).
     automatic: bool = True
-    #: :func:`commsim.engine.analytic.predict` has a closed form for it.
+    #: :func:`commsim.engine.analytic.predict` has a closed form for it: an entry of
+    #: :data:`commsim.engine.analytic.CLOSED_FORMS` under :attr:`name` (a test checks both ways).
     closed_form: bool = True
     #: Reduces inside switches: ``"host"`` (node switches, NVLS) or ``"fabric"`` (SHARP).
     #: It runs on :meth:`~commsim.network.Network.reducing_view` of the network.
     reduces_in: str | None = None
+    #: The NCCL algorithm family it models, as ``src/graph/tuning.cc`` groups them (``"ring"``,
+    #: ``"tree"``, ``"nvls"``, ``"collnet"``: the keys of :data:`commsim.nccl.BASE_LATENCY_US`);
+    #: None where NCCL runs no such algorithm.
+    nccl_family: str | None = None
 
     def check_supports(self, call: Call) -> None:
         """Raise ScheduleError when this algorithm cannot run ``call``."""

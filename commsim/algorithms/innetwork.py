@@ -36,16 +36,18 @@ from commsim.schedule import OpKind, Schedule
 
 NVLS = "nvls"
 COLLNET = "collnet"
+#: Where each in-network algorithm reduces: ``"host"`` (node switches) or ``"fabric"``
+#: (:attr:`~commsim.algorithms.base.Algorithm.reduces_in`; the registry takes it from here).
+REDUCES_IN = {NVLS: "host", COLLNET: "fabric"}
 #: Most pieces a default in-network all-reduce is cut into (512 KiB each until then).
 MAX_CHUNKS = 64
 
 
 def network_for(call: Call, network: Network, algorithm: str) -> Network:
     """The network ``algorithm`` runs on: for an in-network algorithm, the view in which the
-    ports of the switches it reduces in carry their reduction bandwidth; else ``network``."""
-    from commsim.algorithms import get_algorithm
-
-    where = get_algorithm(algorithm).reduces_in
+    ports of the switches it reduces in carry their reduction bandwidth; else ``network``
+    (``algorithm``: a registered name, as :func:`commsim.algorithms.get_algorithm` spells it)."""
+    where = REDUCES_IN.get(algorithm)
     if where is None:
         return network
     ends = call.host_switches if where == "host" else (call.fabric_switch,)

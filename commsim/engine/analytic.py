@@ -28,15 +28,16 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
-from typing import TypeVar
+from functools import partial
 
 import numpy as np
 
 from commsim.algorithms import get_algorithm
 from commsim.algorithms.base import Call
 from commsim.algorithms.double_binary_tree import dbt_parents
+from commsim.algorithms.innetwork import network_for
 from commsim.collectives import Collective
-from commsim.engine import bidirectional
+from commsim.engine import bidirectional, innetwork
 from commsim.engine import closed_forms as cf
 from commsim.engine.butterfly import (
     rabenseifner,
@@ -44,84 +45,23 @@ from commsim.engine.butterfly import (
     recursive_doubling_all_gather,
 )
 from commsim.engine.closed_forms import Hop, Ints
+from commsim.engine.pairs import MAX_LOOKUPS, UNIFORM_KINDS, PairCosts
 from commsim.errors import SpecError
 from commsim.network import Network
 
-#: Pair kinds whose every pair of distinct ranks costs the same, by construction.
-UNIFORM_KINDS = frozenset({"fully_connected", "switch"})
-#: At most this many distinct pairs are looked up per phase; beyond it an even sample is.
-MAX_LOOKUPS = 4096
+__all__ = ["CLOSED_FORMS", "MAX_LOOKUPS", "UNIFORM_KINDS", "ClosedForm", "PairCosts", "predict"]
 
-T = TypeVar("T")
-
-
-class PairCosts:
-    """Worst (alpha, beta) over sets of rank pairs of one network, with few path lookups.
-
-    One instance per network and rank count is kept with the network
-    (:meth:`~commsim.network.Network.derived`); through :meth:`memo` it remembers each
-    algorithm's hops and structure (trees, host groups), which do not depend on the size, so a
-    sweep over sizes (and ``auto`` over algorithms) computes them once.
-    """
-
-    def __init__(self, network: Network, ranks: int, hosts: tuple[int, ...] | None) -> None:
-        self.network = network
-        self.gamma = network.gamma_s_per_B
-        self.kind = network.meta.get("kind")
-        self.hosts = None if hosts is None else np.asarray(hosts, dtype=np.int64)
-        self.ranks = ranks
-        self._classes: dict[bool, tuple[float, float]] = {}
-        self._memo: dict[object, object] = {}
-
-    @classmethod
-    def of(cls, network: Network, ranks: int, hosts: tuple[int, ...] | None) -> PairCosts:
-        """The instance kept with ``network`` for ``ranks`` ranks on ``hosts``."""
-        return network.derived(("pair_costs", ranks, hosts), lambda: cls(network, ranks, hosts))
-
-    def memo(self, key: object, make: Callable[[], T]) -> T:
-        """``make()`` once per ``key``: for size-independent structure (trees, host groups)."""
-        if key not in self._memo:
-            self._memo[key] = make()
-        return self._memo[key]  # type: ignore[return-value]
-
-    def hop(self, src: Ints | list[int], dst: Ints | list[int]) -> Hop:
-        """The worst pair among ``src[k] -> dst[k]`` (pairs of a rank with itself ignored)."""
-        a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
-        keep = a != b
-        return self._worst(a[keep], b[keep])
-
-    def _worst(self, src: Ints, dst: Ints) -> Hop:
-        if src.size == 0:
-            return Hop(0.0, float("inf"), self.gamma)
-        if self.kind in UNIFORM_KINDS:
-            alpha, beta = self._cost(int(src[0]), int(dst[0]))
-        elif self.kind == "hierarchical" and self.hosts is not None:
-            same = self.hosts[src] == self.hosts[dst]
-            flags = [flag for flag in (False, True) if (same == flag).any()]
-            costs = [self._class(flag, src, dst, same) for flag in flags]
-            alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
-        else:
-            pairs = np.unique(src * self.ranks + dst)
-            if pairs.size > MAX_LOOKUPS:
-                pairs = pairs[np.linspace(0, pairs.size - 1, MAX_LOOKUPS).astype(np.int64)]
-            costs = [self._cost(int(k) // self.ranks, int(k) % self.ranks) for k in pairs]
-            alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
-        return Hop(alpha, beta, self.gamma)
-
-    def _class(self, same: bool, src: Ints, dst: Ints, flags: np.ndarray) -> tuple[float, float]:
-        """One representative pair's cost for the intra-host (``same``) or inter-host class."""
-        if same not in self._classes:
-            k = int(np.flatnonzero(flags == same)[0])
-            self._classes[same] = self._cost(int(src[k]), int(dst[k]))
-        return self._classes[same]
-
-    def _cost(self, src: int, dst: int) -> tuple[float, float]:
-        return self.network.path_cost(src, dst)
+#: A closed form: ``(call, chunks, pairs) -> seconds``, for a call the algorithm supports
+#: (checked), at least two ranks and a non-empty buffer; ``pairs`` is the network's
+#: :class:`~commsim.engine.pairs.PairCosts` for the call's ranks (``pairs.network``: the
+#: network itself).
+ClosedForm = Callable[[Call, int, PairCosts], float]
 
 
 def predict(call: Call, network: Network, algorithm: str) -> float:
     """Closed-form time in seconds of ``call`` run by ``algorithm`` on ``network``.
 
+    Dispatches through :data:`CLOSED_FORMS`, keyed by the registered algorithm's name.
     Raises :class:`~commsim.errors.ScheduleError` when the algorithm cannot run the call, and
     :class:`~commsim.errors.SpecError` when the network has fewer ranks than the call.
     """
@@ -136,51 +76,63 @@ def predict(call: Call, network: Network, algorithm: str) -> float:
         raise SpecError(
             f"call needs {call.ranks} ranks, network {network.name!r} has {network.ranks}"
         )
-    p, n = call.ranks, call.nbytes
-    if p < 2 or n == 0:
+    if call.ranks < 2 or call.nbytes == 0:
         return 0.0
     chunks = call.chunks if call.chunks is not None else algo.default_chunks(call)
     hosts = call.hosts
     if hosts is None and network.host_of(0) is not None:
-        hosts = (network.rank_hosts() or (0,))[:p]
-    pairs = PairCosts.of(network, p, hosts)
-    coll = call.collective
-    if algo.reduces_in is not None:
-        from commsim.algorithms.innetwork import network_for
-        from commsim.engine import innetwork
+        hosts = (network.rank_hosts() or (0,))[: call.ranks]
+    form = CLOSED_FORMS.get(algo.name)
+    if form is None:  # pragma: no cover - tests/engine/test_closed_form_table.py pins the table
+        raise SpecError(f"no closed form for algorithm {algo.name!r}")
+    return form(call, chunks, PairCosts.of(network, call.ranks, hosts))
 
-        return innetwork.predict(call, network_for(call, network, algo.name), algo.name, chunks)
-    if algo.name == "ring":
+
+def _in_network(name: str, call: Call, chunks: int, pairs: PairCosts) -> float:
+    """``nvls``, ``collnet``: timed on the view where the reducing switches' ports reduce."""
+    return innetwork.predict(call, network_for(call, pairs.network, name), name, chunks)
+
+
+def _ring_bidirectional(call: Call, chunks: int, pairs: PairCosts) -> float:
+    if call.ranks < 3:  # both directions are the one pair: the ring
         return _ring(call, chunks, pairs)
-    if algo.name == "ring_bidirectional":
-        if p < 3:  # both directions are the one pair: the ring
-            return _ring(call, chunks, pairs)
-        return bidirectional.ring_bidirectional(call, chunks, pairs)
-    if algo.name == "torus":
-        return bidirectional.torus(call, chunks, pairs)
-    if algo.name == "binomial_tree":
-        up, down = pairs.memo(
-            ("binomial_tree", call.root), lambda: _binomial_hops(pairs, call.root)
-        )
-        return cf.binomial_tree(
-            p, n, chunks, up, down, coll is not Collective.BROADCAST, coll is not Collective.REDUCE
-        )
-    if algo.name in ("recursive_doubling", "rabenseifner"):
-        return _butterfly(algo.name, call, chunks, pairs)
-    if algo.name == "double_binary_tree":
-        time_s = 0.0
-        for (parents, up, down), half in zip(_dbt(pairs), (n // 2, n - n // 2), strict=True):
-            time_s = max(time_s, cf.tree_all_reduce(parents, half, chunks, up, down))
-        # The two trees' formulas ignore each other; where their edges share a link (a rank's
-        # single switch port), the busiest link still has to carry its bytes: a lower bound
-        # of the DES, which counts that sharing.
-        load = pairs.memo("dbt link load", lambda: _dbt_link_load(pairs))
-        return max(time_s, load * (n - n // 2))
-    if algo.name in ("hierarchical", "hierarchical_rabenseifner"):
+    return bidirectional.ring_bidirectional(call, chunks, pairs)
+
+
+def _binomial_tree(call: Call, chunks: int, pairs: PairCosts) -> float:
+    coll = call.collective
+    up, down = pairs.memo(("binomial_tree", call.root), lambda: _binomial_hops(pairs, call.root))
+    return cf.binomial_tree(
+        call.ranks,
+        call.nbytes,
+        chunks,
+        up,
+        down,
+        coll is not Collective.BROADCAST,
+        coll is not Collective.REDUCE,
+    )
+
+
+def _double_binary_tree(call: Call, chunks: int, pairs: PairCosts) -> float:
+    n = call.nbytes
+    time_s = 0.0
+    for (parents, up, down), half in zip(_dbt(pairs), (n // 2, n - n // 2), strict=True):
+        time_s = max(time_s, cf.tree_all_reduce(parents, half, chunks, up, down))
+    # The two trees' formulas ignore each other; where their edges share a link (a rank's
+    # single switch port), the busiest link still has to carry its bytes: a lower bound
+    # of the DES, which counts that sharing.
+    load = pairs.memo("dbt link load", lambda: _dbt_link_load(pairs))
+    return max(time_s, load * (n - n // 2))
+
+
+def _hierarchical_form(butterfly: bool) -> ClosedForm:
+    def form(call: Call, chunks: int, pairs: PairCosts) -> float:
+        hosts = pairs.host_ids
         if hosts is None:  # check_supports already refused calls without hosts
-            raise SpecError(f"algorithm {algo.name!r} needs a multi-host topology")
-        return _hierarchical(hosts, n, chunks, pairs, algo.name != "hierarchical")
-    raise SpecError(f"no closed form for algorithm {algo.name!r}")  # pragma: no cover
+            raise SpecError("the hierarchical algorithms need a multi-host topology")
+        return _hierarchical(hosts, call.nbytes, chunks, pairs, butterfly)
+
+    return form
 
 
 def _dbt(pairs: PairCosts) -> list[tuple[Ints, Hop, Hop]]:
@@ -462,3 +414,22 @@ def _hierarchical_unequal(
     shared = Hop(inter.alpha_s * queue, inter.beta_Bps / nic, inter.gamma_s_per_B)
     rail_s = cf.ring_collective(hops, widest, chunks, hops - 1, hops - 1, 1, shared, shared)
     return intra_s + rail_s + gather_s
+
+
+#: Each registered algorithm with ``closed_form=True`` and its closed form, by name
+#: (``tests/engine/test_closed_form_table.py`` checks that the two agree). The table lives
+#: here, in the engine layer, rather than on :class:`~commsim.algorithms.base.Algorithm`,
+#: because the algorithms sit below the engine and must not import it.
+CLOSED_FORMS: dict[str, ClosedForm] = {
+    "ring": _ring,
+    "binomial_tree": _binomial_tree,
+    "recursive_doubling": partial(_butterfly, "recursive_doubling"),
+    "rabenseifner": partial(_butterfly, "rabenseifner"),
+    "double_binary_tree": _double_binary_tree,
+    "ring_bidirectional": _ring_bidirectional,
+    "torus": bidirectional.torus,
+    "hierarchical": _hierarchical_form(butterfly=False),
+    "hierarchical_rabenseifner": _hierarchical_form(butterfly=True),
+    "nvls": partial(_in_network, "nvls"),
+    "collnet": partial(_in_network, "collnet"),
+}

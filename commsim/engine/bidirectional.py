@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -16,11 +15,9 @@ from commsim.algorithms.base import Call
 from commsim.collectives import Collective
 from commsim.engine import closed_forms as cf
 from commsim.engine.closed_forms import Hop, Ints
+from commsim.engine.pairs import MAX_LOOKUPS, PairCosts
 from commsim.engine.ring_phases import RingPhase, ring_phases
 from commsim.errors import SpecError
-
-if TYPE_CHECKING:
-    from commsim.engine.analytic import PairCosts
 
 #: Flows whose links are counted for ``ring_bidirectional``'s shared-link beta: all of them up
 #: to this many ranks, beyond it windows of consecutive ranks.
@@ -32,8 +29,6 @@ def _loaded_hops(pairs: PairCosts, sets: list[tuple[Ints, Ints]]) -> list[Hop]:
     the narrowest ``bandwidth / flows`` over the path's links (max-min fair sharing gives a
     flow at least that). Beyond ``MAX_LOOKUPS`` ranks only windows of ``LOAD_WINDOW``
     consecutive source ranks (evenly spaced) are routed and counted."""
-    from commsim.engine.analytic import MAX_LOOKUPS
-
     network, p = pairs.network, pairs.ranks
     if p > MAX_LOOKUPS:
         offsets = np.linspace(0, p - LOAD_WINDOW, MAX_LOOKUPS // LOAD_WINDOW).astype(np.int64)

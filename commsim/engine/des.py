@@ -48,6 +48,7 @@ class Timing:
 # exact event order (and results) of ``env.timeout``. With the flat per-link lists and the
 # cached routes below, this took a fifth off the engine's time per transfer (ring all-reduce,
 # 256 ranks, benchmarks/des_throughput.py; the fast path in _start then halved the rest).
+# ``_ok`` is SimPy's private attribute, so pyproject.toml pins simpy to the tested 4.1.x.
 class _Flow:
     """An active transfer's data phase: bytes left and the rate they drain at.
 

@@ -10,7 +10,7 @@ predictable: all ranks share one medium (the host's cores and memory), and gloo'
 """
 
 from commsim.measure.launcher import COLLECTIVES, MeasureSpec, measure
-from commsim.measure.records import Measurement, format_csv, parse_csv, read_csv, write_csv
+from commsim.measurements import Measurement, format_csv, parse_csv, read_csv, write_csv
 
 __all__ = [
     "COLLECTIVES",

@@ -20,16 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from commsim.collectives import Collective, parse_collective
+from commsim.collectives import Collective
 from commsim.errors import SpecError
-from commsim.measure.cpu_model import POINT_TO_POINT, fit_host
-from commsim.measure.records import Measurement, read_csv
+from commsim.measure.cpu_model import fit_host
+from commsim.measurements import Measurement, SizeFilter, collectives_only, filter_rows, read_csv
 
 if TYPE_CHECKING:
     from commsim.validation import Calibration
-
-#: A ``--sizes`` item: ``(low, high)`` bytes, inclusive.
-SizeFilter = tuple[int, int]
 
 
 def csv_backend(path: str | Path) -> str | None:
@@ -46,24 +43,6 @@ def csv_backend(path: str | Path) -> str | None:
 def is_cpu_measurement(path: str | Path) -> bool:
     """True for a ``commsim measure --backend gloo`` CSV (the host model applies)."""
     return csv_backend(path) == "gloo"
-
-
-def _selected(
-    rows: Sequence[Measurement],
-    sizes: Sequence[SizeFilter] | None,
-    collectives: Sequence[Collective | str] | None,
-) -> list[Measurement]:
-    wanted = None if collectives is None else {parse_collective(c).value for c in collectives}
-    out = []
-    for row in rows:
-        if row.collective == POINT_TO_POINT:
-            continue
-        if sizes is not None and not any(low <= row.nbytes <= high for low, high in sizes):
-            continue
-        if wanted is not None and row.collective not in wanted:
-            continue
-        out.append(row)
-    return out
 
 
 def calibrate_cpu(
@@ -96,13 +75,12 @@ def calibrate_cpu(
         The CSV cannot be read.
     """
     from commsim.validation import Calibration, validate
-    from commsim.validation import Measurement as VRow
 
     if isinstance(source, str | Path):
         label, rows = str(source), read_csv(source)
     else:
         label, rows = "measurements", list(source)
-    fitted = _selected(rows, sizes, collectives)
+    fitted = collectives_only(filter_rows(rows, sizes=sizes, collectives=collectives))
     if not fitted:
         raise SpecError("no collective rows left to fit (check --sizes / --collectives)")
     if cores is None:
@@ -117,11 +95,7 @@ def calibrate_cpu(
             "every rank's bytes cross one shared medium (commsim calibrate)"
         ),
     )
-    vrows = [
-        VRow(collective=Collective(r.collective), ranks=r.ranks, nbytes=r.nbytes, time_s=r.time_s)
-        for r in fitted
-    ]
-    report = validate(vrows, spec, engine="des", source=label)
+    report = validate(fitted, spec, engine="des", source=label)
     values = fit.parameters
     parameters = {
         "link.latency_s": values["latency_s"],
@@ -130,7 +104,7 @@ def calibrate_cpu(
         "medium.bandwidth_Bps": values["medium_bandwidth_Bps"],
         "gamma_s_per_B": values["gamma_s_per_B"],
     }
-    skipped = sum(1 for row in rows if row.collective == POINT_TO_POINT)
+    skipped = sum(1 for row in rows if not row.is_collective)
     notes = [
         "model: kind shared (one medium for every transfer and local copy; the latency grows "
         f"by latency_per_rank per rank beyond {cores} cores) with gloo's algorithms and "
@@ -149,7 +123,7 @@ def calibrate_cpu(
     )
 
 
-def _summary(rows: Sequence[Measurement]) -> str:
+def _summary(rows: Sequence[Measurement[Collective]]) -> str:
     from commsim.units import format_size
 
     by: dict[str, set[int]] = {}

@@ -169,7 +169,8 @@ def cmd_measure(args: argparse.Namespace) -> int:
     """``commsim measure``: launch, time, write the CSV (or print it), print a summary."""
     from commsim.measure.launcher import MeasureSpec, measure
     from commsim.measure.progress import ProgressBar
-    from commsim.measure.records import format_csv, format_table, write_csv
+    from commsim.measure.table import format_table
+    from commsim.measurements import format_csv, write_csv
     from commsim.units import parse_time
 
     if args.out is not None and not Path(args.out).resolve().parent.is_dir():

@@ -24,7 +24,7 @@ result is a topology file that ``run``, ``replay`` and ``validate`` accept.
 
 >>> spec = host_spec({"latency_s": 1e-4, "latency_per_rank_s": 5e-5, "bandwidth_Bps": 2e9,
 ...                   "medium_bandwidth_Bps": 4e9, "gamma_s_per_B": 0.0}, ranks=4)
->>> row = Row(collective="sendrecv", ranks=2, nbytes=2_000_000, time_s=1.0)
+>>> row = Measurement(collective="sendrecv", ranks=2, nbytes=2_000_000, time_s=1.0)
 >>> [round(t * 1e6, 3) for t in predict_rows([row], spec)]  # 150 us + 2 MB / 2 GB/s
 [1150.0]
 """
@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +42,7 @@ from commsim.algorithms import Call, build_schedule
 from commsim.collectives import Collective
 from commsim.engine.des import simulate_des
 from commsim.errors import SpecError
+from commsim.measurements import POINT_TO_POINT, Measurement
 from commsim.network import Network
 from commsim.schedule import OpKind, Schedule, ScheduleBuilder
 from commsim.topology.build import build_network
@@ -65,36 +66,6 @@ START = {
 }
 #: Scale of the soft-L1 loss on log(predicted/measured): errors beyond ~25% count less.
 ROBUST_SCALE = 0.25
-POINT_TO_POINT = "sendrecv"
-
-
-class RowLike(Protocol):
-    """A measured row: ``commsim.measure.Measurement`` or ``commsim.validation.Measurement``."""
-
-    @property
-    def collective(self) -> Any: ...  # a name (str) or a Collective
-    @property
-    def ranks(self) -> int: ...
-    @property
-    def nbytes(self) -> int: ...
-    @property
-    def time_s(self) -> float: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Row:
-    """A plain measured row (collective name, world size, bytes, seconds)."""
-
-    collective: str
-    ranks: int
-    nbytes: int
-    time_s: float
-
-
-def _name(collective: object) -> str:
-    return str(getattr(collective, "value", collective))
-
-
 def host_spec(
     parameters: Mapping[str, float],
     ranks: int,
@@ -121,10 +92,10 @@ def host_spec(
     )
 
 
-def schedule_of(row: RowLike) -> Schedule:
+def schedule_of(row: Measurement[str]) -> Schedule:
     """What a row ran: its gloo schedule, or for ``sendrecv`` one transfer rank 0 -> rank 1
     (its time is one way, half the measured round trip)."""
-    name = _name(row.collective)
+    name = str(row.collective)
     if name == POINT_TO_POINT:
         builder = ScheduleBuilder()
         builder.add(0, 1, 0, row.nbytes, OpKind.COPY)
@@ -135,21 +106,21 @@ def schedule_of(row: RowLike) -> Schedule:
     return build_schedule(call, "gloo")
 
 
-def _check_rows(rows: Sequence[RowLike]) -> None:
+def _check_rows(rows: Sequence[Measurement[str]]) -> None:
     known = {c.value for c in Collective} | {POINT_TO_POINT}
     if not rows:
         raise SpecError("no measured rows to fit (check --sizes / --collectives)")
     for row in rows:
-        if _name(row.collective) not in known:
-            raise SpecError(f"cannot model collective {_name(row.collective)!r}")
-        if _name(row.collective) == POINT_TO_POINT and row.ranks < 2:
+        if str(row.collective) not in known:
+            raise SpecError(f"cannot model collective {str(row.collective)!r}")
+        if str(row.collective) == POINT_TO_POINT and row.ranks < 2:
             raise SpecError("a sendrecv row needs a world of at least 2 ranks")
 
 
 class _Timer:
     """Times a fixed set of rows on networks built from parameter vectors (schedules once)."""
 
-    def __init__(self, rows: Sequence[RowLike], ranks: int) -> None:
+    def __init__(self, rows: Sequence[Measurement[str]], ranks: int) -> None:
         self.rows = list(rows)
         self.ranks = ranks
         keys: dict[tuple[str, int, int], int] = {}
@@ -157,7 +128,7 @@ class _Timer:
         self.schedules: list[Schedule] = []
         self.worlds: list[int] = []
         for row in self.rows:
-            key = (_name(row.collective), row.ranks, row.nbytes)
+            key = (str(row.collective), row.ranks, row.nbytes)
             if key not in keys:
                 keys[key] = len(self.schedules)
                 self.schedules.append(schedule_of(row))
@@ -176,7 +147,7 @@ class _Timer:
         return np.array([unique[i] for i in self.index], dtype=float)
 
 
-def predict_rows(rows: Iterable[RowLike], spec: SharedSpec) -> list[float]:
+def predict_rows(rows: Iterable[Measurement[str]], spec: SharedSpec) -> list[float]:
     """Predicted seconds of every row on ``spec`` (the DES, gloo schedules)."""
     rows = list(rows)
     _check_rows(rows)
@@ -201,7 +172,7 @@ class HostFit:
 
     spec: SharedSpec
     parameters: dict[str, float]
-    rows: tuple[RowLike, ...]
+    rows: tuple[Measurement[str], ...]
     predicted_s: tuple[float, ...]
 
     @property
@@ -229,7 +200,7 @@ def _soft_l1(residual: np.ndarray) -> np.ndarray:
 
 
 def fit_host(
-    rows: Sequence[RowLike],
+    rows: Sequence[Measurement[str]],
     *,
     ranks: int | None = None,
     cores: int = 1,

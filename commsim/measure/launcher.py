@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from commsim.errors import CommsimError, SpecError
-from commsim.measure.records import Measurement
+from commsim.measurements import Measurement
 
 #: Collectives ``measure`` times (``sendrecv`` is a ping-pong between ranks 0 and 1).
 COLLECTIVES = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce", "sendrecv")

@@ -39,8 +39,6 @@ from typing import Any, TextIO
 import torch
 import torch.distributed as dist
 
-#: The collectives the worker knows, as the CSV names them; ``sendrecv`` is ping-pong.
-OPS = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce", "sendrecv")
 ELEMENT_BYTES = 4  # float32
 
 

@@ -114,6 +114,13 @@ class FsdpSpec:
         world = network.ranks
         group = tuple(range(world))
         builder = GraphBuilder(world)
+        fwd = self._forward(builder, group)
+        if not self.forward_only:
+            self._backward(builder, group, fwd)
+        return builder.build(self._static(world))
+
+    def _forward(self, builder: GraphBuilder, group: tuple[int, ...]) -> list[list[int]]:
+        """Each unit's all-gather (``prefetch`` units ahead) and forward; per unit, its tasks."""
         u, d, g, a = self.units, self.prefetch, self.unit_bytes, self.activation_bytes
         reshard = self.reshard_after_forward
         fwd: list[list[int]] = []
@@ -143,8 +150,15 @@ class FsdpSpec:
                     for r in group
                 ]
             )
-        if self.forward_only:
-            return builder.build(self._static(world))
+        return fwd
+
+    def _backward(
+        self, builder: GraphBuilder, group: tuple[int, ...], fwd: list[list[int]]
+    ) -> None:
+        """Backward in reverse unit order (re-gathering resharded units), each unit's
+        reduce-scatter, then the optimizer."""
+        u, d, g, a = self.units, self.prefetch, self.unit_bytes, self.activation_bytes
+        reshard = self.reshard_after_forward
         bwd: dict[int, list[int]] = {}
         last_rs: int | None = None
         for j in reversed(range(u)):
@@ -197,7 +211,6 @@ class FsdpSpec:
                     phase="optimizer",
                     deps=() if last_rs is None else (last_rs,),
                 )
-        return builder.build(self._static(world))
 
     def _static(self, world: int) -> list[int]:
         return [self.sharded_bytes(world)] * world

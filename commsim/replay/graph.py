@@ -104,11 +104,6 @@ class Task:
         if self.nbytes < 0:
             raise SpecError(f"task {self.name!r}: nbytes must not be negative, got {self.nbytes}")
 
-    @property
-    def is_comm(self) -> bool:
-        """Collectives and sends: what counts as communication time."""
-        return self.kind is not TaskKind.COMPUTE
-
 
 @dataclass(frozen=True, slots=True)
 class StepGraph:

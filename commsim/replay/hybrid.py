@@ -42,6 +42,7 @@ from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.replay import fields
 from commsim.replay.graph import StepGraph
+from commsim.replay.hybrid_graph import HybridGraphBuilder, Parallel
 from commsim.replay.metrics import StepMetrics
 from commsim.replay.pipeline import SCHEDULES, stage_orders
 from commsim.replay.transformer import Model
@@ -51,28 +52,6 @@ DATA_PARALLEL = ("ddp", "fsdp")
 RECOMPUTE = ("none", "full")
 #: Bytes of Adam's fp32 master weights, momentum and variance per parameter.
 OPTIMIZER_BYTES_PER_PARAM = 12
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Parallel:
-    """Group sizes: tensor, context, pipeline and data parallel."""
-
-    tp: int = 1
-    cp: int = 1
-    pp: int = 1
-    dp: int = 1
-
-    def __post_init__(self) -> None:
-        for name in ("tp", "cp", "pp", "dp"):
-            fields.positive_int(getattr(self, name), f"parallel.{name}")
-
-    @property
-    def world(self) -> int:
-        return self.tp * self.cp * self.pp * self.dp
-
-    def rank(self, t: int, c: int, p: int, d: int) -> int:
-        """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
-        return t + self.tp * (c + self.cp * (p + self.pp * d))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -221,8 +200,6 @@ class HybridSpec:
                 f"parallel: tp x cp x pp x dp = {par.world} exceeds the {network.ranks} ranks of "
                 f"topology {network.name!r}"
             )
-        from commsim.replay.hybrid_graph import HybridGraphBuilder
-
         return HybridGraphBuilder(self).build()
 
     def extras(self, metrics: StepMetrics) -> dict[str, object]:

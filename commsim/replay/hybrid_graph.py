@@ -8,14 +8,70 @@ waits only for its own counterpart on the neighbouring stage.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Protocol
 
+from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph
 from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
+from commsim.replay.tensor import tp_layer
+from commsim.replay.transformer import Model
 
-if TYPE_CHECKING:
-    from commsim.replay.hybrid import HybridSpec
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Parallel:
+    """Group sizes: tensor, context, pipeline and data parallel."""
+
+    tp: int = 1
+    cp: int = 1
+    pp: int = 1
+    dp: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "cp", "pp", "dp"):
+            fields.positive_int(getattr(self, name), f"parallel.{name}")
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    def rank(self, t: int, c: int, p: int, d: int) -> int:
+        """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
+        return t + self.tp * (c + self.cp * (p + self.pp * d))
+
+
+class HybridSpec(Protocol):
+    """What the lowering reads of a :class:`commsim.replay.hybrid.HybridSpec` (declared here,
+    so that this module, which the spec's ``graph`` calls, does not import the spec's module)."""
+
+    @property
+    def model(self) -> Model: ...
+    @property
+    def parallel(self) -> Parallel: ...
+    @property
+    def micro_batch(self) -> int: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def chunks_per_stage(self) -> int: ...
+    @property
+    def data_parallel(self) -> str: ...
+    @property
+    def recompute(self) -> str: ...
+    @property
+    def bytes_per_param(self) -> int: ...
+    @property
+    def algorithm(self) -> str: ...
+    @property
+    def microbatches(self) -> int: ...
+    @property
+    def layers_per_chunk(self) -> int: ...
+    def layer_times(self) -> tuple[float, float]: ...
+    def logits_time(self) -> float: ...
+    def layer_params(self, layer: int) -> int: ...
+    def stage_layers(self, stage: int) -> list[int]: ...
+    def static_bytes(self, stage: int) -> int: ...
 
 
 class HybridGraphBuilder:
@@ -135,7 +191,7 @@ class HybridGraphBuilder:
         forward = op.kind == FORWARD
         phase = "forward" if forward else "backward"
         name = f"{'fwd' if forward else 'bwd'} L{layer} mb{op.microbatch}"
-        time_s = (self.forward_s if forward else self.backward_s) / 2
+        time_s = self.forward_s if forward else self.backward_s
         fsdp = spec.data_parallel == "fsdp"
         sharded = fsdp and par.dp * par.cp > 1
         first_fwd = forward and op.microbatch == 0
@@ -145,90 +201,80 @@ class HybridGraphBuilder:
         for d in range(par.dp):
             cp_tasks: dict[int, int] = {}
             if par.cp > 1 and forward:
-                for t in range(par.tp):
-                    group = self._cp_group(t, stage, d)
-                    cp_tasks[t] = b.collective(
-                        group,
-                        "all_gather",
-                        self.cp_bytes,
-                        algorithm=spec.algorithm,
-                        name=f"{name} kv allgather",
-                        phase=phase,
-                        deps=[x for r in group for x in done[r]],
-                        stream="cp",
-                    )
+                cp_deps = [
+                    [x for r in self._cp_group(t, stage, d) for x in done[r]] for t in range(par.tp)
+                ]
+                cp_tasks = dict(enumerate(self._cp(stage, d, "all_gather", name, phase, cp_deps)))
             for c in range(par.cp):
                 group = self._tp_group(c, stage, d)
-                blocks = ("attn", "mlp") if forward else ("mlp", "attn")
-                prev = {r: done[r] for r in group}
-                for block in blocks:
-                    halves = []
-                    for t, r in enumerate(group):
-                        extra = []
-                        if block == "attn" and t in cp_tasks:
-                            extra.append(cp_tasks[t])
-                        if fsdp and first_fwd and block == blocks[0]:
-                            extra.extend(self._gather(stage, layer, t))
-                        last_half = block == blocks[-1]
-                        halves.append(
-                            b.compute(
-                                r,
-                                time_s,
-                                name=f"{name} {block}",
-                                phase=phase,
-                                deps=prev[r] + extra,
-                                mem_start=weights
-                                if (sharded and first_bwd and block == blocks[0])
-                                else 0,
-                                mem_end=(self.act_bytes if forward else -self.act_bytes)
-                                if last_half
-                                else 0,
-                            )
-                        )
-                    if not forward and block == "attn" and par.cp > 1:
-                        rs = [
-                            b.collective(
-                                self._cp_group(t, stage, d),
-                                "reduce_scatter",
-                                self.cp_bytes,
-                                algorithm=spec.algorithm,
-                                name=f"{name} kv reducescatter",
-                                phase=phase,
-                                deps=[halves[t]],
-                                stream="cp",
-                            )
-                            for t in range(par.tp)
-                        ]
-                        halves = rs
-                    if par.tp > 1:
-                        ar = b.collective(
-                            group,
-                            "all_reduce",
-                            self.tp_bytes,
-                            algorithm=spec.algorithm,
-                            name=f"{name} {block} allreduce",
-                            phase=phase,
-                            deps=halves,
-                            stream="tp",
-                        )
-                        prev = {r: [ar] for r in group}
-                    else:
-                        prev = {r: [h] for r, h in zip(group, halves, strict=True)}
+
+                def extra_deps(
+                    block: str, t: int, cp_tasks: dict[int, int] = cp_tasks
+                ) -> list[int]:
+                    extra = [cp_tasks[t]] if block == "attn" and t in cp_tasks else []
+                    if fsdp and first_fwd and block == "attn":  # the forward's first block
+                        extra.extend(self._gather(stage, layer, t))
+                    return extra
+
+                def after_compute(block: str, halves: list[int], d: int = d) -> list[int]:
+                    if forward or block != "attn" or par.cp == 1:
+                        return halves
+                    deps = [[h] for h in halves]
+                    return self._cp(stage, d, "reduce_scatter", name, phase, deps)
+
+                prev = tp_layer(
+                    b,
+                    group,
+                    time_s,
+                    self.tp_bytes,
+                    algorithm=spec.algorithm,
+                    name=name,
+                    phase=phase,
+                    deps={r: done[r] for r in group},
+                    mem_start=weights if sharded and first_bwd else 0,
+                    mem_end=self.act_bytes if forward else -self.act_bytes,
+                    extra_deps=extra_deps,
+                    after_compute=after_compute,
+                )
                 out.update(prev)
         if first_fwd and fsdp:
-            for t in range(par.tp):
-                key = (stage, t)
-                self.first_use.setdefault(key, []).append(
-                    [
-                        x
-                        for d in range(par.dp)
-                        for c in range(par.cp)
-                        for x in out[par.rank(t, c, stage, d)]
-                    ]
-                )
+            self._note_first_use(stage, out)
         if not forward and op.microbatch == self.k - 1:
             self._reduce(stage, layer, out)
         return out
+
+    def _cp(
+        self, stage: int, d: int, collective: str, name: str, phase: str, deps: list[list[int]]
+    ) -> list[int]:
+        """Context parallelism: the K/V ``collective`` (``all_gather`` forward,
+        ``reduce_scatter`` backward) of every TP rank's CP group of replica ``d``."""
+        what = collective.replace("_", "")
+        return [
+            self.b.collective(
+                self._cp_group(t, stage, d),
+                collective,
+                self.cp_bytes,
+                algorithm=self.spec.algorithm,
+                name=f"{name} kv {what}",
+                phase=phase,
+                deps=deps[t],
+                stream="cp",
+            )
+            for t in range(self.par.tp)
+        ]
+
+    def _note_first_use(self, stage: int, out: dict[int, list[int]]) -> None:
+        """FSDP: a layer's first forward is done; its tasks, per TP rank, gate the gathers."""
+        par = self.par
+        for t in range(par.tp):
+            self.first_use.setdefault((stage, t), []).append(
+                [
+                    x
+                    for d in range(par.dp)
+                    for c in range(par.cp)
+                    for x in out[par.rank(t, c, stage, d)]
+                ]
+            )
 
     def _gather(self, stage: int, layer: int, t: int) -> list[int]:
         """FSDP: the all-gather of ``layer``'s shard for TP rank ``t``, issued one layer ahead

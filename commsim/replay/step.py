@@ -100,15 +100,24 @@ def workload_from_dict(data: object, source: str = "") -> WorkloadSpec:
 
 
 def load_workload(workload: WorkloadSpec | Mapping[str, Any] | str | Path) -> WorkloadSpec:
-    """A workload spec from a spec, a parsed mapping, a YAML file path, or captured PyTorch
-    profiler traces (a directory of per-rank ``*.json``/``*.json.gz`` files or one such file:
-    its last profiler step, see :mod:`commsim.traces`)."""
-    if isinstance(workload, str | Path):
-        from commsim.traces.replay import is_trace_path, load_trace_workload
+    """A workload spec from a spec, a parsed mapping or a YAML (or JSON) file path.
 
-        if is_trace_path(workload):
-            return load_trace_workload(workload)
-        return workload_from_dict(fields.read_yaml(workload), str(workload))
+    Captured PyTorch profiler traces are a workload too, loaded by
+    :func:`commsim.traces.load_trace_workload` (or replayed at once by
+    :func:`commsim.traces.replay_trace`): :mod:`commsim.traces` builds on this package, so it
+    is not imported here; a trace directory or trace file given here is a SpecError saying so.
+    """
+    if isinstance(workload, str | Path):
+        hint = (
+            f"{workload}: captured traces replay through commsim.traces.replay_trace (or "
+            "commsim.traces.load_trace_workload, then replay)"
+        )
+        if Path(workload).is_dir():
+            raise SpecError(hint)
+        data = fields.read_yaml(workload)
+        if isinstance(data, Mapping) and "traceEvents" in data:
+            raise SpecError(hint)
+        return workload_from_dict(data, str(workload))
     if isinstance(workload, Mapping) or not hasattr(workload, "graph"):
         return workload_from_dict(workload)
     return workload
@@ -229,7 +238,7 @@ def replay(
     ----------
     workload
         A YAML file, a parsed mapping (``kind: ddp | fsdp | pipeline | tensor | hybrid``), a
-        spec, or captured traces (a directory of per-rank Kineto files or one file).
+        spec (captured traces: :func:`commsim.traces.replay_trace`).
     topology
         A preset name, a topology YAML file, a parsed mapping or a built network.
     algorithm, protocol

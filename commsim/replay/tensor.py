@@ -13,7 +13,7 @@ micro-batches at the same time, so the groups' all-reduces contend for shared li
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,46 +35,57 @@ def tp_layer(
     algorithm: str,
     name: str,
     phase: str,
-    deps: Sequence[int] = (),
+    deps: Mapping[int, Sequence[int]],
+    mem_start: int = 0,
     mem_end: int = 0,
-) -> list[int]:
-    """One layer's forward or backward on a TP group: two halves, each followed by an all-reduce.
+    extra_deps: Callable[[str, int], Sequence[int]] | None = None,
+    after_compute: Callable[[str, list[int]], list[int]] | None = None,
+) -> dict[int, list[int]]:
+    """One layer's forward or backward on a TP group (Megatron): two blocks (attention and MLP;
+    MLP first backward), each a compute half per rank followed by an all-reduce over the group.
 
-    ``time_s`` is the layer's compute per rank (already divided by the TP degree); it is split
-    evenly between the two blocks. Returns the tasks whose ends mark the layer done; the first
-    half waits on ``deps``. With one rank there is no all-reduce.
+    ``time_s`` is the layer's compute per rank (already divided by the TP degree), split evenly
+    between the blocks. ``deps`` gives each rank's tasks the first block waits on; the first
+    block's halves carry ``mem_start``, the last block's ``mem_end``. The hybrid workload adds
+    to this: ``extra_deps(block, t)`` more tasks rank ``group[t]``'s half waits on (asked for
+    just before that half is added), and ``after_compute(block, halves)`` tasks that replace a
+    block's halves before its all-reduce (one per rank). With one rank there is no all-reduce.
+    Returns, per rank, the tasks whose ends mark the layer done.
     """
     blocks = ("mlp", "attn") if phase == "backward" else ("attn", "mlp")
-    done = list(deps)
+    prev = {r: list(deps[r]) for r in group}
     for block in blocks:
-        last = block == blocks[-1]
-        halves = [
-            builder.compute(
-                r,
-                time_s / 2,
-                name=f"{name} {block}",
-                phase=phase,
-                deps=done,
-                mem_end=mem_end if last else 0,
+        halves = []
+        for t, r in enumerate(group):
+            extra = list(extra_deps(block, t)) if extra_deps is not None else []
+            halves.append(
+                builder.compute(
+                    r,
+                    time_s / 2,
+                    name=f"{name} {block}",
+                    phase=phase,
+                    deps=prev[r] + extra,
+                    mem_start=mem_start if block == blocks[0] else 0,
+                    mem_end=mem_end if block == blocks[-1] else 0,
+                )
             )
-            for r in group
-        ]
+        if after_compute is not None:
+            halves = after_compute(block, halves)
         if len(group) == 1:
-            done = halves
+            prev = {r: [h] for r, h in zip(group, halves, strict=True)}
             continue
-        done = [
-            builder.collective(
-                group,
-                "all_reduce",
-                allreduce_bytes,
-                algorithm=algorithm,
-                name=f"{name} {block} allreduce",
-                phase=phase,
-                deps=halves,
-                stream="tp",
-            )
-        ]
-    return done
+        reduced = builder.collective(
+            group,
+            "all_reduce",
+            allreduce_bytes,
+            algorithm=algorithm,
+            name=f"{name} {block} allreduce",
+            phase=phase,
+            deps=halves,
+            stream="tp",
+        )
+        prev = {r: [reduced] for r in group}
+    return prev
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,7 +140,7 @@ class TensorSpec:
         for group in self.groups(network.ranks):
             for mb in range(self.microbatches):
                 tag = f" mb{mb}" if self.microbatches > 1 else ""
-                done: list[int] = []
+                done: dict[int, list[int]] = {r: [] for r in group}
                 for layer in range(self.layers):
                     done = tp_layer(
                         builder,

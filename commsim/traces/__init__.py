@@ -38,10 +38,15 @@ from commsim.traces.model import (
     RankTrace,
     StepSpan,
     TraceModel,
-    build_model,
-    read_traces,
 )
-from commsim.traces.replay import TraceWorkload, is_trace_path, load_trace_workload, replay_trace
+from commsim.traces.read import build_model, read_traces
+from commsim.traces.replay import (
+    TraceWorkload,
+    is_trace_path,
+    load_trace_workload,
+    load_workload_or_trace,
+    replay_trace,
+)
 from commsim.traces.window import StepWindow, parse_step, step_window
 
 __all__ = [
@@ -67,6 +72,7 @@ __all__ = [
     "is_trace_path",
     "load_kineto",
     "load_trace_workload",
+    "load_workload_or_trace",
     "measured_frame",
     "measured_metrics",
     "parse_step",

@@ -120,6 +120,30 @@ def rank_trace(
     """The :class:`RankTrace` of one CPU trace (see the module docstring)."""
     runloops = _runloop_tids(trace)
     main = main_thread(trace, runloops)
+    comms = _comms(trace, rank, world, shift_us, notes, runloops)
+    compute = _compute(trace, main, shift_us)
+    start, end = span(trace, shift_us)
+    return RankTrace(
+        rank=rank,
+        source=trace.source,
+        flavour="cpu",
+        compute=tuple(compute),
+        comms=tuple(sorted(comms, key=lambda c: c.launch_s)),
+        steps=steps(trace, shift_us),
+        start_s=start,
+        end_s=end,
+    )
+
+
+def _comms(
+    trace: KinetoTrace,
+    rank: int,
+    world: int,
+    shift_us: float,
+    notes: list[str],
+    runloops: set[Lane],
+) -> list[CommCall]:
+    """Each ``c10d::`` launch, matched to the first later compatible ``gloo:`` annotation."""
     pg, group = default_group(trace, world)
     by_thread: dict[Lane, list[Event]] = {}
     for e in trace.events:
@@ -180,31 +204,25 @@ def rank_trace(
             f"rank {rank}: {unmatched} gloo annotation(s) without a c10d launch in the trace "
             "(issued before profiling started?) are ignored"
         )
+    return comms
+
+
+def _compute(trace: KinetoTrace, main: Lane | None, shift_us: float) -> list[ComputeOp]:
+    """The main thread's top-level ``cpu_op`` events (waits left out), each with its phase."""
     compute: list[ComputeOp] = []
-    if main is not None:
-        ops = [e for e in trace.events if e.tid == main and e.cat == "cpu_op"]
-        ops = [op for op in top_level(ops) if op.name not in WAIT_OPS]
-        for op, phase in zip(
-            ops, phases(trace.events, main, [op.ts_us for op in ops]), strict=True
-        ):
-            compute.append(
-                ComputeOp(
-                    name=op.name,
-                    lane=f"cpu:{main}",
-                    start_s=seconds(op.ts_us, shift_us),
-                    end_s=seconds(op.end_us, shift_us),
-                    phase=phase,
-                    launch_s=seconds(op.ts_us, shift_us),
-                )
+    if main is None:
+        return compute
+    ops = [e for e in trace.events if e.tid == main and e.cat == "cpu_op"]
+    ops = [op for op in top_level(ops) if op.name not in WAIT_OPS]
+    for op, phase in zip(ops, phases(trace.events, main, [op.ts_us for op in ops]), strict=True):
+        compute.append(
+            ComputeOp(
+                name=op.name,
+                lane=f"cpu:{main}",
+                start_s=seconds(op.ts_us, shift_us),
+                end_s=seconds(op.end_us, shift_us),
+                phase=phase,
+                launch_s=seconds(op.ts_us, shift_us),
             )
-    start, end = span(trace, shift_us)
-    return RankTrace(
-        rank=rank,
-        source=trace.source,
-        flavour="cpu",
-        compute=tuple(compute),
-        comms=tuple(sorted(comms, key=lambda c: c.launch_s)),
-        steps=steps(trace, shift_us),
-        start_s=start,
-        end_s=end,
-    )
+        )
+    return compute

@@ -22,15 +22,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from commsim.replay.graph import StepGraph
 from commsim.replay.metrics import StepMetrics
+from commsim.replay.step import StepResult, WorkloadSpec, load_workload, replay
 from commsim.traces.analysis import measured_metrics
 from commsim.traces.graph import WAIT_SLACK_S, to_step_graph
 from commsim.traces.kineto import is_trace_name
-from commsim.traces.model import TraceModel, read_traces
+from commsim.traces.model import TraceModel
+from commsim.traces.read import read_traces
 from commsim.traces.window import Step, StepWindow, parse_step, step_window
 
 if TYPE_CHECKING:
     from commsim.network import Network
-    from commsim.replay.step import StepResult
 
 KIND = "trace"
 
@@ -127,6 +128,17 @@ def load_trace_workload(
     return TraceWorkload(model=model, window=window, step_graph=graph, source=source)
 
 
+def load_workload_or_trace(
+    workload: WorkloadSpec | Mapping[str, Any] | str | Path, step: Step | str = None
+) -> WorkloadSpec:
+    """What ``commsim replay PATH`` (and a sweep's ``workloads:`` entry) means: captured traces
+    where :func:`is_trace_path` says so (their ``step``), else
+    :func:`commsim.replay.load_workload` (a spec, a mapping, a YAML file)."""
+    if is_trace_path(workload):
+        return load_trace_workload(workload, step)  # type: ignore[arg-type]
+    return load_workload(workload)
+
+
 def replay_trace(
     path: str | Path | Sequence[str | Path] | TraceModel,
     topology: Network | str | Path | Mapping[str, Any],
@@ -135,6 +147,4 @@ def replay_trace(
     wait_slack_s: float = WAIT_SLACK_S,
 ) -> StepResult:
     """Replay one captured step on ``topology`` (a preset, a file, a mapping or a network)."""
-    from commsim.replay.step import replay
-
     return replay(load_trace_workload(path, step, wait_slack_s=wait_slack_s), topology)

@@ -16,6 +16,7 @@ MODULES = [
     "commsim.network",
     "commsim.schedule",
     "commsim.table",
+    "commsim.trace_events",
     "commsim.algorithms",
     "commsim.algorithms.plan",
     "commsim.algorithms.hierarchical",

@@ -8,7 +8,8 @@ import importlib
 import pytest
 
 MODULES = [
-    "commsim.measure.records",
+    "commsim.measure.table",
+    "commsim.measurements",
     "commsim.measure.launcher",
     "commsim.measure.cli",
     "commsim.measure.progress",

@@ -11,8 +11,10 @@ from commsim.errors import ParseError
 from commsim.measure import Measurement, format_csv, parse_csv, read_csv, write_csv
 from commsim.measure.calibrate import csv_backend, is_cpu_measurement
 from commsim.measure.launcher import percentile, summarize
-from commsim.measure.records import COLUMNS, format_table
+from commsim.measure.table import format_table
+from commsim.measurements import COLUMNS
 
+HEAD = "collective,ranks,nbytes,time_s\n"
 DATA = Path(__file__).parents[1] / "data" / "measure" / "gloo-vm-2cpu.csv"
 
 
@@ -68,9 +70,9 @@ def test_reads_files_with_only_the_required_columns() -> None:
         ("collective,ranks,nbytes,time_s\n", "no measurement rows"),
         ("collective,ranks,nbytes,time_s\nallreduce,2,4,x\n", "m.csv:2: column 'time_s'"),
         ("collective,ranks,nbytes,time_s\nalltoall,2,4,1\n", "unknown collective 'alltoall'"),
-        ("collective,ranks,nbytes,time_s\nall_reduce,0,4,1\n", "'ranks': must be >= 1"),
-        ("collective,ranks,nbytes,time_s\nall_reduce,2,-4,1\n", "'nbytes': must be >= 0"),
-        ("collective,ranks,nbytes,time_s\nall_reduce,2,4,0\n", "'time_s': must be a positive"),
+        (f"{HEAD}all_reduce,0,4,1\n", "'ranks': must be a positive integer"),
+        (f"{HEAD}all_reduce,2,-4,1\n", "'nbytes': must be an integer >= 0"),
+        (f"{HEAD}all_reduce,2,4,0\n", "'time_s': must be a finite number > 0"),
     ],
 )
 def test_malformed_files_are_one_line_errors(text: str, message: str) -> None:

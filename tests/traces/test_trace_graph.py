@@ -12,6 +12,7 @@ from commsim.errors import ParseError, SpecError
 from commsim.replay.graph import TaskKind
 from commsim.traces import (
     load_trace_workload,
+    load_workload_or_trace,
     measured_metrics,
     read_traces,
     replay_trace,
@@ -199,4 +200,9 @@ def test_workload_interface(gloo_dir: Path) -> None:
     assert out["workload"] == "trace"
     assert set(out["measured"]) >= {"step_time_s", "overlap_fraction", "per_rank"}
     assert len(result.tasks()) == len(result.graph.tasks)
-    assert replay(str(gloo_dir), TOPOLOGY).step_time_s == result.step_time_s  # a path works too
+    # a path works through the trace-aware loader; commsim.replay.replay (below commsim.traces)
+    # refuses it with a message naming the way
+    path = str(gloo_dir)
+    assert replay(load_workload_or_trace(path), TOPOLOGY).step_time_s == result.step_time_s
+    with pytest.raises(SpecError, match="commsim.traces.replay_trace"):
+        replay(path, TOPOLOGY)

@@ -17,6 +17,7 @@ from commsim.validation.measurements import (
     write_measurements,
 )
 
+HEAD = "collective,ranks,nbytes,time_s\n"
 ROWS = [
     Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=1024, time_s=1.5e-4),
     Measurement(collective=Collective.ALL_REDUCE, ranks=4, nbytes=1 << 20, time_s=2.5e-3),
@@ -29,7 +30,7 @@ def test_round_trip_with_comments_and_extra_columns(tmp_path) -> None:
     and the text is deterministic."""
     path = tmp_path / "m.csv"
     write_measurements(
-        ROWS, path, comments=["torch 2.13.0", "backend gloo"], extra={"time_p90_s": [1, 2, 3]}
+        ROWS, path, comments=["torch 2.13.0", "backend gloo"], extra={"note": [1, 2, 3]}
     )
     text = path.read_text()
     assert text.startswith("# torch 2.13.0\n# backend gloo\ncollective,ranks,nbytes,time_s,")
@@ -38,27 +39,31 @@ def test_round_trip_with_comments_and_extra_columns(tmp_path) -> None:
 
 
 def test_columns_in_any_order_and_units_in_nbytes() -> None:
-    """Columns are found by name; nbytes may carry a unit; collective any spelling."""
+    """Columns are found by name; nbytes may carry a unit; collective any spelling; the
+    record's optional columns (``host``) are kept."""
     rows = parse_measurements("time_s,nbytes,host,collective,ranks\n0.001,1MiB,vm,allreduce,2\n")
     assert rows == [
-        Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=1 << 20, time_s=1e-3)
+        Measurement(
+            collective=Collective.ALL_REDUCE, ranks=2, nbytes=1 << 20, time_s=1e-3, host="vm"
+        )
     ]
 
 
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("", "empty file"),
-        ("# only a comment\n", "empty file"),
-        ("a,b,c\n1,2,3\n", "header lacks collective, ranks, nbytes, time_s"),
+        ("", "empty measurement file"),
+        ("# only a comment\n", "empty measurement file"),
+        ("a,b,c\n1,2,3\n", "missing column 'collective' \\(need collective, ranks, nbytes, time_s"),
+        ("collective,ranks,nbytes,time_s\nsendrecv,2,1024,1\n", "no collective rows"),
         ("collective,ranks,nbytes,time_s\n", "header but no measurement rows"),
         ("collective,ranks,nbytes,time_s\nall_reduce,2,1024\n", ":2: 3 fields"),
-        ("collective,ranks,nbytes,time_s\nalltoall,2,1024,1\n", ":2: unknown collective"),
-        ("collective,ranks,nbytes,time_s\nall_reduce,two,1024,1\n", "ranks 'two'"),
-        ("collective,ranks,nbytes,time_s\nall_reduce,2,1024,fast\n", "time_s 'fast'"),
+        (f"{HEAD}alltoall,2,1024,1\n", ":2: column 'collective': unknown collective"),
+        (f"{HEAD}all_reduce,two,1024,1\n", "column 'ranks': invalid value 'two'"),
+        (f"{HEAD}all_reduce,2,1024,fast\n", "column 'time_s': invalid value 'fast'"),
         ("collective,ranks,nbytes,time_s\nall_reduce,2,1024,0\n", "must be a finite number > 0"),
         ("collective,ranks,nbytes,time_s\nall_reduce,2,-5,1\n", "nbytes"),
-        ("collective,ranks,nbytes,time_s\nall_reduce,0,5,1\n", "ranks: must be a positive"),
+        ("collective,ranks,nbytes,time_s\nall_reduce,0,5,1\n", "'ranks': must be a positive"),
     ],
 )
 def test_bad_csv_is_a_one_line_parse_error(text: str, message: str) -> None:
@@ -70,7 +75,7 @@ def test_bad_csv_is_a_one_line_parse_error(text: str, message: str) -> None:
 
 def test_missing_file(tmp_path) -> None:
     """A missing file is a ParseError naming it."""
-    with pytest.raises(ParseError, match="no such file"):
+    with pytest.raises(ParseError, match="no such measurement file"):
         read_measurements(tmp_path / "none.csv")
 
 

@@ -1,0 +1,92 @@
+"""Worst-pair costs of a network for the closed forms: :class:`PairCosts`.
+
+A closed form sees one :class:`~commsim.engine.closed_forms.Hop` per phase: the *worst* pair
+the phase uses (largest ``alpha``, smallest ``beta``). :class:`PairCosts` finds it with few path
+lookups (O(1) for the kinds whose pairs are alike by construction) and memoises each
+algorithm's size-independent structure, so a sweep over sizes computes it once. It sits below
+:mod:`commsim.engine.analytic` and the closed-form modules that take it
+(:mod:`commsim.engine.bidirectional`), so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import numpy as np
+
+from commsim.engine.closed_forms import Hop, Ints
+from commsim.network import Network
+
+#: Pair kinds whose every pair of distinct ranks costs the same, by construction.
+UNIFORM_KINDS = frozenset({"fully_connected", "switch"})
+#: At most this many distinct pairs are looked up per phase; beyond it an even sample is.
+MAX_LOOKUPS = 4096
+
+T = TypeVar("T")
+
+
+class PairCosts:
+    """Worst (alpha, beta) over sets of rank pairs of one network, with few path lookups.
+
+    One instance per network and rank count is kept with the network
+    (:meth:`~commsim.network.Network.derived`); through :meth:`memo` it remembers each
+    algorithm's hops and structure (trees, host groups), which do not depend on the size, so a
+    sweep over sizes (and ``auto`` over algorithms) computes them once.
+    """
+
+    def __init__(self, network: Network, ranks: int, hosts: tuple[int, ...] | None) -> None:
+        self.network = network
+        self.gamma = network.gamma_s_per_B
+        self.kind = network.meta.get("kind")
+        #: The host of each rank as given (a memo key), and as an array.
+        self.host_ids = hosts
+        self.hosts = None if hosts is None else np.asarray(hosts, dtype=np.int64)
+        self.ranks = ranks
+        self._classes: dict[bool, tuple[float, float]] = {}
+        self._memo: dict[object, object] = {}
+
+    @classmethod
+    def of(cls, network: Network, ranks: int, hosts: tuple[int, ...] | None) -> PairCosts:
+        """The instance kept with ``network`` for ``ranks`` ranks on ``hosts``."""
+        return network.derived(("pair_costs", ranks, hosts), lambda: cls(network, ranks, hosts))
+
+    def memo(self, key: object, make: Callable[[], T]) -> T:
+        """``make()`` once per ``key``: for size-independent structure (trees, host groups)."""
+        if key not in self._memo:
+            self._memo[key] = make()
+        return self._memo[key]  # type: ignore[return-value]
+
+    def hop(self, src: Ints | list[int], dst: Ints | list[int]) -> Hop:
+        """The worst pair among ``src[k] -> dst[k]`` (pairs of a rank with itself ignored)."""
+        a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
+        keep = a != b
+        return self._worst(a[keep], b[keep])
+
+    def _worst(self, src: Ints, dst: Ints) -> Hop:
+        if src.size == 0:
+            return Hop(0.0, float("inf"), self.gamma)
+        if self.kind in UNIFORM_KINDS:
+            alpha, beta = self._cost(int(src[0]), int(dst[0]))
+        elif self.kind == "hierarchical" and self.hosts is not None:
+            same = self.hosts[src] == self.hosts[dst]
+            flags = [flag for flag in (False, True) if (same == flag).any()]
+            costs = [self._class(flag, src, dst, same) for flag in flags]
+            alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
+        else:
+            pairs = np.unique(src * self.ranks + dst)
+            if pairs.size > MAX_LOOKUPS:
+                pairs = pairs[np.linspace(0, pairs.size - 1, MAX_LOOKUPS).astype(np.int64)]
+            costs = [self._cost(int(k) // self.ranks, int(k) % self.ranks) for k in pairs]
+            alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
+        return Hop(alpha, beta, self.gamma)
+
+    def _class(self, same: bool, src: Ints, dst: Ints, flags: np.ndarray) -> tuple[float, float]:
+        """One representative pair's cost for the intra-host (``same``) or inter-host class."""
+        if same not in self._classes:
+            k = int(np.flatnonzero(flags == same)[0])
+            self._classes[same] = self._cost(int(src[k]), int(dst[k]))
+        return self._classes[same]
+
+    def _cost(self, src: int, dst: int) -> tuple[float, float]:
+        return self.network.path_cost(src, dst)
