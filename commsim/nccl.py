@@ -112,7 +112,6 @@ BASE_LATENCY_US: dict[str, dict[str, float]] = {
     "nvls": {"Simple": 25.0},
     "collnet": {"Simple": 30.0},
 }
-_FAMILY = {"double_binary_tree": "tree", PIPELINED: "tree", "nvls": "nvls", "collnet": "collnet"}
 
 #: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws): one node by GPU generation; two and
 #: more nodes (x86 Intel hosts' row).
@@ -124,7 +123,9 @@ LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell":
 
 def base_latency_s(algorithm: str, protocol: str) -> float:
     """Seconds every call of ``algorithm`` under ``protocol`` pays before its first hop."""
-    family = BASE_LATENCY_US[_FAMILY.get(algorithm, "ring")]
+    # NCCL's pipelined trees are its tree; commsim's own algorithms pay the ring's
+    name = "tree" if algorithm == PIPELINED else get_algorithm(algorithm).nccl_family
+    family = BASE_LATENCY_US[name or "ring"]
     return family.get(protocol, family.get("Simple", 0.0)) * 1e-6
 
 

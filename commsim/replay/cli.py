@@ -96,7 +96,11 @@ def add_parsers(sub: Any) -> None:
         "every profiled step)",
     )
     replay.set_defaults(handler=run_replay)
+    _add_bound_parser(sub)
 
+
+def _add_bound_parser(sub: Any) -> None:
+    """``bound`` with its ``fsdp`` subcommand."""
     bound = sub.add_parser(
         "bound",
         help="closed-form bounds (fsdp: is FSDP compute or communication bound?)",

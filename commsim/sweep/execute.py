@@ -103,10 +103,6 @@ def _collective_row(point: CollectivePoint) -> Row:
     return row
 
 
-#: Leading columns of a workload row (then its metrics and the kind's extras).
-WORKLOAD_COLUMNS = ("kind", "workload", "workload_kind", "topology", "ranks")
-
-
 def _workload_row(point: WorkloadPoint) -> Row:
     from commsim.replay.metrics import METRIC_KEYS
     from commsim.replay.step import replay
