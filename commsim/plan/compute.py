@@ -25,10 +25,11 @@ the attention core (scores, softmax, dropout, values).
 
 **The wave-roofline curve.** A GEMM of ``M x K`` by ``K x N`` in bf16 takes
 ``max(2 M N K / (P e w), 2 (M K + K N + M N) / B)`` with ``P`` the peak FLOP/s, ``e`` the
-device's large-GEMM efficiency, ``B`` the HBM bandwidth and ``w`` the wave-quantization factor
-of NVIDIA's "Matrix Multiplication Background User's Guide": the output is cut into
-``ceil(M/tm) ceil(N/tn)`` tiles run in waves of one tile per SM, and a last partial wave idles
-the rest, ``w = tiles / (waves x SMs)``. A shard too small to fill the GPU costs what it costs.
+device's large-GEMM efficiency, ``B`` the HBM bandwidth and ``w`` the tile- and wave-
+quantization factor of NVIDIA's "Matrix Multiplication Background User's Guide": the output
+is cut into ``ceil(M/tm) ceil(N/tn)`` tiles of ``tm x tn`` (a partial tile costs a whole one),
+run in waves of one tile per SM (a last partial wave idles the other SMs), so
+``w = M N / (waves x SMs x tm x tn)``. A shard too small to fill the GPU costs what it costs.
 
 >>> from commsim.plan.device import DeviceSpec
 >>> dev = DeviceSpec(name="x", memory_bytes=2**30, memory_bandwidth_Bps=2e12, peak_flops=1e15,
@@ -60,8 +61,11 @@ def gemm_time(device: DeviceSpec, m: int, n: int, k: int) -> float:
         return 0.0
     tiles = math.ceil(m / device.tile_m) * math.ceil(n / device.tile_n)
     waves = math.ceil(tiles / device.sms)
-    rate = device.peak_flops * device.gemm_efficiency * tiles / (waves * device.sms)
-    compute = 2.0 * m * n * k / rate
+    # each wave runs one full tile per SM at the SM's share of the achievable rate
+    tile_s = 2.0 * device.tile_m * device.tile_n * k * device.sms / (
+        device.peak_flops * device.gemm_efficiency
+    )
+    compute = waves * tile_s
     traffic = BF16 * (m * k + k * n + m * n) / device.memory_bandwidth_Bps
     return max(compute, traffic)
 

@@ -133,7 +133,7 @@ def pipeline_costs(
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
                    | {((p + 1) % cfg.pp, p) for p in range(cfg.pp)})
     pairs = [(a, b) for a, b in pairs if a != b]
-    for d in range(cfg.dp):
+    for d in _distinct_replicas(cfg, timer):
         tp = tuple(timer.collective("all_reduce", cfg.tp_group(p, d), tp_bytes)
                    for p in range(cfg.pp))
         cg = tuple(timer.collective("all_gather", cfg.cp_group(p, d), cp_bytes)
@@ -147,6 +147,21 @@ def pipeline_costs(
             seen[key] = PipelineCosts(tp_ar=tp, cp_gather=cg, cp_rs=rs,
                                       send=dict(zip(pairs, send, strict=True)), **common)
     return list(seen.values())
+
+
+def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer) -> range | list[int]:
+    """Replicas that may differ: on hosts of ``G`` GPUs each, replica ``d`` starts at GPU
+    ``d R`` (``R = tp cp pp``), so replicas with the same ``d R mod G`` sit alike."""
+    per_host = timer.network.meta.get("gpus_per_node")
+    if timer.network.meta.get("kind") != "hierarchical" or not isinstance(per_host, int):
+        return range(cfg.dp)
+    size = cfg.tp * cfg.cp * cfg.pp
+    first: dict[int, int] = {}
+    for d in range(cfg.dp):
+        first.setdefault(d * size % per_host, d)
+        if len(first) == per_host:
+            break
+    return sorted(first.values())
 
 
 def estimate_step(costs: list[PipelineCosts]) -> StepEstimate:

@@ -76,6 +76,19 @@ def in_flight(schedule: str, pp: int, microbatches: int, chunks: int) -> tuple[i
     return tuple(out)
 
 
+def stage_in_flight(schedule: str, pp: int, microbatches: int, chunks: int, stage: int) -> int:
+    """:func:`in_flight` of one stage in closed form (what the schedule's warm-up holds, plus
+    the one forward 1F1B runs before its first backward)."""
+    k, v = microbatches, chunks
+    if schedule == "gpipe":
+        return k
+    if schedule == "1f1b":
+        return min(pp - stage, k)
+    total = k * v
+    warmup = total if k == pp else min((pp - stage - 1) * 2 + (v - 1) * pp, total)
+    return warmup + 1 if warmup < total else total
+
+
 @dataclass(frozen=True, slots=True)
 class Memory:
     """Bytes on one GPU of the most loaded stage (``stage``)."""
@@ -138,16 +151,17 @@ def peak_memory(
     data_parallel: str,
     recompute: str,
 ) -> Memory:
-    """The :class:`Memory` of the stage that needs the most (see the module docstring)."""
-    flights = in_flight(schedule, pp, microbatches, chunks)
+    """The :class:`Memory` of the stage that needs the most (see the module docstring): the
+    first (most in flight, the embedding) or the last (logits, the output layer)."""
     per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute)
     layers_per_chunk = model.layers // (pp * chunks)
     tokens = micro_batch * model.seq / cp
     layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
     best: Memory | None = None
-    for stage in range(pp):
+    for stage in sorted({0, pp - 1}):
         w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp)
-        act = flights[stage] * layers_per_chunk * per_layer
+        flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
+        act = flight * layers_per_chunk * per_layer
         if recompute == "full":
             act += layer_activation_bytes(model, micro_batch, tp, cp, "none")
         if stage == pp - 1:

@@ -27,9 +27,16 @@ class CollectiveTimer:
         self.network = network
         self.engine = engine
         self._memo: dict[tuple[object, ...], float] = {}
+        self._shapes: dict[tuple[int, ...], tuple[object, ...]] = {}
         self.timed = 0  #: distinct shapes simulated (for benchmarks)
 
     def _shape(self, group: tuple[int, ...]) -> tuple[object, ...]:
+        shape = self._shapes.get(group)
+        if shape is None:
+            shape = self._shapes[group] = self._host_pattern(group)
+        return shape
+
+    def _host_pattern(self, group: tuple[int, ...]) -> tuple[object, ...]:
         hosts = [self.network.host_of(r) for r in group]
         if any(h is None for h in hosts):
             return ("ranks", group)
