@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commsim.plan.compute import LayerTimes
 from commsim.plan.config import PlanConfig
@@ -121,13 +121,14 @@ def pipeline_costs(
     cp_bytes = 2 * cfg.micro_batch * model.seq * kv * BYTES
     send_bytes = tp_bytes // cfg.tp
     gather, reduce, final = _dp_costs(cfg, model.layers, params, timer)
-    common = dict(
+    base = PipelineCosts(
         schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
         layers_per_chunk=model.layers // (cfg.pp * cfg.chunks),
         attn_fwd=times.attn_fwd, mlp_fwd=times.mlp_fwd, attn_bwd=times.attn_bwd,
         mlp_bwd=times.mlp_bwd, attn_rc=times.attn_recompute, mlp_rc=times.mlp_recompute,
         rc_comm=times.recompute_collectives, logits_fwd=times.logits_fwd,
         logits_bwd=times.logits_bwd, gather=gather, reduce=reduce, final=final,
+        tp_ar=(), cp_gather=(), cp_rs=(),
     )
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
@@ -144,8 +145,8 @@ def pipeline_costs(
                      for a, b in pairs)
         key = (tp, cg, rs, send)
         if key not in seen:
-            seen[key] = PipelineCosts(tp_ar=tp, cp_gather=cg, cp_rs=rs,
-                                      send=dict(zip(pairs, send, strict=True)), **common)
+            seen[key] = replace(base, tp_ar=tp, cp_gather=cg, cp_rs=rs,
+                                send=dict(zip(pairs, send, strict=True)))
     return list(seen.values())
 
 
