@@ -182,6 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
     from commsim.sweep.cli import add_parser as add_sweep_parser
 
     add_sweep_parser(sub)  # `commsim sweep`
+
+    from commsim.plan.cli import add_parser as add_plan_parser
+
+    add_plan_parser(sub)  # `commsim plan`
     return parser
 
 

@@ -16,6 +16,7 @@ so device -> switch -> device costs exactly the port's ``latency``.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import deque
 
@@ -73,6 +74,7 @@ def _meta(spec: TopologySpec, **params: object) -> dict[str, object]:
         "sources": tuple(spec.sources),
         "algorithms": dict(spec.algorithms),
         **({} if spec.nccl is None else {"nccl": spec.nccl.as_meta()}),
+        **({"device": json.loads(spec.device_info)} if spec.device_info else {}),
         **params,
     }
 

@@ -14,6 +14,7 @@ link: {latency: 2us, bandwidth: 50GB/s}
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import yaml
@@ -117,6 +118,8 @@ def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
         data["algorithms"] = dict(spec.algorithms)
     if spec.nccl is not None:
         data["nccl"] = {"arch": spec.nccl.arch, "channels": spec.nccl.channels}
+    if spec.device_info:
+        data["device"] = json.loads(spec.device_info)
     if spec.sources:
         data["sources"] = list(spec.sources)
     return data

@@ -41,7 +41,7 @@ from commsim.units import parse_bandwidth, parse_time
 from commsim.yamlfile import read_text, yaml_documents
 
 #: Optional keys every kind accepts.
-COMMON_KEYS = ("name", "description", "sources", "gamma", "algorithms", "nccl")
+COMMON_KEYS = ("name", "description", "sources", "gamma", "algorithms", "nccl", "device")
 
 
 def _check_keys(
@@ -320,7 +320,28 @@ def _spec(data: object) -> TopologySpec:
         raise SpecError(f"kind: unknown topology kind {kind!r} (known: {known})")
     required, optional, parse = KINDS[kind]
     _check_keys(data, required, ("kind", *COMMON_KEYS, *optional), "", f" for kind {kind!r}")
-    return parse(data, _common(data))
+    info = ""
+    if isinstance(data.get("device"), Mapping):  # the accelerator's block, not a kind's name
+        info = _device_info(data["device"])
+        data = {k: v for k, v in data.items() if k != "device"}
+    elif "device" in data and "device" not in optional:
+        got = describe(data["device"])
+        raise SpecError(f"device: must be a mapping (the accelerator), got {got}")
+    common = _common(data)
+    if info:
+        common["device_info"] = info
+    return parse(data, common)
+
+
+def _device_info(value: Mapping[Any, Any]) -> str:
+    """A ``device:`` block (the accelerator: memory, peak FLOP/s, efficiency curve, sources)
+    kept verbatim as canonical JSON; :mod:`commsim.plan.device` gives it meaning."""
+    import json
+
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):
+        raise SpecError("device: must hold plain YAML scalars, lists and mappings") from None
 
 
 def parse_yaml(text: str, source: str) -> object:

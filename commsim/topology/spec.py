@@ -106,6 +106,9 @@ class TopologySpec:
     nccl : NcclSpec or None
         The machine runs NCCL: collectives get NCCL's protocols, launch latencies and
         algorithm choice (:mod:`commsim.nccl`).
+    device_info : str
+        The YAML ``device:`` block (the accelerator, for ``commsim plan``) as canonical JSON;
+        empty when the file has none. Built networks carry it parsed as ``meta["device"]``.
     """
 
     kind: ClassVar[str] = ""
@@ -115,6 +118,7 @@ class TopologySpec:
     gamma_s_per_B: float = 0.0
     algorithms: tuple[tuple[str, str], ...] = ()
     nccl: NcclSpec | None = None
+    device_info: str = ""
 
     @property
     def num_ranks(self) -> int:

@@ -1,0 +1,43 @@
+"""How fast ``commsim plan`` searches: configurations considered and timed per second.
+
+Run: ``.venv/bin/python benchmarks/plan_speed.py``
+
+Two cases: Llama 3 70B over 512 H100 (``dgx-h100x64``, the issue's target: an answer in
+<= 10 s) with the default pruning, and GPT-3 6.7B over 64 A100 with ``--top 0`` (every
+configuration that fits is timed: the evaluation rate without pruning).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from commsim.plan import plan  # noqa: E402
+from commsim.topology import load_topology  # noqa: E402
+
+CASES = (
+    ("llama3-70b", "dgx-h100x64", 1024, 10),
+    ("gpt3-6.7b", "dgx-a100x8", 512, 0),
+)
+
+
+def main() -> None:
+    for model, preset, batch, top in CASES:
+        load_topology(preset)  # build (and cache) the network outside the timing
+        t0 = time.perf_counter()
+        out = plan(model, preset, global_batch=batch, top=top)
+        wall = time.perf_counter() - t0
+        r = out.result
+        timed = len(r.configs)
+        best = r.configs[0]
+        print(f"{model} on {preset} (global batch {batch}, --top {top}): {wall:.2f} s; "
+              f"{r.considered} configurations considered ({r.considered / wall:,.0f}/s), "
+              f"{timed} timed ({timed / wall:,.0f}/s); best: {best.config.label()} "
+              f"{best.record['step_time_s']:.3f} s/step, MFU {best.record['mfu']:.1%}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Capacity planning: which TP/CP/PP/DP split, micro-batch, schedule, data parallelism and
+recompute trains a model fastest on a machine's GPUs, and does it fit in memory?
+
+One module per concept: :mod:`.models` (catalogue and model files), :mod:`.device` (the
+topology's ``device:`` block), :mod:`.compute` (FLOPs and the wave-roofline GEMM curve),
+:mod:`.memory` (states, activations, buffers), :mod:`.timing` (collectives timed once per
+shape), :mod:`.evaluate` and :mod:`.costs` (one pipeline's exact step), :mod:`.search`, and
+:mod:`.cli`. See docs/planning.md.
+
+>>> out = plan("gpt3-1.3b", "dgx-a100", global_batch=64, space=SearchSpace(tp=(1,), pp=(1,),
+...            cp=(1,), micro_batch=(4,), data_parallel=("ddp",), recompute=("none",)))
+>>> best = out.to_dict()["configs"][0]
+>>> best["tp"], best["dp"], best["fits"], 0 < best["mfu"] < 1
+(1, 8, True, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from commsim.network import Network
+from commsim.plan.device import DeviceSpec, network_device
+from commsim.plan.models import ModelSpec, load_model
+from commsim.plan.search import PlanResult, SearchSpace, run_search
+from commsim.topology import load_topology
+
+__all__ = ["PlanOutcome", "SearchSpace", "plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanOutcome:
+    """A search's inputs and :class:`~commsim.plan.search.PlanResult`."""
+
+    model: ModelSpec
+    network: Network
+    device: DeviceSpec
+    gpus: int
+    global_batch: int
+    result: PlanResult
+
+    def to_dict(self) -> dict[str, Any]:
+        """The contract's JSON: model, topology, gpus, global_batch, seq, configs, rejected."""
+        return {
+            "model": self.model.name,
+            "topology": self.network.name,
+            "device": self.device.name,
+            "gpu_memory_bytes": self.device.memory_bytes,
+            "gpus": self.gpus,
+            "global_batch": self.global_batch,
+            "seq": self.model.seq,
+            "params": self.model.params,
+            "considered": self.result.considered,
+            "configs": [e.record for e in self.result.configs],
+            "rejected": [
+                {**r.axes, "reason": r.reason,
+                 **({} if r.peak_memory_bytes is None
+                    else {"peak_memory_bytes": r.peak_memory_bytes})}
+                for r in self.result.rejected
+            ],
+        }
+
+    def table(self, top: int) -> str:
+        """The ranked configurations as a text table (``top`` rows; 0: all)."""
+        head = (f"{'#':>3} {'config':44s} {'step':>9} {'tokens/s':>10} {'model':>6} "
+                f"{'hw':>6} {'MFU':>5} {'exp.comm':>8} {'bubble':>6} {'memory':>9} fits")
+        lines = [
+            f"{self.model.name} ({self.model.params / 1e9:.1f}B, seq {self.model.seq}) on "
+            f"{self.gpus} x {self.device.name} ({self.network.name}), global batch "
+            f"{self.global_batch}: {len(self.result.configs)} timed, "
+            f"{len(self.result.rejected)} rejected of {self.result.considered}",
+            "TFLOP/s per GPU: model (6N + attention) and hardware (with recompute)",
+            head,
+        ]
+        rows = self.result.configs if top == 0 else self.result.configs[:top]
+        for i, e in enumerate(rows, 1):
+            r = e.record
+            lines.append(
+                f"{i:>3} {e.config.label():44s} {r['step_time_s']:>8.3f}s "
+                f"{r['tokens_per_s']:>10.4g} {r['model_tflops_per_gpu']:>6.1f} "
+                f"{r['hardware_tflops_per_gpu']:>6.1f} {r['mfu']:>5.1%} "
+                f"{r['exposed_comm_s']:>7.3f}s {r['bubble_fraction']:>6.1%} "
+                f"{r['peak_memory_bytes'] / 2**30:>5.1f} GiB {'yes' if e.fits else 'NO'}"
+            )
+        return "\n".join(lines)
+
+
+def plan(
+    model: ModelSpec | str,
+    topology: Network | str | Path | dict[str, object],
+    *,
+    global_batch: int,
+    seq: int | None = None,
+    gpus: int | None = None,
+    space: SearchSpace | None = None,
+    top: int = 10,
+    gpu_memory: str | int | None = None,
+    progress: bool = False,
+) -> PlanOutcome:
+    """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`).
+
+    ``progress`` draws a tqdm bar on stderr (only on a terminal).
+    """
+    from commsim.errors import SpecError
+
+    spec = load_model(model) if isinstance(model, str) else model
+    if seq is not None:
+        spec = dataclasses.replace(spec, seq=seq)
+    network = load_topology(topology)
+    device = network_device(network, gpu_memory)
+    if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
+        raise SpecError(f"--global-batch {global_batch!r}: must be a positive integer")
+    n = network.ranks if gpus is None else gpus
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc="plan", unit=" configs", disable=None, leave=False)
+    try:
+        result = run_search(
+            spec, network, device, gpus=n, global_batch=global_batch,
+            space=space or SearchSpace(), top=top,
+            progress=bar.update if bar is not None else None,
+            total=(lambda t: setattr(bar, "total", t)) if bar is not None else None,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    return PlanOutcome(spec, network, device, n, global_batch, result)

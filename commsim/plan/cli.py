@@ -1,0 +1,172 @@
+"""``commsim plan MODEL``: parse, load, one search, print (table, ``--json`` or ``--csv``).
+
+Bad input raises :class:`~commsim.errors.SpecError`, which ``commsim.cli.main`` prints on one
+line with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import sys
+from typing import Any
+
+from commsim.errors import SpecError
+from commsim.plan.compute import RECOMPUTE
+from commsim.plan.config import SCHEDULES
+from commsim.plan.memory import DATA_PARALLEL
+from commsim.plan.search import PlanResult, SearchSpace
+
+_EPILOG = """\
+An omitted axis is searched over every value that divides. LIST is a comma list.
+schedules: 1f1b, gpipe, interleaved (every V), interleaved:V.
+data parallel: ddp, zero1, zero2, fsdp.  recompute: none, selective, full.
+Configurations that do not fit the GPU memory are rejected (or, when fewer than --top fit,
+ranked after those that do); --top 0 times every configuration that fits (no pruning).
+
+examples:
+  commsim plan --list-models
+  commsim plan llama3-70b --topology dgx-h100x64 --global-batch 1024
+  commsim plan gpt3-175b --topology dgx-a100x96 --global-batch 1536 --tp 8 --json
+  commsim plan model.yaml --topology dgx-h100x4 --global-batch 64 --gpu-memory 40GiB --csv
+"""
+
+CSV_COLUMNS = (
+    "tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage", "data_parallel",
+    "recompute", "microbatches", "step_time_s", "tokens_per_s", "model_tflops_per_gpu",
+    "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
+    "peak_memory_bytes", "fits", "reason",
+)
+
+
+def add_parser(sub: Any) -> None:
+    """Add ``plan`` to ``commsim``'s subparsers."""
+    p = sub.add_parser(
+        "plan",
+        help="search TP/CP/PP/DP, micro-batch, schedule and recompute for a model (capacity "
+        "planning)",
+        description="Rank the training configurations of MODEL on the topology's GPUs by step "
+        "time, with memory checked against the GPU.",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("model", metavar="MODEL", nargs="?",
+                   help="a catalogue name (--list-models) or a model YAML file")
+    p.add_argument("--topology", "-t", metavar="FILE|PRESET", help="a GPU preset or YAML file")
+    p.add_argument("--global-batch", metavar="B", help="sequences per step")
+    p.add_argument("--seq", metavar="S", help="sequence length (default: the model's)")
+    p.add_argument("--gpus", metavar="N", help="GPUs to use (default: the topology's ranks)")
+    for axis in ("tp", "cp", "pp", "micro-batch"):
+        p.add_argument(f"--{axis}", metavar="LIST", help=f"{axis} values to try")
+    p.add_argument("--schedule", metavar="LIST", help=", ".join(SCHEDULES) + ", interleaved:V")
+    p.add_argument("--data-parallel", metavar="LIST", help=", ".join(DATA_PARALLEL))
+    p.add_argument("--recompute", metavar="LIST", help=", ".join(RECOMPUTE))
+    p.add_argument("--gpu-memory", metavar="SIZE", help="override the device memory (80GiB)")
+    p.add_argument("--top", metavar="K", default="10", help="rows to print and keep (default 10)")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print every configuration as JSON")
+    out.add_argument("--csv", action="store_true", help="print every configuration as CSV")
+    p.add_argument("--list-models", action="store_true", help="list the model catalogue")
+    p.set_defaults(handler=cmd_plan)
+
+
+def _int(value: str, flag: str, minimum: int = 1) -> int:
+    try:
+        number = int(value.strip())
+    except (ValueError, AttributeError):
+        raise SpecError(f"{flag} {value!r}: not an integer") from None
+    if number < minimum:
+        raise SpecError(f"{flag} {value!r}: must be >= {minimum}")
+    return number
+
+
+def _ints(value: str | None, flag: str) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    items = [v for v in value.split(",") if v.strip()]
+    if not items:
+        raise SpecError(f"{flag} {value!r}: empty list")
+    return tuple(sorted({_int(v, flag) for v in items}))
+
+
+def _words(value: str | None, flag: str, known: tuple[str, ...]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    out = []
+    for word in value.split(","):
+        w = word.strip().lower()
+        if w not in known:
+            raise SpecError(f"{flag} {word!r}: unknown (known: {', '.join(known)})")
+        if w not in out:
+            out.append(w)
+    return tuple(out)
+
+
+def _schedules(value: str | None) -> tuple[tuple[str, int | None], ...] | None:
+    if value is None:
+        return None
+    out: list[tuple[str, int | None]] = []
+    for word in value.split(","):
+        name, _, v = word.strip().lower().partition(":")
+        if name not in SCHEDULES or (v and name != "interleaved"):
+            raise SpecError(f"--schedule {word!r}: unknown (known: {', '.join(SCHEDULES)}, "
+                            "interleaved:V)")
+        item = (name, _int(v, "--schedule interleaved:V", 2) if v else None)
+        if name != "interleaved":
+            item = (name, 1)
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    """``commsim plan``: search and print."""
+    from commsim.plan import plan
+    from commsim.plan.models import CATALOGUE
+
+    if args.list_models:
+        for name, m in CATALOGUE.items():
+            print(f"{name:14s} {m.params / 1e9:7.1f}B  l={m.layers} h={m.hidden} a={m.heads} "
+                  f"g={m.kv_heads} f={m.ffn_hidden} V={m.vocab} s={m.seq}  # {m.source}")
+        return 0
+    for flag, value in (("MODEL", args.model), ("--topology", args.topology),
+                        ("--global-batch", args.global_batch)):
+        if value is None:
+            raise SpecError(f"plan: {flag} is required")
+    space = SearchSpace(
+        tp=_ints(args.tp, "--tp"), cp=_ints(args.cp, "--cp"), pp=_ints(args.pp, "--pp"),
+        micro_batch=_ints(args.micro_batch, "--micro-batch"),
+        schedule=_schedules(args.schedule),
+        data_parallel=_words(args.data_parallel, "--data-parallel", DATA_PARALLEL)
+        or DATA_PARALLEL,
+        recompute=_words(args.recompute, "--recompute", RECOMPUTE) or RECOMPUTE,
+    )
+    top = _int(args.top, "--top", 0)
+    outcome = plan(
+        args.model, args.topology, global_batch=_int(args.global_batch, "--global-batch"),
+        seq=None if args.seq is None else _int(args.seq, "--seq"),
+        gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
+        space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
+    )
+    if args.json:
+        print(json.dumps(outcome.to_dict(), indent=2))
+    elif args.csv:
+        sys.stdout.write(to_csv(outcome.result))
+    else:
+        print(outcome.table(top))
+    return 0
+
+
+def to_csv(result: PlanResult) -> str:
+    """Every configuration: the ranked ones, then the rejected ones with their reason."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for e in result.configs:
+        writer.writerow({**e.record, "reason": ""})
+    for r in result.rejected:
+        writer.writerow({**r.axes, "peak_memory_bytes": r.peak_memory_bytes, "fits": "",
+                         "reason": r.reason})
+    return buf.getvalue()

@@ -1,0 +1,164 @@
+"""Compute time of a transformer layer from its shapes: FLOPs per operation, and the
+achieved FLOP/s of each GEMM as a function of its per-GPU shape.
+
+FLOPs of one layer's forward on ``b`` sequences, ``T = b s / c`` tokens on a rank of a TP group
+of ``t`` and a CP group of ``c`` (``h`` hidden, ``a`` heads, ``g`` key/value heads, ``d = h/a``,
+``f`` MLP size, ``V`` vocabulary):
+
+* QKV projection: a ``T x h`` by ``h x (h + 2 g d)/t`` GEMM (grouped-query attention: the keys
+  and values are ``g d`` wide; with ``t > g`` each rank keeps a replica of one KV head);
+* attention scores and values (causal: half of the ``4 T s h / t`` of full attention):
+  ``2 T s h / t``, run fused (FlashAttention) at the device's ``attention`` efficiency;
+* output projection: ``T x h/t`` by ``h/t x h``;
+* MLP: ``T x h`` by ``h x f/t`` (two of them for SwiGLU's gate and up), then ``T x f/t`` by
+  ``f/t x h``;
+* logits (last stage): ``T x h`` by ``h x V/t``;
+* memory-bound element-wise work (norms, residuals, dropout, activation function): the
+  layer's stored activations (:func:`commsim.plan.memory.layer_activation_bytes` without the
+  attention scores) written once and read once, at the HBM bandwidth.
+
+Backward runs two GEMMs per forward GEMM (input gradient ``T x N`` by ``N x K``, weight
+gradient ``K x T`` by ``T x N``) and twice the attention and element-wise work. Recompute adds
+what the schedule runs again: ``full`` the whole forward of the layer (its TP collectives too,
+counted by :mod:`commsim.plan.evaluate`), ``selective`` (Megatron-LM, Korthikanti et al. 2022)
+the attention core (scores, softmax, dropout, values).
+
+**The wave-roofline curve.** A GEMM of ``M x K`` by ``K x N`` in bf16 takes
+``max(2 M N K / (P e w), 2 (M K + K N + M N) / B)`` with ``P`` the peak FLOP/s, ``e`` the
+device's large-GEMM efficiency, ``B`` the HBM bandwidth and ``w`` the tile- and wave-
+quantization factor of NVIDIA's "Matrix Multiplication Background User's Guide": the output
+is cut into ``ceil(M/tm) ceil(N/tn)`` tiles of ``tm x tn`` (a partial tile costs a whole one),
+run in waves of one tile per SM (a last partial wave idles the other SMs), so
+``w = M N / (waves x SMs x tm x tn)``. A shard too small to fill the GPU costs what it costs.
+
+>>> from commsim.plan.device import DeviceSpec
+>>> dev = DeviceSpec(name="x", memory_bytes=2**30, memory_bandwidth_Bps=2e12, peak_flops=1e15,
+...                  sms=100, gemm_efficiency=0.8, attention_efficiency=0.5)
+>>> big = gemm_time(dev, 12800, 25600, 8192)   # 10,000 tiles: 100 full waves
+>>> round(2 * 12800 * 25600 * 8192 / big / 1e12)
+800
+>>> small = gemm_time(dev, 1280, 1280, 8192)  # 50 tiles: half of the SMs idle
+>>> round(2 * 1280 * 1280 * 8192 / small / 1e12)
+400
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from commsim.plan.device import DeviceSpec
+from commsim.plan.models import ModelSpec
+
+RECOMPUTE = ("none", "selective", "full")
+#: Bytes of a bf16 element.
+BF16 = 2
+
+
+def gemm_time(device: DeviceSpec, m: int, n: int, k: int) -> float:
+    """Seconds of an ``m x k`` by ``k x n`` bf16 GEMM on ``device`` (the wave-roofline)."""
+    if m <= 0 or n <= 0 or k <= 0:
+        return 0.0
+    tiles = math.ceil(m / device.tile_m) * math.ceil(n / device.tile_n)
+    waves = math.ceil(tiles / device.sms)
+    # each wave runs one full tile per SM at the SM's share of the achievable rate
+    tile_s = 2.0 * device.tile_m * device.tile_n * k * device.sms / (
+        device.peak_flops * device.gemm_efficiency
+    )
+    compute = waves * tile_s
+    traffic = BF16 * (m * k + k * n + m * n) / device.memory_bandwidth_Bps
+    return max(compute, traffic)
+
+
+def _fwd_bwd(device: DeviceSpec, m: int, n: int, k: int) -> tuple[float, float]:
+    """(forward, backward) seconds of a linear layer: ``m x k`` by ``k x n``, then the input
+    gradient (``m x n`` by ``n x k``) and the weight gradient (``k x m`` by ``m x n``)."""
+    return gemm_time(device, m, n, k), gemm_time(device, m, k, n) + gemm_time(device, k, n, m)
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTimes:
+    """Compute seconds per micro-batch on one rank (see the module docstring).
+
+    ``attn_*`` and ``mlp_*`` are the two halves of a layer (each followed by a TP collective);
+    ``*_recompute`` is the forward work the backward runs again before its own
+    (``full``: the whole half, with its collective; ``selective``: the attention core only,
+    without one); ``logits_*`` is the output layer of the last stage.
+    """
+
+    attn_fwd: float
+    mlp_fwd: float
+    attn_bwd: float
+    mlp_bwd: float
+    attn_recompute: float
+    mlp_recompute: float
+    logits_fwd: float
+    logits_bwd: float
+    recompute_collectives: bool  #: full recompute re-runs the forward's TP/CP collectives
+
+
+def attention_core_flops(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
+    """Causal attention scores and values of one layer's forward on one rank."""
+    tokens = micro_batch * model.seq // cp
+    return 2.0 * tokens * model.seq * model.hidden / tp
+
+
+def layer_times(
+    model: ModelSpec,
+    device: DeviceSpec,
+    *,
+    tp: int,
+    cp: int,
+    micro_batch: int,
+    recompute: str,
+    elementwise_bytes: float,
+) -> LayerTimes:
+    """The :class:`LayerTimes` of ``model`` split ``tp`` x ``cp`` ways on ``device``.
+
+    ``elementwise_bytes`` is the layer's stored activation bytes (without attention scores) on
+    one rank, the traffic of its element-wise kernels.
+    """
+    h, t = model.hidden, tp
+    tokens = micro_batch * model.seq // cp
+    kv = max(model.kv_heads // t, 1) * model.head_dim
+    qkv = _fwd_bwd(device, tokens, h // t + 2 * kv, h)
+    proj = _fwd_bwd(device, tokens, h, h // t)
+    ups = 2 if model.mlp == "swiglu" else 1
+    up = _fwd_bwd(device, tokens, ups * model.ffn_hidden // t, h)
+    down = _fwd_bwd(device, tokens, h, model.ffn_hidden // t)
+    core = attention_core_flops(model, micro_batch, t, cp) / (
+        device.peak_flops * device.attention_efficiency
+    )
+    ew = 2.0 * elementwise_bytes / device.memory_bandwidth_Bps  # written once, read once
+    # the element-wise work splits between the halves as Korthikanti's 11 : 19 (+ 4 norms)
+    attn_ew, mlp_ew = ew * 13 / 34, ew * 21 / 34
+    attn_fwd = qkv[0] + core + proj[0] + attn_ew
+    mlp_fwd = up[0] + down[0] + mlp_ew
+    logits = _fwd_bwd(device, tokens, -(-model.vocab // t), h)
+    return LayerTimes(
+        attn_fwd=attn_fwd,
+        mlp_fwd=mlp_fwd,
+        attn_bwd=qkv[1] + 2 * core + proj[1] + 2 * attn_ew,
+        mlp_bwd=up[1] + down[1] + 2 * mlp_ew,
+        attn_recompute={"none": 0.0, "selective": core, "full": attn_fwd}[recompute],
+        mlp_recompute=mlp_fwd if recompute == "full" else 0.0,
+        logits_fwd=logits[0],
+        logits_bwd=logits[1],
+        recompute_collectives=recompute == "full",
+    )
+
+
+def model_flops_per_token(model: ModelSpec) -> float:
+    """What MFU counts: ``6 N`` plus causal attention, ``6 l s h`` (forward ``2 l s h``)."""
+    return 6.0 * model.params + 6.0 * model.layers * model.seq * model.hidden
+
+
+def hardware_flops_per_token(model: ModelSpec, recompute: str) -> float:
+    """Model FLOPs plus what recompute runs again (Megatron-LM's "achieved" FLOPs):
+    ``full`` one more forward of every layer, ``selective`` of every attention core."""
+    core = 2.0 * model.layers * model.seq * model.hidden
+    if recompute == "full":
+        return model_flops_per_token(model) + 2.0 * model.layers * model.layer_params + core
+    if recompute == "selective":
+        return model_flops_per_token(model) + core
+    return model_flops_per_token(model)

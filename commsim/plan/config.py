@@ -1,0 +1,70 @@
+"""One training configuration the planner considers: the parallel layout and its settings.
+
+Ranks are laid out as the ``hybrid`` workload lays them out (Llama 3's ``[TP, CP, PP, DP]``
+order, TP fastest): rank ``t + tp (c + cp (p + pp d))``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+SCHEDULES = ("1f1b", "gpipe", "interleaved")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PlanConfig:
+    """Group sizes, micro-batch, pipeline schedule (``chunks`` per stage), data parallelism
+    (``ddp``, ``zero1``, ``zero2``, ``fsdp``) and recompute (``none``, ``selective``,
+    ``full``)."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    schedule: str
+    chunks: int
+    data_parallel: str
+    recompute: str
+
+    @property
+    def world(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    def rank(self, t: int, c: int, p: int, d: int) -> int:
+        """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
+        return t + self.tp * (c + self.cp * (p + self.pp * d))
+
+    def tp_group(self, p: int, d: int) -> tuple[int, ...]:
+        return tuple(self.rank(t, 0, p, d) for t in range(self.tp))
+
+    def cp_group(self, p: int, d: int) -> tuple[int, ...]:
+        return tuple(self.rank(0, c, p, d) for c in range(self.cp))
+
+    def dp_group(self, p: int) -> tuple[int, ...]:
+        """The ranks holding TP rank 0's parameters of stage ``p`` (all replicas, CP ranks)."""
+        return tuple(self.rank(0, c, p, d) for d in range(self.dp) for c in range(self.cp))
+
+    @property
+    def schedule_label(self) -> str:
+        return f"interleaved:{self.chunks}" if self.schedule == "interleaved" else self.schedule
+
+    def axes(self) -> dict[str, object]:
+        """The configuration as the JSON keys of ``commsim plan``."""
+        return {
+            "tp": self.tp,
+            "cp": self.cp,
+            "pp": self.pp,
+            "dp": self.dp,
+            "micro_batch": self.micro_batch,
+            "schedule": self.schedule,
+            "chunks_per_stage": self.chunks,
+            "data_parallel": self.data_parallel,
+            "recompute": self.recompute,
+        }
+
+    def label(self) -> str:
+        return (
+            f"tp{self.tp} cp{self.cp} pp{self.pp} dp{self.dp} mb{self.micro_batch} "
+            f"{self.schedule_label} {self.data_parallel} {self.recompute}"
+        )

@@ -1,0 +1,178 @@
+"""From a configuration to the :class:`~commsim.plan.evaluate.PipelineCosts` of its pipelines,
+and to its step time: the communication sizes of the ``hybrid`` workload, each collective
+timed once per shape.
+
+Sizes per micro-batch (``T = b s / c`` tokens per CP rank, 2-byte elements): the TP
+all-reduce after each half of a layer carries ``2 T h`` bytes; the CP all-gather of keys and
+values ``2 x 2 b s (g d) / t`` (its reduce-scatter in backward the same); a pipeline send of
+one TP rank ``2 T h / t``; FSDP gathers and reduce-scatters each layer's ``2 N_layer / t``;
+DDP all-reduces (ZeRO-1/2 reduce-scatter) 25 MiB buckets in backward order, and ZeRO-1/2
+all-gather the stage's updated weights at the end.
+
+Data-parallel replicas differ only in where their ranks sit; replicas whose groups and sends
+have the same times are evaluated once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from commsim.plan.compute import LayerTimes
+from commsim.plan.config import PlanConfig
+from commsim.plan.evaluate import PipelineCosts, PipelineTiming, evaluate_pipeline
+from commsim.plan.models import ModelSpec
+from commsim.plan.timing import CollectiveTimer
+from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
+
+BYTES = 2  #: bf16 weights, gradients and activations
+
+
+def plan_layer_params(model: ModelSpec, cfg: PlanConfig) -> Callable[[int], int]:
+    """Parameters of global layer ``i`` on one TP rank: the embedding with layer 0, the
+    output layer with the last layer (unless tied and on the same stage)."""
+
+    def params(layer: int) -> int:
+        n = model.layer_params
+        if layer == 0:
+            n += model.embedding_params
+        if layer == model.layers - 1 and (cfg.pp > 1 or not model.tied_embeddings):
+            n += model.embedding_params
+        return math.ceil(n / cfg.tp)
+
+    return params
+
+
+def stage_layers(cfg: PlanConfig, layers: int, stage: int) -> list[int]:
+    """Global layers of ``stage`` in forward order, chunk by chunk."""
+    per = layers // (cfg.pp * cfg.chunks)
+    return [(c * cfg.pp + stage) * per + i for c in range(cfg.chunks) for i in range(per)]
+
+
+def _buckets(layers: list[int], params: Callable[[int], int]) -> dict[int, int]:
+    """Layer closing a 25 MiB bucket (walking backward) -> the bucket's bytes."""
+    out: dict[int, int] = {}
+    held = 0
+    order = list(reversed(layers))
+    for i, layer in enumerate(order):
+        held += params(layer) * BYTES
+        if held >= DEFAULT_BUCKET_BYTES or i == len(order) - 1:
+            out[layer] = held
+            held = 0
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class StepEstimate:
+    """A configuration's step: time, and per-GPU means over stages."""
+
+    step_time_s: float
+    compute_s: float
+    exposed_comm_s: float
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Time neither computing nor in exposed communication, over the step."""
+        if self.step_time_s <= 0:
+            return 0.0
+        return max(0.0, 1.0 - (self.compute_s + self.exposed_comm_s) / self.step_time_s)
+
+
+def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
+              timer: CollectiveTimer) -> tuple[tuple, tuple, tuple]:
+    gather: list[tuple[float, ...]] = []
+    reduce: list[dict[int, float]] = []
+    final: list[float] = []
+    for p in range(cfg.pp):
+        group = cfg.dp_group(p)
+        mine = stage_layers(cfg, layers, p)
+        if cfg.data_parallel == "fsdp":
+            gather.append(tuple(timer.collective("all_gather", group, params(i) * BYTES)
+                                for i in mine))
+            reduce.append({i: timer.collective("reduce_scatter", group, params(i) * BYTES)
+                           for i in mine})
+            final.append(0.0)
+            continue
+        coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
+        reduce.append({i: timer.collective(coll, group, nbytes)
+                       for i, nbytes in _buckets(mine, params).items()})
+        total = sum(params(i) for i in mine) * BYTES
+        final.append(0.0 if cfg.data_parallel == "ddp"
+                     else timer.collective("all_gather", group, total))
+    if len(cfg.dp_group(0)) < 2:
+        return (), (), ()
+    return tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final)
+
+
+def pipeline_costs(
+    cfg: PlanConfig,
+    model: ModelSpec,
+    times: LayerTimes,
+    timer: CollectiveTimer,
+    microbatches: int,
+    params: Callable[[int], int] | None = None,
+) -> list[PipelineCosts]:
+    """The distinct pipelines of ``cfg`` (one per kind of replica), ready to evaluate."""
+    params = params or plan_layer_params(model, cfg)
+    tokens = cfg.micro_batch * model.seq // cfg.cp
+    tp_bytes = tokens * model.hidden * BYTES
+    kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
+    cp_bytes = 2 * cfg.micro_batch * model.seq * kv * BYTES
+    send_bytes = tp_bytes // cfg.tp
+    gather, reduce, final = _dp_costs(cfg, model.layers, params, timer)
+    base = PipelineCosts(
+        schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
+        layers_per_chunk=model.layers // (cfg.pp * cfg.chunks),
+        attn_fwd=times.attn_fwd, mlp_fwd=times.mlp_fwd, attn_bwd=times.attn_bwd,
+        mlp_bwd=times.mlp_bwd, attn_rc=times.attn_recompute, mlp_rc=times.mlp_recompute,
+        rc_comm=times.recompute_collectives, logits_fwd=times.logits_fwd,
+        logits_bwd=times.logits_bwd, gather=gather, reduce=reduce, final=final,
+        tp_ar=(), cp_gather=(), cp_rs=(),
+    )
+    seen: dict[tuple, PipelineCosts] = {}
+    pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
+                   | {((p + 1) % cfg.pp, p) for p in range(cfg.pp)})
+    pairs = [(a, b) for a, b in pairs if a != b]
+    for d in _distinct_replicas(cfg, timer):
+        tp = tuple(timer.collective("all_reduce", cfg.tp_group(p, d), tp_bytes)
+                   for p in range(cfg.pp))
+        cg = tuple(timer.collective("all_gather", cfg.cp_group(p, d), cp_bytes)
+                   for p in range(cfg.pp))
+        rs = tuple(timer.collective("reduce_scatter", cfg.cp_group(p, d), cp_bytes)
+                   for p in range(cfg.pp))
+        send = tuple(timer.send(cfg.rank(0, 0, a, d), cfg.rank(0, 0, b, d), send_bytes)
+                     for a, b in pairs)
+        key = (tp, cg, rs, send)
+        if key not in seen:
+            seen[key] = replace(base, tp_ar=tp, cp_gather=cg, cp_rs=rs,
+                                send=dict(zip(pairs, send, strict=True)))
+    return list(seen.values())
+
+
+def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer) -> range | list[int]:
+    """Replicas that may differ: on hosts of ``G`` GPUs each, replica ``d`` starts at GPU
+    ``d R`` (``R = tp cp pp``), so replicas with the same ``d R mod G`` sit alike."""
+    per_host = timer.network.meta.get("gpus_per_node")
+    if timer.network.meta.get("kind") != "hierarchical" or not isinstance(per_host, int):
+        return range(cfg.dp)
+    size = cfg.tp * cfg.cp * cfg.pp
+    first: dict[int, int] = {}
+    for d in range(cfg.dp):
+        first.setdefault(d * size % per_host, d)
+        if len(first) == per_host:
+            break
+    return sorted(first.values())
+
+
+def estimate_step(costs: list[PipelineCosts]) -> StepEstimate:
+    """The step of the slowest pipeline, with its mean compute and exposed communication."""
+    worst: PipelineTiming | None = None
+    for c in costs:
+        timing = evaluate_pipeline(c)
+        if worst is None or timing.step_time_s > worst.step_time_s:
+            worst = timing
+    assert worst is not None
+    n = len(worst.compute_s)
+    return StepEstimate(worst.step_time_s, sum(worst.compute_s) / n,
+                        sum(worst.exposed_comm_s) / n)

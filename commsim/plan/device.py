@@ -1,0 +1,115 @@
+"""The accelerator of a topology: the ``device:`` block of a preset or file, validated.
+
+The topology loader keeps the block verbatim (``network.meta["device"]``); this module gives
+it meaning::
+
+    device:
+      name: H100 SXM5 80GB
+      memory: 80GiB                 # HBM per GPU
+      memory_bandwidth: 3.35TB/s    # HBM bandwidth
+      peak_flops: {bf16: 989TFLOP/s, fp8: 1979TFLOP/s}   # dense tensor-core peaks
+      sms: 132                      # streaming multiprocessors (wave quantization)
+      efficiency:                   # the "wave-roofline" curve of commsim.plan.compute
+        curve: wave-roofline
+        gemm: 0.75                  # fraction of peak a large GEMM reaches
+        attention: 0.45             # fraction of peak fused (flash) attention reaches
+        tile: [128, 256]            # the GEMM output tile (M x N) of one thread block
+      sources: [...]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from commsim.errors import SpecError
+from commsim.network import Network
+from commsim.replay import fields
+from commsim.units import parse_bandwidth, parse_size
+
+CURVES = ("wave_roofline",)  #: YAML may spell it wave-roofline
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeviceSpec:
+    """One accelerator: memory, bandwidth, peak FLOP/s and its GEMM efficiency curve."""
+
+    name: str
+    memory_bytes: int
+    memory_bandwidth_Bps: float
+    peak_flops: float  #: dense bf16 tensor-core FLOP/s
+    sms: int
+    gemm_efficiency: float
+    attention_efficiency: float
+    tile_m: int = 128
+    tile_n: int = 256
+    sources: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        fields.positive_int(self.memory_bytes, "device.memory")
+        fields.positive_int(self.sms, "device.sms")
+        fields.positive_int(self.tile_m, "device.efficiency.tile")
+        fields.positive_int(self.tile_n, "device.efficiency.tile")
+        if not (self.memory_bandwidth_Bps > 0 and self.peak_flops > 0):
+            raise SpecError("device: memory_bandwidth and peak_flops must be > 0")
+        for key in ("gemm_efficiency", "attention_efficiency"):
+            if not 0 < getattr(self, key) <= 1:
+                raise SpecError(f"device.efficiency.{key.split('_')[0]}: must be in (0, 1]")
+
+    def with_memory(self, nbytes: int | None) -> DeviceSpec:
+        """The same device with ``nbytes`` of memory (``--gpu-memory``); None: unchanged."""
+        if nbytes is None:
+            return self
+        from dataclasses import replace
+
+        return replace(self, memory_bytes=fields.positive_int(nbytes, "--gpu-memory"))
+
+
+def device_from_dict(data: object, path: str = "device") -> DeviceSpec:
+    """A ``device:`` mapping -> :class:`DeviceSpec` (errors name the field)."""
+    body = fields.mapping(data, path)
+    fields.check_keys(
+        body,
+        ("name", "memory", "memory_bandwidth", "peak_flops", "sms", "efficiency"),
+        ("sources",),
+        path,
+    )
+    peaks = fields.mapping(body["peak_flops"], f"{path}.peak_flops")
+    if "bf16" not in peaks:
+        raise SpecError(f"{path}.peak_flops.bf16: missing (the planner trains in bf16)")
+    eff: Mapping[str, Any] = fields.mapping(body["efficiency"], f"{path}.efficiency")
+    fields.check_keys(eff, ("curve", "gemm", "attention"), ("tile",), f"{path}.efficiency")
+    fields.choice(eff["curve"], f"{path}.efficiency.curve", CURVES)
+    tile = eff.get("tile", [128, 256])
+    if not (isinstance(tile, list) and len(tile) == 2):
+        raise SpecError(f"{path}.efficiency.tile: must be [M, N], got {tile!r}")
+    sources = body.get("sources", [])
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise SpecError(f"{path}.sources: must be a list of strings")
+    return DeviceSpec(
+        name=str(body["name"]),
+        memory_bytes=fields.positive_size(body["memory"], f"{path}.memory"),
+        memory_bandwidth_Bps=parse_bandwidth(body["memory_bandwidth"], f"{path}.memory_bandwidth"),
+        peak_flops=fields.flops(peaks["bf16"], f"{path}.peak_flops.bf16"),
+        sms=fields.positive_int(body["sms"], f"{path}.sms"),
+        gemm_efficiency=fields.fraction(eff["gemm"], f"{path}.efficiency.gemm"),
+        attention_efficiency=fields.fraction(eff["attention"], f"{path}.efficiency.attention"),
+        tile_m=fields.positive_int(tile[0], f"{path}.efficiency.tile[0]"),
+        tile_n=fields.positive_int(tile[1], f"{path}.efficiency.tile[1]"),
+        sources=tuple(sources),
+    )
+
+
+def network_device(network: Network, gpu_memory: str | int | None = None) -> DeviceSpec:
+    """The device of ``network`` (its ``device:`` block), ``gpu_memory`` overriding memory."""
+    block = network.meta.get("device")
+    if block is None:
+        raise SpecError(
+            f"topology {network.name!r} has no device: block (memory, peak FLOP/s, efficiency "
+            "curve); use a GPU preset such as dgx-h100 or add one (see docs/planning.md)"
+        )
+    device = device_from_dict(block)
+    if gpu_memory is None:
+        return device
+    return device.with_memory(parse_size(gpu_memory, "--gpu-memory"))

@@ -1,0 +1,246 @@
+"""Time one training step of one pipeline exactly, without simulating every rank.
+
+The ``hybrid`` replay lowers a step to tasks on every rank and simulates them together. For
+the planner's search that is too slow, and most of it is repeated: the data-parallel replicas
+and the TP (and CP) ranks of a stage run the same tasks at the same times. This module times
+the *one* pipeline of a replica, one rank per stage, with every collective's duration given
+(:class:`PipelineCosts`, timed once per shape by :mod:`commsim.plan.timing`), and follows the
+replay's rules task for task:
+
+* a rank has a compute stream and one stream per kind of communication (``tp``, ``cp``, the
+  FSDP ``gather`` and the gradient ``dp`` stream); a task starts when the previous task of its
+  stream and its data dependencies have ended;
+* each layer's forward is ``[CP all-gather] attention [TP all-reduce] MLP [TP all-reduce]``;
+  its backward ``[recompute] MLP [TP all-reduce] attention [CP reduce-scatter] [TP
+  all-reduce]``; the next op's first compute waits only for the previous compute (its input
+  arrives by a send, or, on the last virtual stage, is the op's own forward);
+* pipeline ops run in :func:`~commsim.replay.pipeline.stage_orders`' order through
+  :func:`~commsim.replay.pipeline.emit_pipeline`, the replay's own driver, and activations
+  cross stage boundaries as sends of the boundary's uncontended time;
+* FSDP gathers each layer before its first forward, one layer ahead; gradients are reduced
+  after a layer's last backward (FSDP per layer, DDP/ZeRO per 25 MiB bucket), ZeRO-1/2
+  all-gather the updated weights after the last reduction.
+
+Once every stream has been used in an op, the rest of the op is a serial chain, so an op of
+``n`` layers costs one exact layer and a multiplication (``_run_layers``). What this cannot
+see is contention between different groups' traffic on shared links (a DP reduction and a
+pipeline send through the same NIC), which the replay simulates: docs/planning.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
+
+Block = tuple[str, float]  # (stream, seconds)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PipelineCosts:
+    """Everything :func:`evaluate_pipeline` needs, in seconds per micro-batch per rank.
+
+    ``attn_fwd``, ``mlp_fwd``, ``attn_bwd``, ``mlp_bwd`` are the compute of a layer's halves;
+    ``attn_rc``/``mlp_rc`` the forward re-run before the backward (with the forward's
+    collectives when ``rc_comm``); ``logits_fwd``/``logits_bwd`` the last virtual stage's
+    output layer. Per stage: ``tp_ar`` (0: no TP group), ``cp_gather``/``cp_rs`` (0: no CP
+    group); ``send`` maps ``(src, dst)`` stages to a send's seconds. ``gather[stage]`` lists
+    the FSDP all-gather of each of the stage's layers in first-use order (empty: nothing
+    sharded); ``reduce[stage]`` maps a global layer to the reduction issued after its last
+    backward; ``final[stage]`` runs on the ``dp`` stream after the last reduction.
+    """
+
+    schedule: str
+    pp: int
+    chunks: int
+    microbatches: int
+    layers_per_chunk: int
+    attn_fwd: float
+    mlp_fwd: float
+    attn_bwd: float
+    mlp_bwd: float
+    attn_rc: float = 0.0
+    mlp_rc: float = 0.0
+    rc_comm: bool = False
+    logits_fwd: float = 0.0
+    logits_bwd: float = 0.0
+    tp_ar: tuple[float, ...]
+    cp_gather: tuple[float, ...]
+    cp_rs: tuple[float, ...]
+    send: Mapping[tuple[int, int], float] = field(default_factory=dict)
+    gather: tuple[tuple[float, ...], ...] = ()
+    reduce: tuple[Mapping[int, float], ...] = ()
+    final: tuple[float, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineTiming:
+    """The step of one pipeline: its time, and per stage compute and exposed communication."""
+
+    step_time_s: float
+    compute_s: tuple[float, ...]
+    exposed_comm_s: tuple[float, ...]
+
+
+def _layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
+    tp, cg, rs = c.tp_ar[stage], c.cp_gather[stage], c.cp_rs[stage]
+    fwd: list[Block] = []
+    for half, comp in (("attn", c.attn_fwd), ("mlp", c.mlp_fwd)):
+        if half == "attn" and cg:
+            fwd.append(("cp", cg))
+        fwd.append(("compute", comp))
+        if tp:
+            fwd.append(("tp", tp))
+    if forward:
+        return fwd
+    out: list[Block] = []
+    if c.rc_comm:
+        rc = [("compute", c.attn_rc if i == 0 else c.mlp_rc) for i in range(2)]
+        out += [b if b[0] != "compute" else rc.pop(0) for b in fwd]
+    out.append(("compute", c.mlp_bwd + (0.0 if c.rc_comm else c.mlp_rc)))
+    if tp:
+        out.append(("tp", tp))
+    out.append(("compute", c.attn_bwd + (0.0 if c.rc_comm else c.attn_rc)))
+    if rs:
+        out.append(("cp", rs))
+    if tp:
+        out.append(("tp", tp))
+    return out
+
+
+@dataclass(slots=True)
+class _Stage:
+    free: dict[str, float]
+    blocks: tuple[list[Block], list[Block]]  # forward, backward
+    used: list[float] = field(default_factory=list)  # FSDP: first-forward ends, in order
+    compute_s: float = 0.0
+    chain_comm_s: float = 0.0
+    last_op_end: float = 0.0
+
+
+def _run(st: _Stage, stream: str, ready: float, seconds: float) -> float:
+    end = max(ready, st.free.get(stream, 0.0)) + seconds
+    st.free[stream] = end
+    if stream == "compute":
+        st.compute_s += seconds
+    elif stream in ("tp", "cp"):
+        st.chain_comm_s += seconds
+    return end
+
+
+def _run_layers(st: _Stage, blocks: list[Block], ready: float, n: int,
+                extra: Sequence[float] = ()) -> float:
+    """Run ``n`` layers of ``blocks`` from ``ready``; ``extra[i]``: when layer ``i``'s first
+    compute may start at the earliest (an FSDP gather). Returns when the last layer ends."""
+    if extra:
+        for i in range(n):
+            first = True
+            for stream, seconds in blocks:
+                start = ready
+                if stream == "compute" and first:
+                    start, first = max(ready, extra[i]), False
+                ready = _run(st, stream, start, seconds)
+        return ready
+    for stream, seconds in blocks:
+        ready = _run(st, stream, ready, seconds)
+    if n > 1:  # every stream was used in the first layer: the rest is a serial chain
+        ready += (n - 1) * sum(s for _, s in blocks)
+        tail, seen = 0.0, set()
+        for stream, seconds in reversed(blocks):
+            if stream not in seen:  # the stream's last block ends ``tail`` before the chain
+                seen.add(stream)
+                st.free[stream] = ready - tail
+            tail += seconds
+            if stream == "compute":
+                st.compute_s += (n - 1) * seconds
+            else:
+                st.chain_comm_s += (n - 1) * seconds
+    return ready
+
+
+class _Evaluator:
+    def __init__(self, costs: PipelineCosts) -> None:
+        c = self.c = costs
+        self.stages = [
+            _Stage({}, (_layer_blocks(c, p, True), _layer_blocks(c, p, False)))
+            for p in range(c.pp)
+        ]
+        self.end: list[float] = []
+        self.last_vstage = c.pp * c.chunks - 1
+
+    def transfer(self, src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
+        self.end.append(self.end[deps[0]] + self.c.send.get((src, dst), 0.0))
+        return [len(self.end) - 1]
+
+    def run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
+        c, st = self.c, self.stages[stage]
+        ready = self.end[deps[0]] if deps else 0.0
+        vstage = op.chunk * c.pp + stage
+        forward = op.kind == FORWARD
+        n = c.layers_per_chunk
+        if not forward and vstage == self.last_vstage and c.logits_bwd:
+            ready = _run(st, "compute", ready, c.logits_bwd)
+        blocks = st.blocks[0 if forward else 1]
+        gathers = c.gather[stage] if c.gather else ()
+        if forward and op.microbatch == 0 and gathers:
+            ready = self._first_forward(st, blocks, ready, gathers, op.chunk * n, n)
+        else:
+            ready = _run_layers(st, blocks, ready, n)
+            if not forward and op.microbatch == c.microbatches - 1 and c.reduce:
+                self._reduce(st, stage, vstage, ready, sum(s for _, s in blocks))
+        if forward and vstage == self.last_vstage and c.logits_fwd:
+            ready = _run(st, "compute", ready, c.logits_fwd)
+        st.last_op_end = max(st.last_op_end, ready)
+        self.end.append(ready)
+        return [len(self.end) - 1]
+
+    def _first_forward(self, st: _Stage, blocks: list[Block], ready: float,
+                       gathers: Sequence[float], first: int, n: int) -> float:
+        """Micro-batch 0's forward under FSDP: layer by layer, each after its all-gather,
+        which is issued when the layer two before has finished its first forward."""
+        for j in range(first, first + n):
+            issue = st.used[j - 2] if j >= 2 else 0.0
+            gathered = _run(st, "gather", issue, gathers[j])
+            ready = _run_layers(st, blocks, ready, 1, (gathered,))
+            st.used.append(ready)
+        return ready
+
+    def _reduce(self, st: _Stage, stage: int, vstage: int, end: float, per: float) -> None:
+        """Micro-batch k-1's backward: each layer's reduction after its backward (layer ``i``
+        of the op, in backward order, ends ``(n - 1 - i) per`` before the op)."""
+        n = self.c.layers_per_chunk
+        lo = vstage * n
+        reduce = self.c.reduce[stage]
+        for i, layer in enumerate(reversed(range(lo, lo + n))):
+            if layer in reduce:
+                done = end - (n - 1 - i) * per
+                st.free["dp"] = max(done, st.free.get("dp", 0.0)) + reduce[layer]
+
+    def timing(self) -> PipelineTiming:
+        c = self.c
+        for p, st in enumerate(self.stages):
+            if c.final and c.final[p] and "dp" in st.free:
+                st.free["dp"] += c.final[p]
+        step = max(max(st.free.values(), default=0.0) for st in self.stages)
+        step = max([step, *self.end])
+        exposed = tuple(
+            st.chain_comm_s + max(0.0, max(st.free.values(), default=0.0) - st.last_op_end)
+            for st in self.stages
+        )
+        return PipelineTiming(step, tuple(st.compute_s for st in self.stages), exposed)
+
+
+def evaluate_pipeline(costs: PipelineCosts) -> PipelineTiming:
+    """The step of the pipeline ``costs`` describes (see the module docstring)."""
+    ev = _Evaluator(costs)
+    orders = _orders(costs.schedule, costs.pp, costs.microbatches, costs.chunks)
+    emit_pipeline(orders, chunks=costs.chunks, run_op=ev.run_op, transfer=ev.transfer)
+    return ev.timing()
+
+
+@lru_cache(maxsize=256)
+def _orders(schedule: str, pp: int, k: int, v: int) -> tuple[tuple[PipeOp, ...], ...]:
+    """The schedule's op orders (pure data, built once per shape)."""
+    return tuple(tuple(o) for o in stage_orders(schedule, stages=pp, microbatches=k, chunks=v))

@@ -1,0 +1,178 @@
+"""Memory per GPU of a training configuration: states, activations, communication buffers.
+
+**States** (Adam in mixed precision, as DESIGN.md's seed figures): bf16 weights ``2N``, bf16
+gradients ``2N`` and fp32 master weights, momentum and variance ``12N`` for the ``N``
+parameters a rank holds (its stage's layers over ``tp``; the first stage adds the embedding,
+the last the output layer, tied or not, as Megatron-LM keeps a copy on both). Sharded over
+the ``d = dp x cp`` ranks that hold the same parameters:
+
+========  ====================================
+ddp       ``16 N``
+zero1     ``4 N + 12 N / d``  (optimizer states)
+zero2     ``2 N + 14 N / d``  (and gradients)
+fsdp      ``16 N / d``        (and weights; ZeRO-3)
+========  ====================================
+
+**Activations** of one layer per micro-batch, Korthikanti et al. 2022 ("Reducing Activation
+Recomputation in Large Transformer Models", Section 4 and Table 2) with tensor and sequence
+parallelism over ``t``, ``T = b s / c`` tokens per CP rank, in bytes:
+``(34 T h + 5 a T s) / t`` for ``a`` heads and a ``4h`` GeLU MLP. Generalised term by term:
+attention ``(7 + 4 g/a) T h`` (``g`` key/value heads), MLP ``3 T h + 4 T f`` (GeLU) or
+``3 T h + 6 T f`` (SwiGLU), layer norms ``4 T h``, attention scores ``5 a T s``.
+``selective`` recompute drops the scores (Korthikanti's ``34 T h / t``); ``full`` keeps only
+each layer's input, ``2 T h / t``, plus one layer's full set while it is recomputed.
+The last stage adds the fp32 logits, ``4 T V / t``.
+
+**In flight**: a stage holds the activations of every micro-batch (model chunk) whose forward
+has run and backward has not. Counted from the schedule itself: 1F1B's first stage holds
+``pp`` micro-batches, GPipe all ``k``, interleaved Megatron-LM's ``(pp - 1 - d) 2 + (v - 1)
+pp + 1`` chunks.
+
+**Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
+``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP two layers' gathered
+weights and one layer's unsharded gradients.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from commsim.plan.models import ModelSpec
+from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
+from commsim.replay.pipeline import FORWARD, stage_orders
+
+DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
+#: Bytes per parameter of weights, gradients and Adam states (mixed precision).
+WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12
+
+
+def layer_activation_bytes(
+    model: ModelSpec, micro_batch: int, tp: int, cp: int, recompute: str
+) -> float:
+    """Bytes one layer keeps for its backward per micro-batch on one rank (see above)."""
+    h, f, a = model.hidden, model.ffn_hidden, model.heads
+    tokens = micro_batch * model.seq / cp
+    if recompute == "full":
+        return 2.0 * tokens * h / tp
+    attention = (7 + 4 * model.kv_heads / a) * tokens * h
+    mlp = 3 * tokens * h + (6 if model.mlp == "swiglu" else 4) * tokens * f
+    norms = 4 * tokens * h
+    scores = 0.0 if recompute == "selective" else 5.0 * a * tokens * model.seq
+    return (attention + mlp + norms + scores) / tp
+
+
+@lru_cache(maxsize=4096)
+def in_flight(schedule: str, pp: int, microbatches: int, chunks: int) -> tuple[int, ...]:
+    """Per stage, the most model chunks whose forward has run and backward has not."""
+    out = []
+    for order in stage_orders(schedule, stages=pp, microbatches=microbatches, chunks=chunks):
+        held = peak = 0
+        for op in order:
+            held += 1 if op.kind == FORWARD else -1
+            peak = max(peak, held)
+        out.append(peak)
+    return tuple(out)
+
+
+def stage_in_flight(schedule: str, pp: int, microbatches: int, chunks: int, stage: int) -> int:
+    """:func:`in_flight` of one stage in closed form (what the schedule's warm-up holds, plus
+    the one forward 1F1B runs before its first backward)."""
+    k, v = microbatches, chunks
+    if schedule == "gpipe":
+        return k
+    if schedule == "1f1b":
+        return min(pp - stage, k)
+    total = k * v
+    warmup = total if k == pp else min((pp - stage - 1) * 2 + (v - 1) * pp, total)
+    return warmup + 1 if warmup < total else total
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    """Bytes on one GPU of the most loaded stage (``stage``)."""
+
+    stage: int
+    weights: int
+    gradients: int
+    optimizer: int
+    activations: int
+    buffers: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.gradients + self.optimizer + self.activations + self.buffers
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "weights": self.weights,
+            "gradients": self.gradients,
+            "optimizer": self.optimizer,
+            "activations": self.activations,
+            "buffers": self.buffers,
+        }
+
+
+def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int) -> int:
+    """Parameters one TP rank of ``stage`` holds (embedding on the first, output layer on the
+    last stage; with ``pp = 1`` a tied output layer is the embedding itself)."""
+    params = model.layers // pp * model.layer_params
+    if stage == 0:
+        params += model.embedding_params
+    if stage == pp - 1 and (pp > 1 or not model.tied_embeddings):
+        params += model.embedding_params
+    return math.ceil(params / tp)
+
+
+def states(params: int, data_parallel: str, shards: int) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer) bytes of ``params`` sharded over ``shards`` ranks."""
+    w, g, o = WEIGHT_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
+    if data_parallel in ("zero1", "zero2", "fsdp"):
+        o = math.ceil(o / shards)
+    if data_parallel in ("zero2", "fsdp"):
+        g = math.ceil(g / shards)
+    if data_parallel == "fsdp":
+        w = math.ceil(w / shards)
+    return w, g, o
+
+
+def peak_memory(
+    model: ModelSpec,
+    *,
+    tp: int,
+    cp: int,
+    pp: int,
+    dp: int,
+    micro_batch: int,
+    microbatches: int,
+    schedule: str,
+    chunks: int,
+    data_parallel: str,
+    recompute: str,
+) -> Memory:
+    """The :class:`Memory` of the stage that needs the most (see the module docstring): the
+    first (most in flight, the embedding) or the last (logits, the output layer)."""
+    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute)
+    layers_per_chunk = model.layers // (pp * chunks)
+    tokens = micro_batch * model.seq / cp
+    layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
+    best: Memory | None = None
+    for stage in sorted({0, pp - 1}):
+        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp)
+        flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
+        act = flight * layers_per_chunk * per_layer
+        if recompute == "full":
+            act += layer_activation_bytes(model, micro_batch, tp, cp, "none")
+        if stage == pp - 1:
+            act += 4.0 * tokens * model.vocab / tp
+        buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
+        if data_parallel == "fsdp" and dp * cp > 1:
+            buffers += 2 * layer_weights + layer_weights * GRAD_BYTES // WEIGHT_BYTES
+        elif dp * cp > 1:
+            buffers += 2 * DEFAULT_BUCKET_BYTES
+        mem = Memory(stage, w, g, o, math.ceil(act), math.ceil(buffers))
+        if best is None or mem.total > best.total:
+            best = mem
+    assert best is not None
+    return best

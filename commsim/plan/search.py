@@ -1,0 +1,330 @@
+"""The planner's search: every configuration of the axes, checked, sized, pruned and timed.
+
+1. **Enumerate** TP x CP x PP (DP is what remains of the GPUs) x micro-batch x schedule x
+   data parallelism x recompute. An axis the user lists is checked on its own first (a value
+   that cannot divide what it splits is a one-line error); an omitted axis takes every value
+   that divides (TP: the heads and the GPUs, CP: the sequence, PP: the layers; micro-batch:
+   the per-replica batch; interleaved: every ``V > 1`` dividing the stage's layers). With one
+   stage, only ``1f1b`` (plain gradient accumulation) is tried unless ``--schedule`` asks.
+   Combinations that do not divide are *rejected* with the reason.
+2. **Size** each one (:mod:`.memory`, closed form) and bound its step from below by its
+   busiest stage's compute (:mod:`.compute`): the compute stream runs it all, one op at a time.
+3. **Time** the ones that fit, fastest bound first, with the reduced evaluation
+   (:mod:`.costs`, :mod:`.evaluate`); once ``top`` have been timed, a configuration whose
+   bound exceeds the ``top``-th best step is *rejected* as pruned (it cannot rank in the top).
+   Configurations that do not fit are rejected as such, unless fewer than ``top`` fit: then
+   the smallest-bound ones are timed too, marked ``fits: false`` and ranked after.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+from commsim.errors import SpecError
+from commsim.network import Network
+from commsim.plan.compute import (
+    RECOMPUTE,
+    LayerTimes,
+    hardware_flops_per_token,
+    layer_times,
+    model_flops_per_token,
+)
+from commsim.plan.config import PlanConfig
+from commsim.plan.costs import estimate_step, pipeline_costs
+from commsim.plan.device import DeviceSpec
+from commsim.plan.memory import DATA_PARALLEL, Memory, layer_activation_bytes, peak_memory
+from commsim.plan.models import ModelSpec
+from commsim.plan.timing import CollectiveTimer
+
+
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n`` in increasing order."""
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchSpace:
+    """The values to try per axis; None: every value that divides (see the module)."""
+
+    tp: tuple[int, ...] | None = None
+    cp: tuple[int, ...] | None = None
+    pp: tuple[int, ...] | None = None
+    micro_batch: tuple[int, ...] | None = None
+    schedule: tuple[tuple[str, int | None], ...] | None = None  #: (name, V or None: search)
+    data_parallel: tuple[str, ...] = DATA_PARALLEL
+    recompute: tuple[str, ...] = RECOMPUTE
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    """A configuration not timed (partial ones name only the axes they fixed), and why."""
+
+    axes: dict[str, Any]
+    reason: str
+    peak_memory_bytes: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluated:
+    """A timed configuration and what the planner reports for it."""
+
+    config: PlanConfig
+    microbatches: int
+    memory: Memory
+    fits: bool
+    record: dict[str, Any]
+
+
+@dataclass(slots=True)
+class PlanResult:
+    """Ranked configurations (those that fit first, then fastest) and the rejected ones."""
+
+    configs: list[Evaluated] = field(default_factory=list)
+    rejected: list[Rejected] = field(default_factory=list)
+    considered: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    config: PlanConfig
+    microbatches: int
+    memory: Memory
+    bound_s: float
+
+
+def _check_axis(name: str, values: Sequence[int] | None, of: int, what: str) -> None:
+    for v in values or ():
+        if v < 1 or of % v:
+            raise SpecError(f"--{name} {v}: does not divide {what} ({of})")
+
+
+def _check_space(model: ModelSpec, gpus: int, space: SearchSpace) -> None:
+    _check_axis("tp", space.tp, model.heads, "the model's heads")
+    for t in space.tp or ():
+        if model.kv_heads % t and t % model.kv_heads:
+            raise SpecError(f"--tp {t}: neither divides nor is a multiple of the "
+                            f"{model.kv_heads} key/value heads")
+    _check_axis("tp", space.tp, gpus, "the GPUs")
+    _check_axis("cp", space.cp, model.seq, "the sequence length")
+    _check_axis("cp", space.cp, gpus, "the GPUs")
+    _check_axis("pp", space.pp, model.layers, "the model's layers")
+    _check_axis("pp", space.pp, gpus, "the GPUs")
+    for mb in space.micro_batch or ():
+        if mb < 1:
+            raise SpecError(f"--micro-batch {mb}: must be >= 1")
+
+
+def _layouts(model: ModelSpec, gpus: int, space: SearchSpace,
+             rejected: list[Rejected]) -> list[tuple[int, int, int, int]]:
+    """(tp, cp, pp, dp) whose product is the GPUs (others rejected)."""
+    tps = space.tp or [t for t in divisors(gpus) if model.heads % t == 0
+                       and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
+    cps = space.cp or [c for c in divisors(gpus) if model.seq % c == 0]
+    pps = space.pp or [p for p in divisors(gpus) if model.layers % p == 0]
+    out = []
+    for tp in tps:
+        for cp in cps:
+            for pp in pps:
+                if gpus % (tp * cp * pp):
+                    rejected.append(Rejected({"tp": tp, "cp": cp, "pp": pp},
+                                             f"tp x cp x pp = {tp * cp * pp} does not divide "
+                                             f"the {gpus} GPUs"))
+                    continue
+                out.append((tp, cp, pp, gpus // (tp * cp * pp)))
+    return out
+
+
+def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
+               axes: dict[str, Any], rejected: list[Rejected]) -> list[tuple[str, int]]:
+    wanted = space.schedule
+    if wanted is None:
+        wanted = (("1f1b", 1),) if pp == 1 else (("1f1b", 1), ("gpipe", 1), ("interleaved", None))
+    out = []
+    for name, v in wanted:
+        if name != "interleaved":
+            out.append((name, 1))
+            continue
+        per = model.layers // pp
+        chunks = [v] if v is not None else [c for c in divisors(per) if c > 1]
+        for c in chunks:
+            why = ""
+            if pp == 1:
+                why = "interleaved needs pp > 1"
+            elif per % c:
+                why = f"{c} chunks do not divide the stage's {per} layers"
+            elif k % pp:
+                why = f"interleaved needs micro-batches ({k}) divisible by pp ({pp})"
+            if why:
+                rejected.append(Rejected({**axes, "schedule": name, "chunks_per_stage": c}, why))
+            else:
+                out.append((name, c))
+    return out
+
+
+def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, global_batch: int,
+                         space: SearchSpace, result: PlanResult) -> list[_Candidate]:
+    """Every configuration that divides, sized and bounded (rejections into ``result``)."""
+    _check_space(model, gpus, space)
+    out: list[_Candidate] = []
+    for tp, cp, pp, dp in _layouts(model, gpus, space, result.rejected):
+        axes: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
+        if global_batch % dp:
+            result.rejected.append(Rejected(axes, f"dp {dp} does not divide the global batch "
+                                                  f"({global_batch})"))
+            continue
+        for mb in space.micro_batch or divisors(global_batch // dp):
+            if global_batch % (mb * dp):
+                result.rejected.append(Rejected({**axes, "micro_batch": mb},
+                                                f"micro_batch x dp = {mb * dp} does not divide "
+                                                f"the global batch ({global_batch})"))
+                continue
+            k = global_batch // (mb * dp)
+            for name, v in _schedules(model, pp, k, space, {**axes, "micro_batch": mb},
+                                      result.rejected):
+                for dpm in space.data_parallel:
+                    for rc in space.recompute:
+                        cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb,
+                                         schedule=name, chunks=v, data_parallel=dpm,
+                                         recompute=rc)
+                        out.append(_candidate(model, device, cfg, k))
+    result.considered = len(out) + len(result.rejected)
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _times(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, mb: int,
+           recompute: str) -> LayerTimes:
+    ew = layer_activation_bytes(model, mb, tp, cp, "selective")
+    return layer_times(model, device, tp=tp, cp=cp, micro_batch=mb, recompute=recompute,
+                       elementwise_bytes=ew)
+
+
+def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int) -> _Candidate:
+    mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
+                      micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
+                      chunks=cfg.chunks, data_parallel=cfg.data_parallel,
+                      recompute=cfg.recompute)
+    return _Candidate(cfg, k, mem, _bound(model, device, cfg, k))
+
+
+def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int) -> float:
+    """A lower bound on the step: the last stage's compute (all its ops, one at a time),
+    after the first micro-batch's forward has crossed the ``pp - 1`` stages before it, and
+    before the last micro-batch's backward crosses them back (compute only)."""
+    t = _times(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute)
+    per_chunk = model.layers // (cfg.pp * cfg.chunks)
+    fwd = per_chunk * (t.attn_fwd + t.mlp_fwd)
+    bwd = per_chunk * (t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute)
+    last = k * (cfg.chunks * (fwd + bwd) + t.logits_fwd + t.logits_bwd)
+    return last + (cfg.pp - 1) * (fwd + bwd)
+
+
+def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer) -> float:
+    """The last stage's TP and CP collectives, which its layers wait for (all but the last
+    all-reduce of each op, which the next op's first compute may overlap)."""
+    cfg = c.config
+    p = cfg.pp - 1
+    tokens = cfg.micro_batch * model.seq // cfg.cp
+    ar = timer.collective("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
+    kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
+    cp_bytes = 2 * cfg.micro_batch * model.seq * kv * 2
+    cg = timer.collective("all_gather", cfg.cp_group(p, 0), cp_bytes)
+    rs = timer.collective("reduce_scatter", cfg.cp_group(p, 0), cp_bytes)
+    per_chunk = model.layers // (cfg.pp * cfg.chunks)
+    fwd = cg + 2 * ar
+    bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
+    return c.microbatches * cfg.chunks * (per_chunk * (fwd + bwd) - 2 * ar)
+
+
+def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: CollectiveTimer,
+            global_batch: int) -> Evaluated:
+    cfg = c.config
+    times = _times(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute)
+    est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches))
+    tokens_per_s = global_batch * model.seq / est.step_time_s
+    mflops = model_flops_per_token(model) * tokens_per_s / cfg.world
+    hflops = hardware_flops_per_token(model, cfg.recompute) * tokens_per_s / cfg.world
+    fits = c.memory.total <= device.memory_bytes
+    record = {
+        **cfg.axes(),
+        "microbatches": c.microbatches,
+        "step_time_s": est.step_time_s,
+        "tokens_per_s": tokens_per_s,
+        "model_tflops_per_gpu": mflops / 1e12,
+        "hardware_tflops_per_gpu": hflops / 1e12,
+        "mfu": mflops / device.peak_flops,
+        "compute_time_s": est.compute_s,
+        "exposed_comm_s": est.exposed_comm_s,
+        "bubble_fraction": est.bubble_fraction,
+        "peak_memory_bytes": c.memory.total,
+        "memory": c.memory.as_dict(),
+        "fits": fits,
+    }
+    return Evaluated(cfg, c.microbatches, c.memory, fits, record)
+
+
+def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: int,
+               global_batch: int, space: SearchSpace, top: int = 10,
+               progress: Callable[[int], Any] | None = None,
+               total: Callable[[int], Any] | None = None) -> PlanResult:
+    """Search (see the module docstring); ``top = 0`` times every configuration that fits.
+
+    ``total(n)`` is told how many configurations may be timed, ``progress(1)`` after each.
+    """
+    if gpus > network.ranks:
+        raise SpecError(f"--gpus {gpus}: topology {network.name!r} has {network.ranks} ranks")
+    result = PlanResult()
+    cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
+                                 space=space, result=result)
+    if not cands:
+        reason = result.rejected[0].reason if result.rejected else "no configuration"
+        raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
+    order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
+    fitting = [c for c in order if c.memory.total <= device.memory_bytes]
+    spill = [c for c in order if c.memory.total > device.memory_bytes]
+    timer = CollectiveTimer(network)
+    if total:
+        total(len(fitting) if fitting else min(len(spill), max(top, 1)))
+    best: list[float] = []  # max-heap (negated) of the top step times
+    timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress)
+    missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
+    for c in spill:
+        if missing > 0:
+            timed.append(_record(model, device, c, timer, global_batch))
+            missing -= 1
+        else:
+            result.rejected.append(Rejected(c.config.axes(), "does not fit: needs "
+                                            f"{c.memory.total / 2**30:.1f} GiB, the GPU has "
+                                            f"{device.memory_bytes / 2**30:.1f} GiB",
+                                            c.memory.total))
+    timed.sort(key=lambda e: (not e.fits, e.record["step_time_s"], e.config.label()))
+    result.configs = timed
+    return result
+
+
+def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
+              timer: CollectiveTimer, global_batch: int, top: int, best: list[float],
+              result: PlanResult, progress: Callable[[int], Any] | None) -> list[Evaluated]:
+    timed: list[Evaluated] = []
+    for c in cands:
+        if top and len(best) >= top:
+            bound, what = c.bound_s, "compute alone"
+            if bound <= -best[0]:
+                bound, what = bound + _comm_bound(model, c, timer), "compute and TP/CP traffic"
+            if bound > -best[0]:
+                result.rejected.append(Rejected(
+                    c.config.axes(), f"pruned: its {what} ({bound:.4g} s) exceeds the "
+                    f"{top}th best step ({-best[0]:.4g} s)", c.memory.total))
+                continue
+        e = _record(model, device, c, timer, global_batch)
+        timed.append(e)
+        heapq.heappush(best, -e.record["step_time_s"])
+        if top and len(best) > top:
+            heapq.heappop(best)
+        if progress:
+            progress(1)
+    return timed

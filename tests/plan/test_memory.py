@@ -1,0 +1,76 @@
+"""The memory model against bytes computed by hand, and in-flight counts against schedules."""
+
+from __future__ import annotations
+
+import pytest
+
+from commsim.plan.memory import (
+    in_flight,
+    layer_activation_bytes,
+    peak_memory,
+    stage_in_flight,
+    states,
+)
+from commsim.plan.models import ModelSpec, catalogue_model
+
+GPT = ModelSpec(name="g", layers=4, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096,
+                vocab=1000, seq=2048)
+
+
+def test_korthikanti_activation_formulas():
+    """A 4h GeLU MHA layer keeps s b h (34 + 5 a s / h) / t bytes; selective 34 s b h / t;
+    full 2 s b h / t (Korthikanti et al. 2022, Table 2)."""
+    s, b, h, a, t = 2048, 2, 1024, 16, 4
+    assert layer_activation_bytes(GPT, b, t, 1, "none") == s * b * h * (34 + 5 * a * s / h) / t
+    assert layer_activation_bytes(GPT, b, t, 1, "selective") == 34 * s * b * h / t
+    assert layer_activation_bytes(GPT, b, t, 1, "full") == 2 * s * b * h / t
+    assert layer_activation_bytes(GPT, b, t, 2, "selective") == 34 * s * b * h / t / 2
+
+
+def test_adam_states_per_zero_stage():
+    """2N weights, 2N gradients, 12N optimizer, sharded over d by each ZeRO stage."""
+    n, d = 1000, 4
+    assert states(n, "ddp", d) == (2000, 2000, 12000)
+    assert states(n, "zero1", d) == (2000, 2000, 3000)
+    assert states(n, "zero2", d) == (2000, 500, 3000)
+    assert states(n, "fsdp", d) == (500, 500, 3000)
+
+
+def test_peak_memory_by_hand():
+    """tp 2, pp 2, dp 2, ddp, 1F1B with 8 micro-batches of 1, no recompute: the first
+    stage holds 2 layers' weights and the embedding, 16 bytes per parameter, 2 micro-batches
+    of activations of 2 layers, the p2p buffers and two DDP buckets."""
+    mem = peak_memory(GPT, tp=2, cp=1, pp=2, dp=2, micro_batch=1, microbatches=8,
+                      schedule="1f1b", chunks=1, data_parallel="ddp", recompute="none")
+    params = (2 * 12 * 1024**2 + 1000 * 1024) // 2
+    act = 2 * 2 * (2048 * 1024 * (34 + 5 * 16 * 2048 / 1024) / 2)
+    buffers = 2 * 2 * 2048 * 1024 / 2 + 2 * 25 * 2**20
+    assert mem.stage == 0
+    assert (mem.weights, mem.gradients, mem.optimizer) == (2 * params, 2 * params, 12 * params)
+    assert mem.activations == act
+    assert mem.buffers == buffers
+    assert mem.total == 16 * params + act + buffers
+
+
+def test_gqa_swiglu_activations():
+    """Grouped-query attention stores narrower keys and values; SwiGLU three f-wide tensors."""
+    m = catalogue_model("llama3-8b")
+    s, h, f, g, a = m.seq, m.hidden, m.ffn_hidden, m.kv_heads, m.heads
+    expected = (7 + 4 * g / a) * s * h + 3 * s * h + 6 * s * f + 4 * s * h
+    assert layer_activation_bytes(m, 1, 1, 1, "selective") == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("schedule,chunks", [("1f1b", 1), ("gpipe", 1), ("interleaved", 2),
+                                             ("interleaved", 4)])
+def test_in_flight_closed_form_matches_the_schedule(schedule, chunks):
+    """The closed-form in-flight count equals the count walked from the schedule's ops
+    (1F1B's first stage holds pp micro-batches, GPipe all of them)."""
+    for pp in (1, 2, 4, 8):
+        for k in (1, 2, 4, 8, 16, 24):
+            if schedule == "interleaved" and k % pp:
+                continue
+            walked = in_flight(schedule, pp, k, chunks)
+            assert walked == tuple(stage_in_flight(schedule, pp, k, chunks, s)
+                                   for s in range(pp))
+    assert in_flight("1f1b", 4, 16, 1)[0] == 4
+    assert in_flight("gpipe", 4, 16, 1)[0] == 16

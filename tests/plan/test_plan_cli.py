@@ -1,0 +1,111 @@
+"""``commsim plan``: ranking, memory marking, rejections, errors and determinism."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from commsim.cli import main
+from commsim.plan import SearchSpace, plan
+
+SMALL = ["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32"]
+
+
+def _run(capsys, *argv):
+    code = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_json_keys_and_ranking(capsys):
+    """--json has the contract's keys; configurations are ranked fastest first, those that
+    fit before those that do not."""
+    code, out, _ = _run(capsys, *SMALL, "--json", "--top", "0", "--tp", "1,2", "--pp", "1,2")
+    assert code == 0
+    data = json.loads(out)
+    assert {"model", "topology", "gpus", "global_batch", "seq", "configs", "rejected"} <= set(data)
+    keys = {"tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage",
+            "data_parallel", "recompute", "step_time_s", "tokens_per_s", "model_tflops_per_gpu",
+            "hardware_tflops_per_gpu", "mfu", "peak_memory_bytes", "fits"}
+    assert all(keys <= set(c) for c in data["configs"])
+    ranked = [(not c["fits"], c["step_time_s"]) for c in data["configs"]]
+    assert ranked == sorted(ranked)
+    assert all(r["reason"] for r in data["rejected"])
+
+
+def test_a_config_that_does_not_fit_is_never_first():
+    """On GPUs too small for most layouts, whatever fits ranks above everything that does not,
+    and what does not fit is marked (or rejected with the reason)."""
+    space = SearchSpace(pp=(1,), cp=(1,), data_parallel=("ddp", "fsdp"), recompute=("none",))
+    out = plan("gpt3-2.7b", "dgx-a100", global_batch=32, space=space, gpu_memory="24GiB", top=0)
+    configs = out.result.configs
+    assert configs and configs[0].fits
+    fits = [e.fits for e in configs]
+    assert fits == sorted(fits, reverse=True)
+    assert any("does not fit" in r.reason for r in out.result.rejected)
+
+
+def test_nothing_fits_still_ranks_marked():
+    """When nothing fits, the fastest configurations are still shown, marked fits: false."""
+    out = plan("gpt3-2.7b", "dgx-a100", global_batch=32, gpu_memory="1GiB", top=3)
+    assert len(out.result.configs) == 3
+    assert not any(e.fits for e in out.result.configs)
+
+
+def test_pruned_configs_cannot_beat_the_top():
+    """A configuration pruned by its lower bound is truly slower than the top K: timing every
+    configuration gives the same top K."""
+    space = SearchSpace(cp=(1,), data_parallel=("ddp",))
+    pruned = plan("gpt3-1.3b", "dgx-a100", global_batch=32, space=space, top=3)
+    full = plan("gpt3-1.3b", "dgx-a100", global_batch=32, space=space, top=0)
+    assert [e.record for e in pruned.result.configs[:3]] == [
+        e.record for e in full.result.configs[:3]]
+    assert any(r.reason.startswith("pruned") for r in pruned.result.rejected)
+
+
+def test_deterministic(capsys):
+    """The same command prints the same bytes twice (table, JSON and CSV)."""
+    for fmt in ([], ["--json"], ["--csv"]):
+        first = _run(capsys, *SMALL, *fmt)[1]
+        assert first and first == _run(capsys, *SMALL, *fmt)[1]
+
+
+def test_csv_lists_rejections(capsys):
+    """--csv has one row per configuration, rejected ones with their reason."""
+    code, out, _ = _run(capsys, *SMALL, "--csv", "--tp", "2", "--micro-batch", "1,3")
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith("tp,cp,pp,dp")
+    assert any("does not divide" in line for line in lines[1:])
+
+
+def test_list_models(capsys):
+    """--list-models names the catalogue with sources."""
+    code, out, _ = _run(capsys, "--list-models")
+    assert code == 0 and "llama3-405b" in out and "gpt3-175b" in out and "Llama 3" in out
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--tp", "3"], "--tp 3"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "0"], "--global-batch"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "x"], "--global-batch"),
+    (["gpt9", "--topology", "dgx-a100", "--global-batch", "32"], "unknown model 'gpt9'"),
+    (["gpt3-1.3b", "--topology", "nowhere", "--global-batch", "32"], "nowhere"),
+    (["gpt3-1.3b", "--topology", "tpu-v4-64", "--global-batch", "32"], "device"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--pp", "5"], "--pp 5"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--schedule", "zb"], "zb"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--recompute", "some"],
+     "some"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--gpu-memory=-1GB"],
+     "-1GB"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--gpus", "16"], "16"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "3", "--micro-batch", "2"],
+     "divide"),
+    (["--topology", "dgx-a100", "--global-batch", "32"], "MODEL"),
+    (["missing.yaml", "--topology", "dgx-a100", "--global-batch", "32"], "missing.yaml"),
+])
+def test_bad_input_is_one_line_exit_2(capsys, argv, needle):
+    """Impossible axes, unknown names and malformed values: one line naming them, exit 2."""
+    code, out, err = _run(capsys, *argv)
+    assert code == 2, err
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
