@@ -28,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("timing",),
     ("api", "export", "table"),
     ("replay",),
-    ("traces", "validation", "measure", "sweep", "plots"),
+    ("traces", "validation", "measure", "sweep", "plots", "plan"),
     ("cli", "__main__", "__init__"),
 )
 #: Modules that sit above their package's layer: each package's command line.

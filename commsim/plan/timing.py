@@ -1,29 +1,29 @@
 """Collective and send times for the planner, each shape timed once.
 
-A collective among a group of ranks is timed as ``commsim replay`` times it: the algorithm
-``auto`` picks on the group's network (:func:`commsim.replay.lower.group_network`), run by
-:func:`commsim.simulate` on that network, uncontended. Groups whose ranks sit on hosts the
-same way (same number of hosts, same ranks per host, in the same order) have the same time on
-the symmetric machines of the presets, so the memo key is the collective, the size and that
-host pattern (on machines without hosts, the ranks themselves).
+A collective among a group of ranks is timed exactly as ``commsim run`` and ``commsim replay``
+time it, by the one timing layer (:class:`commsim.timing.Timer`: NCCL's choice of algorithm
+and protocol on a machine that runs NCCL, its launch latency), uncontended. Groups whose ranks
+sit on hosts the same way (same number of hosts, same ranks per host, in the same order) have
+the same time on the symmetric machines of the presets, so the memo key is the collective, the
+size and that host pattern (on machines without hosts, the ranks themselves). A send is the
+timer's point-to-point model, uncontended.
 """
 
 from __future__ import annotations
 
-from commsim.api import choose_algorithm, simulate
 from commsim.collectives import Collective
 from commsim.network import Network
-from commsim.replay.lower import group_call, group_network
+from commsim.timing import CollectiveCall, Timer, resolve_engine
 
 
 class CollectiveTimer:
     """Times collectives and sends on ``network`` with a memo per shape.
 
-    ``engine`` is ``analytic`` (closed forms, the default: on an uncontended group it equals
-    the DES) or ``des``.
+    ``engine`` is the timing layer's: ``auto`` (the default: the DES for groups of up to 64
+    ranks, as ``replay`` times them, the closed forms beyond), ``des`` or ``analytic``.
     """
 
-    def __init__(self, network: Network, engine: str = "analytic") -> None:
+    def __init__(self, network: Network, engine: str = "auto") -> None:
         self.network = network
         self.engine = engine
         self._memo: dict[tuple[object, ...], float] = {}
@@ -54,19 +54,19 @@ class CollectiveTimer:
         key = (coll, nbytes, self._shape(group))
         time_s = self._memo.get(key)
         if time_s is None:
-            net = group_network(self.network, group)
-            name = choose_algorithm(group_call(self.network, group, coll, nbytes), net)
-            time_s = simulate(
-                coll, net, nbytes, algorithm=name, engine=self.engine, protocol="none"
-            ).time_s
+            call = CollectiveCall(collective=coll, nbytes=nbytes, group=group)
+            engine = resolve_engine(self.engine, len(group))
+            time_s = Timer.of(self.network).time(call, engine).time_s
             self._memo[key] = time_s
             self.timed += 1
         return time_s
 
     def send(self, src: int, dst: int, nbytes: int) -> float:
-        """Seconds of an uncontended ``nbytes`` send ``src -> dst``: the path's latency plus
-        the size over its narrowest hop."""
+        """Seconds of an uncontended ``nbytes`` send ``src -> dst`` by the topology's
+        point-to-point model: its launch latency, the path's latency and the size over its
+        narrowest hop."""
         if nbytes <= 0 or src == dst:
             return 0.0
-        latency, bandwidth = self.network.path_cost(src, dst)
-        return latency + nbytes / bandwidth
+        view, launch = Timer.of(self.network).point_to_point()
+        latency, bandwidth = view.path_cost(src, dst)
+        return launch + latency + nbytes / bandwidth
