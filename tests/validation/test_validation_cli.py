@@ -100,7 +100,7 @@ def test_calibrate_nccl_tests_json(tmp_path, capsys) -> None:
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--sizes", "3MiB"],
          "--sizes 3MiB: no measured row left"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--sizes", "3parsecs"],
-         "unknown unit"),
+         "unknown size unit"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--collectives", "broadcast"],
          "--collectives broadcast: no measured row left"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--collective", "alltoall"],
