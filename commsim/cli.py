@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from commsim.errors import CommsimError
 
@@ -50,6 +50,10 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``commsim`` parser with its subcommands."""
     from commsim import __version__
+    from commsim.measure.cli import add_parser as add_measure_parser
+    from commsim.replay.cli import add_parsers as add_replay_parsers
+    from commsim.sweep.cli import add_parser as add_sweep_parser
+    from commsim.validation.cli import add_parsers as add_validation_parsers
 
     parser = _Parser(
         prog=PROG,
@@ -58,6 +62,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_run_parser(sub)
+    _add_topologies_parser(sub)
+    add_replay_parsers(sub)  # `commsim replay` and `commsim bound fsdp`
+    add_measure_parser(sub)  # `commsim measure`
+    add_validation_parsers(sub)  # `commsim validate` and `commsim calibrate`
+    add_sweep_parser(sub)  # `commsim sweep`
+    return parser
+
+
+def _add_run_parser(sub: Any) -> None:
+    """``commsim run COLLECTIVE``: what to simulate, then how, then what to write."""
+    from commsim.cliargs import add_topology
 
     run = sub.add_parser(
         "run",
@@ -73,13 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="broadcast, reduce, all_gather, reduce_scatter or all_reduce "
         "(all-reduce, allreduce too)",
     )
-    run.add_argument(
-        "--topology",
-        "-t",
-        required=True,
-        metavar="FILE|PRESET",
-        help="a YAML topology file or a preset name (see 'commsim topologies')",
-    )
+    add_topology(run)
     run.add_argument(
         "--size",
         "-s",
@@ -87,6 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE|MIN:MAX[:FACTOR]",
         help="bytes of the full buffer (nccl-tests' size), e.g. 1GiB or 1KiB:1GiB:4",
     )
+    _add_run_how(run)
+    _add_run_outputs(run)
+    run.set_defaults(handler=cmd_run)
+
+
+def _add_run_how(run: argparse.ArgumentParser) -> None:
+    """``run``'s algorithm, root, ranks, chunks, engine and protocol."""
     run.add_argument(
         "--algorithm",
         "-a",
@@ -98,26 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
         "else the fastest: simulated up to 64 ranks, closed forms beyond)",
     )
     run.add_argument(
-        "--root",
-        type=int,
-        default=0,
-        metavar="RANK",
+        "--root", type=int, default=0, metavar="RANK",
         help="root rank of broadcast and reduce (default 0)",
-    )
+    )  # fmt: skip
     run.add_argument(
-        "--ranks",
-        type=int,
-        default=None,
-        metavar="R",
+        "--ranks", type=int, default=None, metavar="R",
         help="use only the first R ranks of the topology (default: all)",
-    )
+    )  # fmt: skip
     run.add_argument(
-        "--chunks",
-        type=int,
-        default=None,
-        metavar="N",
+        "--chunks", type=int, default=None, metavar="N",
         help="pipelined pieces (default: the algorithm's choice; 1 = no pipelining)",
-    )
+    )  # fmt: skip
     run.add_argument(
         "--engine",
         choices=("des", "analytic"),
@@ -134,6 +142,10 @@ def build_parser() -> argparse.ArgumentParser:
         "included; elsewhere plain alpha-beta), LL, LL128, Simple, or none (plain "
         "alpha-beta everywhere)",
     )
+
+
+def _add_run_outputs(run: argparse.ArgumentParser) -> None:
+    """``run``'s --json, --transfers, --trace and --plot."""
     run.add_argument(
         "--json", action="store_true", help="print JSON: an object for one size, a list for a range"
     )
@@ -157,8 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="save a plot: busbw vs size for a size range; for one size, the busiest links' "
         "utilization over time (needs --engine des)",
     )
-    run.set_defaults(handler=cmd_run)
 
+
+def _add_topologies_parser(sub: Any) -> None:
+    """``commsim topologies [--json]``."""
     topo = sub.add_parser(
         "topologies",
         help="list the preset topologies",
@@ -166,23 +180,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     topo.add_argument("--json", action="store_true", help="print a JSON list")
     topo.set_defaults(handler=cmd_topologies)
-
-    from commsim.replay.cli import add_parsers as add_replay_parsers
-
-    add_replay_parsers(sub)  # `commsim replay` and `commsim bound fsdp`
-
-    from commsim.measure.cli import add_parser as add_measure_parser
-
-    add_measure_parser(sub)  # `commsim measure`
-
-    from commsim.validation.cli import add_parsers as add_validation_parsers
-
-    add_validation_parsers(sub)  # `commsim validate` and `commsim calibrate`
-
-    from commsim.sweep.cli import add_parser as add_sweep_parser
-
-    add_sweep_parser(sub)  # `commsim sweep`
-    return parser
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -310,8 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     internal error).
     """
     try:
+        from commsim.cliargs import join_negative_values
+
         parser = build_parser()
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(
+            join_negative_values(parser, list(sys.argv[1:] if argv is None else argv))
+        )
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except _UsageError as exc:

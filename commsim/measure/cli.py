@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
+from commsim.cliargs import check_output
 from commsim.errors import SpecError
 
 _EPILOG = """\
@@ -172,10 +172,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from commsim.measure.records import format_csv, format_table, write_csv
     from commsim.units import parse_time
 
-    if args.out is not None and not Path(args.out).resolve().parent.is_dir():
-        raise SpecError(
-            f"--out {args.out}: directory {str(Path(args.out).parent)!r} does not exist"
-        )
+    check_output("--out", args.out)
     spec = MeasureSpec(
         backend=str(args.backend).strip().lower(),
         world_sizes=parse_world_sizes(args.world_size),
