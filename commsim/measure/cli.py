@@ -99,6 +99,7 @@ def add_parser(sub: Any) -> None:
         metavar="TIME",
         help="wall-clock limit per launch, start-up included (default 600s)",
     )
+    measure.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
     measure.set_defaults(handler=cmd_measure)
 
 
@@ -187,7 +188,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         init_timeout_s=parse_time(args.init_timeout, "--init-timeout"),
         timeout_s=parse_time(args.timeout, "--timeout"),
     )
-    bar = ProgressBar(sys.stderr)
+    bar = ProgressBar(sys.stderr, enabled=not args.quiet)
     try:
         rows = measure(spec, bar)
     finally:

@@ -281,20 +281,29 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         )
         write_topology(calibration, args.out)
         return _print_calibration(args, calibration)
-    calibration = calibrate(
-        loaded.rows,
-        args.topology,
-        hosts=loaded.hosts,
-        fit_gamma=args.fit_gamma,
-        algorithm=args.algorithm,
-        engine=args.engine,
-        source=loaded.source,
-    )
+    from commsim.progress import Progress
+
+    bar = Progress("calibrate", "iteration", enabled=not args.quiet)
+    try:
+        calibration = calibrate(
+            loaded.rows,
+            args.topology,
+            hosts=loaded.hosts,
+            fit_gamma=args.fit_gamma,
+            algorithm=args.algorithm,
+            engine=args.engine,
+            source=loaded.source,
+            progress=bar.update_to,
+        )
+    finally:
+        bar.close()
     write_topology(calibration, args.out)
     return _print_calibration(args, calibration)
 
 
 def _print_calibration(args: argparse.Namespace, calibration: Any) -> int:
+    for bound in getattr(calibration, "at_bounds", ()):
+        print(f"commsim: warning: {bound.message}", file=sys.stderr)
     if args.json:
         print(json.dumps(calibration.to_dict() | {"out": args.out}, indent=2))
     else:

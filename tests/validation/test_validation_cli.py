@@ -89,6 +89,7 @@ def test_calibrate_nccl_tests_json(tmp_path, capsys) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "switch" and data["ranks"] == 4
     assert set(data["parameters"]) == {"link.latency_s", "link.bandwidth_Bps"}
+    assert isinstance(data["at_bounds"], list)  # fitted parameters that ended on a bound
     assert out.read_text().startswith("# Calibrated by")
 
 
