@@ -149,10 +149,13 @@ def _add_run_outputs(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--json", action="store_true", help="print JSON: an object for one size, a list for a range"
     )
+    from commsim.cliargs import output_file
+
     run.add_argument(
         "--transfers",
         metavar="FILE.csv",
         default=None,
+        type=output_file("--transfers"),
         help="write every point-to-point transfer as CSV "
         "(src,dst,start_s,end_s,nbytes,offset,op); needs --engine des",
     )
@@ -160,12 +163,14 @@ def _add_run_outputs(run: argparse.ArgumentParser) -> None:
         "--trace",
         metavar="FILE.json",
         default=None,
+        type=output_file("--trace"),
         help="write a Chrome/Perfetto trace (open in ui.perfetto.dev); needs --engine des",
     )
     run.add_argument(
         "--plot",
         metavar="FILE.png",
         default=None,
+        type=output_file("--plot", plot=True),
         help="save a plot: busbw vs size for a size range; for one size, the busiest links' "
         "utilization over time (needs --engine des)",
     )

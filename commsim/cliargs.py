@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import argparse
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from commsim.errors import SpecError
@@ -36,9 +36,17 @@ def add_topology(
     )
 
 
-def check_output(flag: str, value: str | Path | None) -> None:
+def plot_formats() -> list[str]:
+    """The file suffixes matplotlib can save a figure as (``png``, ``pdf``, ``svg``, ...)."""
+    from matplotlib.figure import Figure
+
+    return sorted(Figure().canvas.get_supported_filetypes())
+
+
+def check_output(flag: str, value: str | Path | None, *, plot: bool = False) -> None:
     """SpecError when ``value`` (an output file of ``flag``) cannot be written: its directory
-    does not exist, or it is a directory. None (flag not given) passes."""
+    does not exist, it is a directory, or (``plot``) matplotlib cannot write its format.
+    None (flag not given) passes."""
     if value is None:
         return
     path = Path(value)
@@ -48,6 +56,27 @@ def check_output(flag: str, value: str | Path | None) -> None:
         raise SpecError(f"{flag} {value}: is a directory, not a file")
     if not path.resolve().parent.is_dir():
         raise SpecError(f"{flag} {value}: directory {str(path.parent)!r} does not exist")
+    if plot:
+        formats = plot_formats()
+        if path.suffix.lower().lstrip(".") not in formats:
+            raise SpecError(
+                f"{flag} {value}: cannot save a plot as {path.suffix or 'no suffix'!r} "
+                f"(formats: {', '.join(formats)})"
+            )
+
+
+def output_file(flag: str, *, plot: bool = False) -> Callable[[str], str]:
+    """An argparse ``type=`` that applies :func:`check_output` while parsing (for commands
+    whose handler checks nothing itself)."""
+
+    def check(value: str) -> str:
+        try:
+            check_output(flag, value, plot=plot)
+        except SpecError as exc:
+            raise argparse.ArgumentTypeError(str(exc).removeprefix(f"{flag} ")) from None
+        return value
+
+    return check
 
 
 def _value_flags(parser: argparse.ArgumentParser) -> set[str]:

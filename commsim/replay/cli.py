@@ -115,7 +115,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from commsim.replay.step import replay
 
     check_output("--trace", args.trace)
-    check_output("--plot", args.plot)
+    check_output("--plot", args.plot, plot=True)
     workload: Any = args.workload
     from commsim.traces.replay import is_trace_path, load_trace_workload
 

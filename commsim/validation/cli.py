@@ -150,6 +150,7 @@ class _Loaded:
     source: str
     notes: list[str]
     hosts: tuple[int, ...] | None
+    partial: str = ""  # the --partial line, printed once the command has succeeded
 
 
 def _looks_like_csv(path: Path) -> bool:
@@ -196,15 +197,14 @@ def _load(args: argparse.Namespace) -> _Loaded:
         raise SpecError(f"--ranks must be >= 1, got {args.ranks}")
     notes: list[str] = []
     hosts = None
+    partial = ""
     if kind == "nccl-tests":
         log = read_nccl_tests(
             path, collective=args.collective, ranks=args.ranks, partial=args.partial
         )
         if args.partial:
             damage = f": {log.damage}" if log.damage else " (the log is complete)"
-            print(
-                f"commsim: --partial: read {len(log.rows)} rows of {path}{damage}", file=sys.stderr
-            )
+            partial = f"commsim: --partial: read {len(log.rows)} rows of {path}{damage}"
         rows = log.measurements()
         notes = [f"{log.collective.value}, {log.ranks} ranks; " + "; ".join(log.notes)]
         hosts = log.host_indices()
@@ -228,7 +228,7 @@ def _load(args: argparse.Namespace) -> _Loaded:
         _nonempty(rows, f"--collectives {args.collectives}")
     if args.algorithm is None:
         args.algorithm = "nccl" if kind == "nccl-tests" else "auto"
-    return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts)
+    return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial)
 
 
 def _nonempty(rows: list[Any], flag: str) -> None:
@@ -241,7 +241,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """``commsim validate``: predict each row, print the table (or JSON), plot if asked."""
     from commsim.validation.validate import format_report, validate
 
-    check_output("--plot", args.plot)
+    check_output("--plot", args.plot, plot=True)
     loaded = _load(args)
     report = validate(
         loaded.rows,
@@ -259,7 +259,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(format_report(report))
+    _say_partial(loaded)
     return 0
+
+
+def _say_partial(loaded: _Loaded) -> None:
+    """The one stderr line of ``--partial``, once the command has succeeded."""
+    if loaded.partial:
+        print(loaded.partial, file=sys.stderr)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -280,7 +287,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             ),
         )
         write_topology(calibration, args.out)
-        return _print_calibration(args, calibration)
+        return _print_calibration(args, calibration, loaded)
     from commsim.progress import Progress
 
     bar = Progress("calibrate", "iteration", enabled=not args.quiet)
@@ -298,10 +305,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     finally:
         bar.close()
     write_topology(calibration, args.out)
-    return _print_calibration(args, calibration)
+    return _print_calibration(args, calibration, loaded)
 
 
-def _print_calibration(args: argparse.Namespace, calibration: Any) -> int:
+def _print_calibration(args: argparse.Namespace, calibration: Any, loaded: _Loaded) -> int:
     for bound in getattr(calibration, "at_bounds", ()):
         print(f"commsim: warning: {bound.message}", file=sys.stderr)
     if args.json:
@@ -311,4 +318,5 @@ def _print_calibration(args: argparse.Namespace, calibration: Any) -> int:
             print(f"# {line}")
         print(f"# wrote {args.out}")
     sys.stdout.flush()
+    _say_partial(loaded)
     return 0
