@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from commsim.errors import CommsimError
 
@@ -50,6 +50,11 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     """The ``commsim`` parser with its subcommands."""
     from commsim import __version__
+    from commsim.measure.cli import add_parser as add_measure_parser
+    from commsim.plan.cli import add_parser as add_plan_parser
+    from commsim.replay.cli import add_parsers as add_replay_parsers
+    from commsim.sweep.cli import add_parser as add_sweep_parser
+    from commsim.validation.cli import add_parsers as add_validation_parsers
 
     parser = _Parser(
         prog=PROG,
@@ -58,6 +63,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    _add_run_parser(sub)
+    _add_topologies_parser(sub)
+    add_replay_parsers(sub)  # `commsim replay` and `commsim bound fsdp`
+    add_measure_parser(sub)  # `commsim measure`
+    add_validation_parsers(sub)  # `commsim validate` and `commsim calibrate`
+    add_sweep_parser(sub)  # `commsim sweep`
+    add_plan_parser(sub)  # `commsim plan`
+    return parser
+
+
+def _add_run_parser(sub: Any) -> None:
+    """``commsim run COLLECTIVE``: what to simulate, then how, then what to write."""
+    from commsim.cliargs import add_topology
 
     run = sub.add_parser(
         "run",
@@ -73,13 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="broadcast, reduce, all_gather, reduce_scatter or all_reduce "
         "(all-reduce, allreduce too)",
     )
-    run.add_argument(
-        "--topology",
-        "-t",
-        required=True,
-        metavar="FILE|PRESET",
-        help="a YAML topology file or a preset name (see 'commsim topologies')",
-    )
+    add_topology(run)
     run.add_argument(
         "--size",
         "-s",
@@ -87,6 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="SIZE|MIN:MAX[:FACTOR]",
         help="bytes of the full buffer (nccl-tests' size), e.g. 1GiB or 1KiB:1GiB:4",
     )
+    _add_run_how(run)
+    _add_run_outputs(run)
+    run.set_defaults(handler=cmd_run)
+
+
+def _add_run_how(run: argparse.ArgumentParser) -> None:
+    """``run``'s algorithm, root, ranks, chunks, engine and protocol."""
     run.add_argument(
         "--algorithm",
         "-a",
@@ -98,26 +117,17 @@ def build_parser() -> argparse.ArgumentParser:
         "else the fastest: simulated up to 64 ranks, closed forms beyond)",
     )
     run.add_argument(
-        "--root",
-        type=int,
-        default=0,
-        metavar="RANK",
+        "--root", type=int, default=0, metavar="RANK",
         help="root rank of broadcast and reduce (default 0)",
-    )
+    )  # fmt: skip
     run.add_argument(
-        "--ranks",
-        type=int,
-        default=None,
-        metavar="R",
+        "--ranks", type=int, default=None, metavar="R",
         help="use only the first R ranks of the topology (default: all)",
-    )
+    )  # fmt: skip
     run.add_argument(
-        "--chunks",
-        type=int,
-        default=None,
-        metavar="N",
+        "--chunks", type=int, default=None, metavar="N",
         help="pipelined pieces (default: the algorithm's choice; 1 = no pipelining)",
-    )
+    )  # fmt: skip
     run.add_argument(
         "--engine",
         choices=("des", "analytic"),
@@ -134,13 +144,20 @@ def build_parser() -> argparse.ArgumentParser:
         "included; elsewhere plain alpha-beta), LL, LL128, Simple, or none (plain "
         "alpha-beta everywhere)",
     )
+
+
+def _add_run_outputs(run: argparse.ArgumentParser) -> None:
+    """``run``'s --json, --transfers, --trace and --plot."""
     run.add_argument(
         "--json", action="store_true", help="print JSON: an object for one size, a list for a range"
     )
+    from commsim.cliargs import output_file
+
     run.add_argument(
         "--transfers",
         metavar="FILE.csv",
         default=None,
+        type=output_file("--transfers"),
         help="write every point-to-point transfer as CSV "
         "(src,dst,start_s,end_s,nbytes,offset,op), of the same evaluation as the printed time",
     )
@@ -148,17 +165,21 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace",
         metavar="FILE.json",
         default=None,
+        type=output_file("--trace"),
         help="write a Chrome/Perfetto trace (open in ui.perfetto.dev) of the same evaluation",
     )
     run.add_argument(
         "--plot",
         metavar="FILE.png",
         default=None,
+        type=output_file("--plot", plot=True),
         help="save a plot: busbw vs size for a size range; for one size, the busiest links' "
         "utilization over time",
     )
-    run.set_defaults(handler=cmd_run)
 
+
+def _add_topologies_parser(sub: Any) -> None:
+    """``commsim topologies [--json]``."""
     topo = sub.add_parser(
         "topologies",
         help="list the preset topologies",
@@ -166,27 +187,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     topo.add_argument("--json", action="store_true", help="print a JSON list")
     topo.set_defaults(handler=cmd_topologies)
-
-    from commsim.replay.cli import add_parsers as add_replay_parsers
-
-    add_replay_parsers(sub)  # `commsim replay` and `commsim bound fsdp`
-
-    from commsim.measure.cli import add_parser as add_measure_parser
-
-    add_measure_parser(sub)  # `commsim measure`
-
-    from commsim.validation.cli import add_parsers as add_validation_parsers
-
-    add_validation_parsers(sub)  # `commsim validate` and `commsim calibrate`
-
-    from commsim.sweep.cli import add_parser as add_sweep_parser
-
-    add_sweep_parser(sub)  # `commsim sweep`
-
-    from commsim.plan.cli import add_parser as add_plan_parser
-
-    add_plan_parser(sub)  # `commsim plan`
-    return parser
 
 
 # -- commands ------------------------------------------------------------------------------
@@ -203,20 +203,12 @@ def _per_size_path(path: str, nbytes: int, many: bool) -> Path:
 def cmd_run(args: argparse.Namespace) -> int:
     """``commsim run``: simulate each size, write the requested files, print table or JSON."""
     from commsim.api import simulate
-    from commsim.errors import SpecError
     from commsim.export import write_trace, write_transfers_csv
     from commsim.table import format_table
     from commsim.topology import load_topology
     from commsim.units import parse_size_range
 
     many = ":" in args.size  # a range, even one that yields a single size, gives a list
-    for flag, value in (
-        ("--transfers", args.transfers),
-        ("--trace", args.trace),
-        ("--plot", args.plot),
-    ):
-        if value is not None and not Path(value).resolve().parent.is_dir():
-            raise SpecError(f"{flag} {value}: directory {str(Path(value).parent)!r} does not exist")
     sizes = parse_size_range(args.size, "--size")
     network = load_topology(args.topology)
     results = [
@@ -305,8 +297,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     internal error).
     """
     try:
+        from commsim.cliargs import join_negative_values
+
         parser = build_parser()
-        args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+        args = parser.parse_args(
+            join_negative_values(parser, list(sys.argv[1:] if argv is None else argv))
+        )
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except _UsageError as exc:

@@ -1,54 +1,74 @@
-"""A one-line progress bar on stderr, drawn only when it is a terminal (``measure``, ``sweep``).
+"""The one progress bar of commsim (``sweep``, ``measure``, ``calibrate``): tqdm on stderr.
 
-Twenty lines of code do not justify a dependency (tqdm): the bar is redrawn in place with
-``\\r`` (at most 20 times a second) and finished with a newline; when the stream is not a TTY
-nothing is written at all, so logs and CI output stay clean.
+tqdm (a core dependency, see ``docs/design.md``) shows the count, the rate and the time left,
+redraws at most ten times a second, and, by default here, draws nothing when stderr is not a
+terminal, so logs and CI output stay clean. Commands turn it off with ``--quiet``. Callers
+report absolute progress (``done`` of ``total``), which is what every loop here knows.
+
+>>> import io
+>>> bar = Progress("sweep", "point", enabled=False)
+>>> bar.update_to(5, 10); bar.close()
+>>> bar = Progress("fit", "step", stream=io.StringIO(), force=True)
+>>> bar.update_to(3, 12); bar.close()
+>>> "fit:  25%" in bar.stream.getvalue()
+True
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from typing import TextIO
 
+from tqdm import tqdm
 
-class ProgressBar:
-    """Draws ``PREFIX [####....] done/total SUFFIX``; subclasses give it a callback shape.
 
-    >>> import io
-    >>> bar = ProgressBar(io.StringIO(), force=True, width=10)
-    >>> bar.draw(5, 10, "sweep", " points")
-    >>> bar.stream.getvalue().split("\\r")[-1]
-    'sweep [#####.....]   5/10 points'
+class Progress:
+    """A bar ``DESC:  50%|#####     | done/total [elapsed<left, rate UNIT/s] POSTFIX``.
+
+    Parameters
+    ----------
+    desc, unit : str
+        What is being done, and what one step of it is called.
+    enabled : bool
+        False: draw nothing (``--quiet``, a library call that did not ask for a bar).
+    stream : text stream
+        Where to draw (default: stderr).
+    force : bool
+        Draw even when ``stream`` is not a terminal (tests).
     """
 
-    def __init__(self, stream: TextIO | None = None, *, force: bool = False, width: int = 30):
+    def __init__(
+        self,
+        desc: str,
+        unit: str,
+        *,
+        enabled: bool = True,
+        stream: TextIO | None = None,
+        force: bool = False,
+    ) -> None:
         self.stream = stream if stream is not None else sys.stderr
-        self.enabled = force or bool(getattr(self.stream, "isatty", lambda: False)())
-        self.width = width
-        self._last = 0.0
-        self._open = False
+        disable: bool | None = True if not enabled else (False if force else None)
+        self._bar = tqdm(
+            desc=desc,
+            unit=unit,
+            file=self.stream,
+            disable=disable,
+            dynamic_ncols=True,
+            leave=True,
+            ascii=True,
+        )
 
-    def draw(self, done: int, total: int, prefix: str, suffix: str = "") -> None:
-        """Redraw the bar (skipped when the last redraw was under 50 ms ago, unless done)."""
-        if not self.enabled:
+    def update_to(self, done: int, total: int, postfix: str = "") -> None:
+        """Show ``done`` of ``total`` (either may change between calls), and ``postfix``."""
+        bar = self._bar
+        if bar.disable:
             return
-        now = time.monotonic()
-        if done < total and now - self._last < 0.05:
-            return
-        self._last = now
-        filled = self.width * done // max(total, 1)
-        bar = "#" * filled + "." * (self.width - filled)
-        digits = len(str(total))
-        self.stream.write(f"\r{prefix} [{bar}] {done:>{digits + 1}}/{total}{suffix}")
-        self._open = True
-        if done >= total:
-            self.close()
-        self.stream.flush()
+        if bar.total != total:
+            bar.total = total
+        if postfix:
+            bar.set_postfix_str(postfix, refresh=False)
+        bar.update(done - bar.n)
 
     def close(self) -> None:
         """End the bar's line (call once the work ends, successful or not)."""
-        if self._open:
-            self.stream.write("\n")
-            self.stream.flush()
-            self._open = False
+        self._bar.close()

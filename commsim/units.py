@@ -2,7 +2,8 @@
 
 ``1GiB`` = 2**30 B, ``1GB`` = 1e9 B, ``64KiB``, ``512B``; ``1us``, ``2.5ms``, ``1s``;
 ``100GB/s``, ``400Gbps`` (bits per second). Plain numbers are taken as the SI unit
-(bytes, seconds, bytes per second).
+(bytes, seconds, bytes per second) on command-line flags; YAML fields go through
+:mod:`commsim.fields`, which insists on a unit. Errors read ``NAME: <problem> (got <value>)``.
 
 >>> parse_size("1GiB"), parse_time("2.5ms"), parse_bandwidth("400Gbps")
 (1073741824, 0.0025, 50000000000.0)
@@ -12,11 +13,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 
-from commsim.errors import SpecError
+from commsim.errors import SpecError, describe
 
 _NUMBER = r"([+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?)"
-_PATTERN = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-z/]*)\s*$")
+QUANTITY = re.compile(rf"^\s*{_NUMBER}\s*([A-Za-zµ/]*)\s*$")
+
+#: The largest size commsim simulates: a buffer past 1 PiB is a typo, not a collective.
+MAX_SIZE = 2**50
 
 SIZE_UNITS: dict[str, float] = {
     "": 1, "B": 1,
@@ -43,26 +48,37 @@ FLOPS_UNITS: dict[str, float] = {
 COUNT_UNITS: dict[str, float] = {"": 1, "K": 1e3, "M": 1e6, "B": 1e9, "G": 1e9, "T": 1e12}
 
 
+def _label(name: str) -> str:
+    return f"{name}: " if name else ""
+
+
+def split_quantity(value: object) -> tuple[float, str] | None:
+    """``"2.5ms"`` -> ``(2.5, "ms")``, ``3`` -> ``(3.0, "")``; None when not a number with an
+    optional unit (bools are not numbers)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value), ""
+    if isinstance(value, str):
+        match = QUANTITY.match(value)
+        if match is not None:
+            return float(match.group(1)), match.group(2)
+    return None
+
+
 def _parse(value: object, units: dict[str, float], what: str, name: str) -> float:
     """Return ``value`` in SI units; raise SpecError naming it when malformed or negative."""
-    label = f"{name}: " if name else ""
-    if isinstance(value, bool):
-        raise SpecError(f"{label}invalid {what} {value!r}")
-    if isinstance(value, int | float):
-        number, unit = float(value), ""
-    elif isinstance(value, str):
-        match = _PATTERN.match(value)
-        if match is None:
-            raise SpecError(f"{label}invalid {what} {value!r}")
-        number, unit = float(match.group(1)), match.group(2)
-        if unit not in units:
-            raise SpecError(f"{label}unknown unit {unit!r} in {what} {value!r}")
-    else:
-        raise SpecError(f"{label}invalid {what} {value!r}")
+    label = _label(name)
+    quantity = split_quantity(value)
+    if quantity is None:
+        raise SpecError(f"{label}not a {what} (got {describe(value)})")
+    number, unit = quantity
+    if unit not in units:
+        raise SpecError(f"{label}unknown {what} unit {unit!r} (got {describe(value)})")
     if not math.isfinite(number):
-        raise SpecError(f"{label}{what} must be finite, got {value!r}")
+        raise SpecError(f"{label}must be finite (got {describe(value)})")
     if number < 0:
-        raise SpecError(f"{label}{what} must not be negative, got {value!r}")
+        raise SpecError(f"{label}must not be negative (got {describe(value)})")
     scale = units[unit]
     if scale < 1:  # divide by the exact inverse: "5us" -> 5e-06 exactly, not 4.9999999999999996e-06
         return number / round(1 / scale)
@@ -70,11 +86,15 @@ def _parse(value: object, units: dict[str, float], what: str, name: str) -> floa
 
 
 def parse_size(value: object, name: str = "") -> int:
-    """Bytes as an int: ``"1GiB"`` -> 1073741824. Fractional bytes are an error."""
+    """Bytes as an int: ``"1GiB"`` -> 1073741824. Fractional bytes and sizes above
+    :data:`MAX_SIZE` (1 PiB) are errors."""
     nbytes = _parse(value, SIZE_UNITS, "size", name)
+    if nbytes > MAX_SIZE:
+        raise SpecError(
+            f"{_label(name)}above 1PiB, the largest size commsim simulates (got {describe(value)})"
+        )
     if nbytes != int(nbytes):
-        label = f"{name}: " if name else ""
-        raise SpecError(f"{label}size {value!r} is not a whole number of bytes")
+        raise SpecError(f"{_label(name)}not a whole number of bytes (got {describe(value)})")
     return int(nbytes)
 
 
@@ -98,34 +118,44 @@ def parse_count(value: object, name: str = "") -> float:
     return _parse(value, COUNT_UNITS, "count", name)
 
 
-def parse_size_range(text: str, name: str = "--size") -> list[int]:
+#: The most sizes one ``MIN:MAX[:FACTOR]`` range may give (a factor near 1 is a typo).
+MAX_RANGE_SIZES = 4096
+
+
+def parse_size_range(
+    text: str, name: str = "--size", parse: Callable[[object, str], int] = parse_size
+) -> list[int]:
     """``"1KiB"`` -> [1024]; ``"1KiB:16KiB"`` -> [1024, 2048, ..., 16384]; ``MIN:MAX:FACTOR``.
+    ``parse`` reads each end (:func:`commsim.fields.size` for YAML, which wants units).
 
     >>> parse_size_range("1KiB:4KiB")
     [1024, 2048, 4096]
     """
     parts = str(text).split(":")
     if len(parts) == 1:
-        return [parse_size(parts[0], name)]
+        return [parse(parts[0], name)]
+    got = f"(got {describe(text)})"
     if len(parts) not in (2, 3):
-        raise SpecError(f"{name}: invalid size range {text!r} (want MIN:MAX[:FACTOR])")
-    low, high = parse_size(parts[0], name), parse_size(parts[1], name)
+        raise SpecError(f"{name}: not a size range MIN:MAX[:FACTOR] {got}")
+    low, high = parse(parts[0], name), parse(parts[1], name)
     factor = 2.0
     if len(parts) == 3:
         try:
             factor = float(parts[2])
         except ValueError:
-            raise SpecError(f"{name}: invalid factor {parts[2]!r} in size range {text!r}") from None
+            raise SpecError(f"{name}: the factor {parts[2]!r} is not a number {got}") from None
     if factor <= 1 or not math.isfinite(factor):
-        raise SpecError(f"{name}: factor must be > 1 in size range {text!r}")
+        raise SpecError(f"{name}: the factor must be > 1 {got}")
     if high < low:
-        raise SpecError(f"{name}: MAX < MIN in size range {text!r}")
+        raise SpecError(f"{name}: MAX < MIN {got}")
     sizes, size = [], low
     if size == 0:
         sizes.append(0)
         size = 1
     while size <= high:
         sizes.append(size)
+        if len(sizes) > MAX_RANGE_SIZES:
+            raise SpecError(f"{name}: more than {MAX_RANGE_SIZES} sizes in one range {got}")
         nxt = int(size * factor)
         size = nxt if nxt > size else size + 1
     return sizes

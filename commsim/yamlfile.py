@@ -1,4 +1,5 @@
-"""YAML input shared by topology, workload and grid files: strict parsing, one-line errors.
+"""YAML files shared by topology, workload and grid input: strict parsing, one-line errors
+(the fields inside are read by :mod:`commsim.fields`).
 
 >>> yaml_documents("a: 1\\n---\\nb: 2\\n", "t.yaml")
 [{'a': 1}, {'b': 2}]
@@ -64,3 +65,21 @@ def read_text(path: str | Path, what: str) -> str:
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or str(exc)
         raise SpecError(f"{path}: cannot read {what} file ({reason})") from None
+
+
+def one_document(text: str, source: str, what: str) -> object:
+    """The single YAML document of a ``what`` file's ``text``; one-line SpecError naming
+    ``source`` when it is empty or holds several."""
+    documents = yaml_documents(text, source)
+    if not documents:
+        raise SpecError(f"{source}: empty {what} file")
+    if len(documents) > 1:
+        raise SpecError(
+            f"{source}: expected one YAML document, found {len(documents)} (one {what} per file)"
+        )
+    return documents[0]
+
+
+def read_document(path: str | Path, what: str) -> object:
+    """The single YAML document of the ``what`` file at ``path`` (see :func:`one_document`)."""
+    return one_document(read_text(path, what), str(path), what)

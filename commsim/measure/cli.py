@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
+from commsim.cliargs import check_output
 from commsim.errors import SpecError
 
 _EPILOG = """\
@@ -99,6 +99,7 @@ def add_parser(sub: Any) -> None:
         metavar="TIME",
         help="wall-clock limit per launch, start-up included (default 600s)",
     )
+    measure.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
     measure.set_defaults(handler=cmd_measure)
 
 
@@ -173,10 +174,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
     from commsim.measurements import format_csv, write_csv
     from commsim.units import parse_time
 
-    if args.out is not None and not Path(args.out).resolve().parent.is_dir():
-        raise SpecError(
-            f"--out {args.out}: directory {str(Path(args.out).parent)!r} does not exist"
-        )
+    check_output("--out", args.out)
     spec = MeasureSpec(
         backend=str(args.backend).strip().lower(),
         world_sizes=parse_world_sizes(args.world_size),
@@ -191,7 +189,7 @@ def cmd_measure(args: argparse.Namespace) -> int:
         init_timeout_s=parse_time(args.init_timeout, "--init-timeout"),
         timeout_s=parse_time(args.timeout, "--timeout"),
     )
-    bar = ProgressBar(sys.stderr)
+    bar = ProgressBar(sys.stderr, enabled=not args.quiet)
     try:
         rows = measure(spec, bar)
     finally:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
+from commsim.cliargs import add_topology, check_output
 from commsim.errors import SpecError
 
 _REPLAY_EPILOG = """\
@@ -56,13 +56,7 @@ def add_parsers(sub: Any) -> None:
         help="a workload YAML file, or captured PyTorch profiler traces: a directory of "
         "per-rank *.json/*.json.gz files or one such file",
     )
-    replay.add_argument(
-        "--topology",
-        "-t",
-        required=True,
-        metavar="FILE|PRESET",
-        help="a YAML topology file or a preset name (see 'commsim topologies')",
-    )
+    add_topology(replay)
     replay.add_argument(
         "--algorithm",
         "-a",
@@ -135,17 +129,12 @@ def _add_bound_parser(sub: Any) -> None:
     fsdp.set_defaults(handler=run_bound)
 
 
-def _check_dir(flag: str, value: str | None) -> None:
-    if value is not None and not Path(value).resolve().parent.is_dir():
-        raise SpecError(f"{flag} {value}: directory {str(Path(value).parent)!r} does not exist")
-
-
 def run_replay(args: argparse.Namespace) -> int:
     """``commsim replay``: replay the workload, write trace/plot if asked, print."""
     from commsim.replay.step import replay
 
-    _check_dir("--trace", args.trace)
-    _check_dir("--plot", args.plot)
+    check_output("--trace", args.trace)
+    check_output("--plot", args.plot, plot=True)
     workload: Any = args.workload
     from commsim.traces.replay import is_trace_path, load_trace_workload
 

@@ -238,7 +238,7 @@ def parse(data: Mapping[str, Any]) -> DdpSpec:
     return DdpSpec(
         layers=tuple(layers),
         bucket_bytes=fields.positive_size(
-            data.get("bucket_bytes", DEFAULT_BUCKET_BYTES), "bucket_bytes"
+            data.get("bucket_bytes", f"{DEFAULT_BUCKET_BYTES}B"), "bucket_bytes"
         ),
         first_bucket_bytes=None
         if first is None

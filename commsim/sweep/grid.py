@@ -1,7 +1,8 @@
 """A sweep grid: YAML (or a dict) -> a validated :class:`Grid` -> its points, in grid order.
 
 Every malformed value is a :class:`~commsim.errors.SpecError` naming the key, its index and the
-value (``sizes[1]: invalid size '5XB'``), prefixed with the grid file when there is one. Names
+value (``sizes[1]: unknown size unit 'XB' (got '5XB')``), prefixed with the grid file when there
+is one; values are read by :mod:`commsim.fields` (sizes need a unit, as in every YAML file). Names
 (collectives, algorithms, topologies, workloads) are resolved here, once, so that a point only
 fails for a reason of its own (an algorithm that cannot run its collective, too many ranks).
 
@@ -19,8 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from commsim import fields
 from commsim.errors import SpecError, describe
-from commsim.yamlfile import read_text, yaml_documents
+from commsim.yamlfile import read_document
 
 #: Keys of a grid, in the order their axes nest (the last varies fastest).
 COLLECTIVE_KEYS = (
@@ -121,11 +123,7 @@ class Grid:
 # -- reading -------------------------------------------------------------------------------
 def read_grid_file(path: str | Path) -> object:
     """The one YAML document of a grid file (SpecError naming the file otherwise)."""
-    source = str(path)
-    documents = yaml_documents(read_text(path, "grid"), source)
-    if len(documents) != 1:
-        raise SpecError(f"{source}: expected one YAML document, found {len(documents)}")
-    return documents[0]
+    return read_document(path, "grid")
 
 
 def load_grid(grid: Grid | str | Path | Mapping[str, Any], base: str | Path | None = None) -> Grid:
@@ -153,10 +151,9 @@ def load_grid(grid: Grid | str | Path | Mapping[str, Any], base: str | Path | No
 
 def _parse(data: object, folder: Path, source: str) -> Grid:
     if not isinstance(data, Mapping):
-        raise SpecError(f"a grid must be a mapping of {', '.join(GRID_KEYS)}, got {describe(data)}")
-    unknown = sorted(str(k) for k in data if k not in GRID_KEYS)
-    if unknown:
-        raise SpecError(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(GRID_KEYS))})")
+        keys = ", ".join(GRID_KEYS)
+        raise SpecError(f"a grid must be a mapping of {keys} (got {describe(data)})")
+    fields.check_keys(data, (), GRID_KEYS, "")
     has_collectives = "collectives" in data
     if not has_collectives and "workloads" not in data:
         raise SpecError("nothing to sweep: give collectives (with sizes) and/or workloads")
@@ -168,13 +165,13 @@ def _parse(data: object, folder: Path, source: str) -> Grid:
         for key in ("sizes", "algorithms", "ranks", "engine", "protocol", "chunks"):
             if key in data:
                 raise SpecError(f"{key}: applies to collectives, and the grid has none")
-    fields: dict[str, Any] = {"source": source}
-    fields["topologies"] = tuple(
+    axes: dict[str, Any] = {"source": source}
+    axes["topologies"] = tuple(
         _topology(v, f"topologies[{i}]", folder) for i, v in enumerate(_items(data, "topologies"))
     )
     if has_collectives:
-        fields["collectives"] = _axis(data, "collectives", _collective)
-        fields["sizes"] = tuple(n for sizes in _axis(data, "sizes", _sizes) for n in sizes)
+        axes["collectives"] = _axis(data, "collectives", _collective)
+        axes["sizes"] = tuple(n for sizes in _axis(data, "sizes", fields.size_range) for n in sizes)
         optional: dict[str, Callable[[object, str], Any]] = {
             "algorithms": _algorithm,
             "ranks": _count,
@@ -184,12 +181,12 @@ def _parse(data: object, folder: Path, source: str) -> Grid:
         }
         for key, parse in optional.items():
             if key in data:
-                fields[key] = _axis(data, key, parse)
+                axes[key] = _axis(data, key, parse)
     if "workloads" in data:
-        fields["workloads"] = tuple(
+        axes["workloads"] = tuple(
             _workload(v, i, folder) for i, v in enumerate(_items(data, "workloads"))
         )
-    return Grid(**fields)
+    return Grid(**axes)
 
 
 def _axis(
@@ -204,7 +201,7 @@ def _items(data: Mapping[str, Any], key: str) -> list[Any]:
     value = data[key]
     items = list(value) if isinstance(value, list) else [value]
     if not items:
-        raise SpecError(f"{key}: empty list (give at least one value)")
+        raise SpecError(f"{key}: must list at least one value (got an empty list)")
     return items
 
 
@@ -213,7 +210,7 @@ def _collective(value: object, path: str) -> str:
     from commsim.collectives import parse_collective
 
     if not isinstance(value, str):
-        raise SpecError(f"{path}: want a collective name, got {describe(value)}")
+        raise SpecError(f"{path}: must be a collective name (got {describe(value)})")
     try:
         return parse_collective(value).value
     except SpecError as exc:
@@ -224,7 +221,7 @@ def _algorithm(value: object, path: str) -> str:
     from commsim.algorithms import get_algorithm
 
     if not isinstance(value, str):
-        raise SpecError(f"{path}: want an algorithm name or auto, got {describe(value)}")
+        raise SpecError(f"{path}: must be an algorithm name or auto (got {describe(value)})")
     from commsim.nccl import PIPELINED
 
     if value.strip().lower() in ("auto", PIPELINED):  # NCCL's trees: on NCCL topologies
@@ -235,30 +232,18 @@ def _algorithm(value: object, path: str) -> str:
         raise SpecError(f"{path}: {exc}") from None
 
 
-def _sizes(value: object, path: str) -> list[int]:
-    from commsim.units import parse_size, parse_size_range
-
-    if isinstance(value, str) and ":" in value:
-        return parse_size_range(value, path)
-    if not isinstance(value, str | int | float) or isinstance(value, bool):
-        raise SpecError(f"{path}: want a size or MIN:MAX[:FACTOR], got {describe(value)}")
-    return [parse_size(value, path)]
-
-
 def _count(value: object, path: str) -> int | None:
     """A positive int, or None (null: the topology's/algorithm's default)."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"{path}: want a positive integer or null, got {describe(value)}")
-    return value
+    return None if value is None else fields.positive_int(value, path)
 
 
 def _engine(value: object, path: str) -> str:
     from commsim.api import ENGINES
 
     if value not in ENGINES:
-        raise SpecError(f"{path}: unknown engine {describe(value)} (known: {', '.join(ENGINES)})")
+        raise SpecError(
+            f"{path}: unknown engine (got {describe(value)}; known: {', '.join(ENGINES)})"
+        )
     return str(value)
 
 
@@ -302,7 +287,7 @@ def _topology(value: object, path: str, folder: Path) -> Topology:
             spec = topology_spec(value)
         else:
             raise SpecError(
-                f"want a preset name, a topology file or a mapping, got {describe(value)}"
+                f"must be a preset name, a topology file or a mapping (got {describe(value)})"
             )
         network = load_topology(spec)  # validates fully; gives the name a mapping builds to
     except SpecError as exc:
@@ -311,7 +296,8 @@ def _topology(value: object, path: str, folder: Path) -> Topology:
 
 
 def _workload(value: object, index: int, folder: Path) -> Workload:
-    from commsim.replay.step import load_workload, workload_from_dict
+    from commsim.replay.step import workload_from_dict
+    from commsim.traces.replay import load_workload_or_trace
 
     path = f"workloads[{index}]"
     try:
@@ -319,14 +305,14 @@ def _workload(value: object, index: int, folder: Path) -> Workload:
             file = _resolve(value, folder)
             if not file.exists():
                 raise SpecError(f"no such workload file {str(file)!r}")
-            return Workload(label=value, spec=load_workload(file))
+            return Workload(label=value, spec=load_workload_or_trace(file))
         if isinstance(value, Mapping):
             data = dict(value)
             name = data.pop("name", None)
             if name is not None and not isinstance(name, str):
-                raise SpecError(f"name: want a string, got {describe(name)}")
+                fields.string(name, "name")
             spec = workload_from_dict(data)
             return Workload(label=name or f"{spec.kind}[{index}]", spec=spec)
-        raise SpecError(f"want a workload file or a mapping, got {describe(value)}")
+        raise SpecError(f"must be a workload file or a mapping (got {describe(value)})")
     except SpecError as exc:
         raise SpecError(f"{path}: {exc}") from None

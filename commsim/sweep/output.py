@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from commsim.cliargs import check_output
 from commsim.errors import SpecError
 
 if TYPE_CHECKING:
@@ -67,8 +68,7 @@ def check_out(path: str | Path) -> str:
         raise SpecError(
             f"--out {path}: unknown format {suffix or 'no suffix'!r} (want .csv or .parquet)"
         )
-    if not out.resolve().parent.is_dir():
-        raise SpecError(f"--out {path}: directory {str(out.parent)!r} does not exist")
+    check_output("--out", path)
     if suffix == ".parquet":
         try:
             import pyarrow  # noqa: F401

@@ -1,19 +1,24 @@
-"""The sweep's progress bar: ``sweep [#####.....]  120/200 points`` (:mod:`commsim.progress`)."""
+"""The sweep's progress bar: points done of the grid's (:class:`commsim.progress.Progress`)."""
 
 from __future__ import annotations
 
-from commsim.progress import ProgressBar as _Bar
+from typing import TextIO
+
+from commsim.progress import Progress
 
 
-class ProgressBar(_Bar):
-    """``bar(done, total)`` draws ``sweep [####....] done/total points``.
+class ProgressBar(Progress):
+    """``bar(done, total)``: ``done`` of the sweep's ``total`` points.
 
     >>> import io
-    >>> bar = ProgressBar(io.StringIO(), force=True, width=10)
-    >>> bar(5, 10)
-    >>> bar.stream.getvalue().split("\\r")[-1]
-    'sweep [#####.....]   5/10 points'
+    >>> bar = ProgressBar(io.StringIO(), force=True)
+    >>> bar(5, 10); bar.close()
+    >>> "sweep:  50%" in bar.stream.getvalue() and "5/10" in bar.stream.getvalue()
+    True
     """
 
+    def __init__(self, stream: TextIO | None = None, *, force: bool = False) -> None:
+        super().__init__("sweep", "point", stream=stream, force=force)
+
     def __call__(self, done: int, total: int) -> None:
-        self.draw(done, total, "sweep", " points")
+        self.update_to(done, total)

@@ -8,7 +8,7 @@
 >>> ring(8, latency="1us", bandwidth="0GB/s")
 Traceback (most recent call last):
 ...
-commsim.errors.SpecError: bandwidth: must be > 0, got '0GB/s'
+commsim.errors.SpecError: bandwidth: must be > 0 (got '0GB/s')
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from commsim.errors import SpecError
+from commsim.errors import SpecError, describe
 from commsim.network import Network
 from commsim.topology.build import build_network
 from commsim.topology.loader import parse_link, spec_from_dict
@@ -30,10 +30,28 @@ from commsim.topology.spec import (
 )
 from commsim.units import parse_time
 
-#: A time or bandwidth: a unit string (``"2us"``, ``"100GB/s"``) or an SI number.
+#: A time or bandwidth: a unit string (``"2us"``, ``"100GB/s"``) or an SI number. Unlike a
+#: YAML file (or a dict given to ``load_topology``), these Python calls take plain numbers as
+#: seconds and bytes per second.
 Quantity = str | float | int
 #: A link: a LinkSpec, ``{"latency": ..., "bandwidth": ...}`` or ``(latency, bandwidth)``.
 LinkLike = LinkSpec | Mapping[str, Quantity] | tuple[Quantity, Quantity]
+
+#: The SI unit each Python-call field's plain number is in.
+_SI_UNITS = {"latency": "s", "bandwidth": "B/s", "reduction_bandwidth": "B/s"}
+
+
+def _si(value: object, unit: str) -> object:
+    """A plain number as the unit string the YAML reader wants (``1e-06`` -> ``"1e-06s"``,
+    exact); anything else unchanged, for the reader to judge."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value!r}{unit}"
+    return value
+
+
+def _si_link(data: Mapping[str, object]) -> dict[str, object]:
+    """A link mapping with its plain numbers given their SI units."""
+    return {k: _si(v, _SI_UNITS[k]) if k in _SI_UNITS else v for k, v in data.items()}
 
 
 def as_link(value: LinkLike, path: str = "link") -> LinkSpec:
@@ -41,11 +59,12 @@ def as_link(value: LinkLike, path: str = "link") -> LinkSpec:
     if isinstance(value, LinkSpec):
         return value
     if isinstance(value, Mapping):
-        return parse_link(dict(value), path)
+        return parse_link(_si_link(value), path)
     if isinstance(value, tuple | list) and len(value) == 2:
-        return parse_link({"latency": value[0], "bandwidth": value[1]}, path)
+        return parse_link(_si_link({"latency": value[0], "bandwidth": value[1]}), path)
     raise SpecError(
-        f"{path}: want a LinkSpec, {{latency, bandwidth}} or (latency, bandwidth), got {value!r}"
+        f"{path}: must be a LinkSpec, {{latency, bandwidth}} or (latency, bandwidth) "
+        f"(got {describe(value)})"
     )
 
 
@@ -137,14 +156,14 @@ def shared(
     data: dict[str, Any] = {
         "kind": "shared",
         "ranks": ranks,
-        "link": {"latency": latency, "bandwidth": bandwidth},
-        "latency_per_rank": latency_per_rank,
+        "link": _si_link({"latency": latency, "bandwidth": bandwidth}),
+        "latency_per_rank": _si(latency_per_rank, "s"),
         "cores": cores,
         "device": device,
-        "gamma": gamma,
+        "gamma": _si(gamma, "s"),
     }
     if medium is not None:
-        data["medium"] = {"bandwidth": medium}
+        data["medium"] = {"bandwidth": _si(medium, "B/s")}
     if algorithms:
         data["algorithms"] = dict(algorithms)
     if name is not None:
@@ -227,8 +246,8 @@ def custom(
     data: dict[str, object] = {
         "kind": "custom",
         "devices": list(devices),
-        "links": list(links),
-        "gamma": gamma,
+        "links": [_si_link(link) if isinstance(link, Mapping) else link for link in links],
+        "gamma": _si(gamma, "s"),
     }
     if ranks is not None:
         data["ranks"] = list(ranks)

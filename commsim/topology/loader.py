@@ -1,8 +1,9 @@
 """Read topology YAML (a file or an already-parsed dict) into a validated spec, strictly.
 
 Unknown keys, missing keys, wrong types and malformed units are errors naming the field path
-(``links[3].bandwidth: must be > 0, got '0GB/s'``) and, for files, the file. Units are parsed
-by :mod:`commsim.units`; plain numbers are SI (seconds, bytes per second).
+(``links[3].bandwidth: must be > 0 (got '0GB/s')``) and, for files, the file. Fields are read
+by :mod:`commsim.fields`: latencies and bandwidths need a unit (``2us``, ``100GB/s``; ``0``
+needs none), counts (``ranks``, ``nodes``, ``dims``, ...) are plain integers.
 
 >>> spec = spec_from_dict({"kind": "ring", "ranks": 4,
 ...                        "link": {"latency": "1us", "bandwidth": "100GB/s"}})
@@ -11,7 +12,7 @@ by :mod:`commsim.units`; plain numbers are SI (seconds, bytes per second).
 >>> spec_from_dict({"kind": "ring", "ranks": 4, "link": {"latency": "1us", "bandwith": 1}})
 Traceback (most recent call last):
 ...
-commsim.errors.SpecError: link: unknown key 'bandwith' (allowed: bandwidth, latency)
+commsim.errors.SpecError: link.bandwith: unknown key (allowed: bandwidth, latency)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from commsim import fields
 from commsim.errors import SpecError, describe
 from commsim.topology.spec import (
     CustomLinkSpec,
@@ -35,61 +37,11 @@ from commsim.topology.spec import (
     SwitchSpec,
     TopologySpec,
     TorusSpec,
-    positive_int,
 )
-from commsim.units import parse_bandwidth, parse_time
-from commsim.yamlfile import read_text, yaml_documents
+from commsim.yamlfile import one_document, read_text
 
 #: Optional keys every kind accepts.
 COMMON_KEYS = ("name", "description", "sources", "gamma", "algorithms", "nccl", "device")
-
-
-def _check_keys(
-    data: Mapping[Any, Any],
-    required: tuple[str, ...],
-    optional: tuple[str, ...],
-    path: str,
-    context: str = "",
-) -> None:
-    """Raise on the first unknown key (sorted) or missing required key of ``data``."""
-    allowed = set(required) | set(optional)
-    where = f"{path}: " if path else ""
-    unknown = sorted((k for k in data if k not in allowed), key=str)
-    if unknown:
-        names = ", ".join(sorted(allowed))
-        raise SpecError(f"{where}unknown key {unknown[0]!r}{context} (allowed: {names})")
-    for key in required:
-        if key not in data:
-            raise SpecError(f"{where}missing required key {key!r}{context}")
-
-
-def _mapping(value: object, path: str) -> Mapping[Any, Any]:
-    if not isinstance(value, Mapping):
-        raise SpecError(f"{path}: must be a mapping, got {describe(value)}")
-    return value
-
-
-def _list(value: object, path: str) -> list[Any]:
-    if not isinstance(value, list):
-        raise SpecError(f"{path}: must be a list, got {describe(value)}")
-    return value
-
-
-def _string(value: object, path: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise SpecError(f"{path}: must be a non-empty string, got {describe(value)}")
-    return value
-
-
-def _latency(value: object, path: str) -> float:
-    return parse_time(value, path)
-
-
-def _bandwidth(value: object, path: str) -> float:
-    bandwidth = parse_bandwidth(value, path)
-    if bandwidth <= 0:
-        raise SpecError(f"{path}: must be > 0, got {value!r}")
-    return bandwidth
 
 
 def parse_link(value: object, path: str = "link", *, switch_port: bool = False) -> LinkSpec:
@@ -98,16 +50,17 @@ def parse_link(value: object, path: str = "link", *, switch_port: bool = False) 
 
     ``path`` names the field in error messages (``link.bandwidth: must be > 0, got 0``).
     """
-    data = _mapping(value, path or "link")
-    _check_keys(data, ("latency", "bandwidth"), ("reduction_bandwidth",) if switch_port else (),
-                path)
+    data = fields.mapping(value, path or "link")
+    fields.check_keys(
+        data, ("latency", "bandwidth"), ("reduction_bandwidth",) if switch_port else (), path
+    )
     prefix = f"{path}." if path else ""
     reduction = None
     if "reduction_bandwidth" in data:
-        reduction = _bandwidth(data["reduction_bandwidth"], f"{prefix}reduction_bandwidth")
+        reduction = fields.bandwidth(data["reduction_bandwidth"], f"{prefix}reduction_bandwidth")
     return LinkSpec(
-        latency_s=_latency(data["latency"], f"{prefix}latency"),
-        bandwidth_Bps=_bandwidth(data["bandwidth"], f"{prefix}bandwidth"),
+        latency_s=fields.time(data["latency"], f"{prefix}latency"),
+        bandwidth_Bps=fields.bandwidth(data["bandwidth"], f"{prefix}bandwidth"),
         reduction_bandwidth_Bps=reduction,
     )
 
@@ -115,26 +68,28 @@ def parse_link(value: object, path: str = "link", *, switch_port: bool = False) 
 def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if data.get("name") is not None:
-        out["name"] = str(_string(data["name"], "name"))
+        out["name"] = str(fields.string(data["name"], "name"))
     if "description" in data:
         description = data["description"]
         if not isinstance(description, str):
-            raise SpecError(f"description: must be a string, got {describe(description)}")
+            raise SpecError(f"description: must be a string (got {describe(description)})")
         out["description"] = " ".join(description.split())
     if "sources" in data:
-        sources = _list(data["sources"], "sources")
-        out["sources"] = tuple(_string(s, f"sources[{i}]") for i, s in enumerate(sources))
+        sources = fields.sequence(data["sources"], "sources")
+        out["sources"] = tuple(fields.string(s, f"sources[{i}]") for i, s in enumerate(sources))
     if "gamma" in data:
-        out["gamma_s_per_B"] = parse_time(data["gamma"], "gamma")
+        out["gamma_s_per_B"] = fields.time(data["gamma"], "gamma")
     if "algorithms" in data:
         out["algorithms"] = _algorithms(data["algorithms"])
     if "nccl" in data:
-        nccl = _mapping(data["nccl"], "nccl")
-        _check_keys(nccl, (), ("arch", "channels"), "nccl")
+        nccl = fields.mapping(data["nccl"], "nccl")
+        fields.check_keys(nccl, (), ("arch", "channels"), "nccl")
         default = NcclSpec()
         out["nccl"] = NcclSpec(
-            arch=_string(nccl["arch"], "nccl.arch").lower() if "arch" in nccl else default.arch,
-            channels=positive_int(nccl["channels"], "nccl.channels")
+            arch=fields.string(nccl["arch"], "nccl.arch").lower()
+            if "arch" in nccl
+            else default.arch,
+            channels=fields.positive_int(nccl["channels"], "nccl.channels")
             if "channels" in nccl
             else default.channels,
         )
@@ -147,7 +102,7 @@ def _algorithms(value: object) -> tuple[tuple[str, str], ...]:
     from commsim.algorithms import get_algorithm
     from commsim.collectives import parse_collective
 
-    data = _mapping(value, "algorithms")
+    data = fields.mapping(value, "algorithms")
     pairs: dict[str, str] = {}
     for key, name in data.items():
         try:
@@ -156,7 +111,7 @@ def _algorithms(value: object) -> tuple[tuple[str, str], ...]:
             raise SpecError(f"algorithms: {exc}") from None
         if collective in pairs:
             raise SpecError(f"algorithms.{key}: {collective} is listed twice")
-        text = _string(name, f"algorithms.{key}")
+        text = fields.string(name, f"algorithms.{key}")
         try:
             pairs[collective] = get_algorithm(text).name
         except SpecError as exc:
@@ -167,10 +122,10 @@ def _algorithms(value: object) -> tuple[tuple[str, str], ...]:
 def _flat(cls: type[RingSpec | FullyConnectedSpec | SwitchSpec]) -> _KindParser:
     def parse(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
         extra: dict[str, Any] = (
-            {"device": _string(data["device"], "device")} if "device" in data else {}
+            {"device": fields.string(data["device"], "device")} if "device" in data else {}
         )
         return cls(
-            ranks=positive_int(data["ranks"], "ranks"),
+            ranks=fields.positive_int(data["ranks"], "ranks"),
             link=parse_link(data["link"], "link", switch_port=cls is SwitchSpec),
             **extra,
             **common,
@@ -182,17 +137,17 @@ def _flat(cls: type[RingSpec | FullyConnectedSpec | SwitchSpec]) -> _KindParser:
 def _shared(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
     extra: dict[str, Any] = {}
     if "device" in data:
-        extra["device"] = _string(data["device"], "device")
+        extra["device"] = fields.string(data["device"], "device")
     if "medium" in data:
-        medium = _mapping(data["medium"], "medium")
-        _check_keys(medium, ("bandwidth",), (), "medium")
-        extra["medium_bandwidth_Bps"] = _bandwidth(medium["bandwidth"], "medium.bandwidth")
+        medium = fields.mapping(data["medium"], "medium")
+        fields.check_keys(medium, ("bandwidth",), (), "medium")
+        extra["medium_bandwidth_Bps"] = fields.bandwidth(medium["bandwidth"], "medium.bandwidth")
     if "latency_per_rank" in data:
-        extra["latency_per_rank_s"] = _latency(data["latency_per_rank"], "latency_per_rank")
+        extra["latency_per_rank_s"] = fields.time(data["latency_per_rank"], "latency_per_rank")
     if "cores" in data:
-        extra["cores"] = positive_int(data["cores"], "cores")
+        extra["cores"] = fields.positive_int(data["cores"], "cores")
     return SharedSpec(
-        ranks=positive_int(data["ranks"], "ranks"),
+        ranks=fields.positive_int(data["ranks"], "ranks"),
         link=parse_link(data["link"], "link"),
         **extra,
         **common,
@@ -203,13 +158,13 @@ def _torus(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
     dims = data["dims"]
     if not isinstance(dims, list) or not dims:
         raise SpecError(
-            f"dims: must be a non-empty list of positive integers, got {describe(dims)}"
+            f"dims: must be a non-empty list of positive integers (got {describe(dims)})"
         )
     extra: dict[str, Any] = (
-        {"device": _string(data["device"], "device")} if "device" in data else {}
+        {"device": fields.string(data["device"], "device")} if "device" in data else {}
     )
     return TorusSpec(
-        dims=tuple(positive_int(size, f"dims[{i}]") for i, size in enumerate(dims)),
+        dims=tuple(fields.positive_int(size, f"dims[{i}]") for i, size in enumerate(dims)),
         link=parse_link(data["link"], "link"),
         **extra,
         **common,
@@ -217,10 +172,10 @@ def _torus(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
 
 
 def _hierarchical(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
-    extra: dict[str, Any] = {"gpu": _string(data["gpu"], "gpu")} if "gpu" in data else {}
+    extra: dict[str, Any] = {"gpu": fields.string(data["gpu"], "gpu")} if "gpu" in data else {}
     return HierarchicalSpec(
-        nodes=positive_int(data["nodes"], "nodes"),
-        gpus_per_node=positive_int(data["gpus_per_node"], "gpus_per_node"),
+        nodes=fields.positive_int(data["nodes"], "nodes"),
+        gpus_per_node=fields.positive_int(data["gpus_per_node"], "gpus_per_node"),
         intra=parse_link(data["intra"], "intra", switch_port=True),
         inter=parse_link(data["inter"], "inter", switch_port=True),
         **extra,
@@ -229,44 +184,42 @@ def _hierarchical(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySp
 
 
 def _custom_device(value: object, path: str) -> DeviceSpec:
-    data = _mapping(value, path)
-    _check_keys(data, ("name",), ("kind", "host"), path)
+    data = fields.mapping(value, path)
+    fields.check_keys(data, ("name",), ("kind", "host"), path)
     host = data.get("host")
     if host is not None and (isinstance(host, bool) or not isinstance(host, int) or host < 0):
-        raise SpecError(f"{path}.host: must be an integer >= 0, got {host!r}")
+        raise SpecError(f"{path}.host: must be an integer >= 0 (got {describe(host)})")
     return DeviceSpec(
-        name=_string(data["name"], f"{path}.name"),
-        kind=_string(data.get("kind", "gpu"), f"{path}.kind"),
+        name=fields.string(data["name"], f"{path}.name"),
+        kind=fields.string(data.get("kind", "gpu"), f"{path}.kind"),
         host=host,
     )
 
 
 def _custom_link(value: object, path: str) -> CustomLinkSpec:
-    data = _mapping(value, path)
-    _check_keys(data, ("src", "dst", "latency", "bandwidth"), ("duplex",), path)
-    duplex = data.get("duplex", True)
-    if not isinstance(duplex, bool):
-        raise SpecError(f"{path}.duplex: must be true or false, got {duplex!r}")
-    src, dst = _string(data["src"], f"{path}.src"), _string(data["dst"], f"{path}.dst")
+    data = fields.mapping(value, path)
+    fields.check_keys(data, ("src", "dst", "latency", "bandwidth"), ("duplex",), path)
+    duplex = fields.boolean(data.get("duplex", True), f"{path}.duplex")
+    src, dst = fields.string(data["src"], f"{path}.src"), fields.string(data["dst"], f"{path}.dst")
     if src == dst:
         raise SpecError(f"{path}.dst: a link cannot join {src!r} to itself")
     return CustomLinkSpec(
         src=src,
         dst=dst,
-        latency_s=_latency(data["latency"], f"{path}.latency"),
-        bandwidth_Bps=_bandwidth(data["bandwidth"], f"{path}.bandwidth"),
+        latency_s=fields.time(data["latency"], f"{path}.latency"),
+        bandwidth_Bps=fields.bandwidth(data["bandwidth"], f"{path}.bandwidth"),
         duplex=duplex,
     )
 
 
 def _custom(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
-    devices = _list(data["devices"], "devices")
-    links = _list(data["links"], "links")
-    ranks = _list(data["ranks"], "ranks") if "ranks" in data else []
+    devices = fields.sequence(data["devices"], "devices")
+    links = fields.sequence(data["links"], "links")
+    ranks = fields.sequence(data["ranks"], "ranks") if "ranks" in data else []
     return CustomSpec(
         devices=tuple(_custom_device(d, f"devices[{i}]") for i, d in enumerate(devices)),
         links=tuple(_custom_link(link, f"links[{i}]") for i, link in enumerate(links)),
-        ranks=tuple(_string(r, f"ranks[{i}]") for i, r in enumerate(ranks)),
+        ranks=tuple(fields.string(r, f"ranks[{i}]") for i, r in enumerate(ranks)),
         **common,
     )
 
@@ -311,22 +264,22 @@ def spec_from_dict(data: object, source: str = "") -> TopologySpec:
 
 def _spec(data: object) -> TopologySpec:
     if not isinstance(data, Mapping):
-        raise SpecError(f"a topology must be a mapping with a 'kind' key, got {describe(data)}")
+        raise SpecError(f"a topology must be a mapping with a 'kind' key (got {describe(data)})")
     known = ", ".join(sorted(KINDS))
     if "kind" not in data:
-        raise SpecError(f"missing required key 'kind' (one of: {known})")
+        raise SpecError(f"kind: missing required key (one of: {known})")
     kind = data["kind"]
     if not isinstance(kind, str) or kind not in KINDS:
-        raise SpecError(f"kind: unknown topology kind {kind!r} (known: {known})")
+        raise SpecError(f"kind: unknown topology kind (got {describe(kind)}; known: {known})")
     required, optional, parse = KINDS[kind]
-    _check_keys(data, required, ("kind", *COMMON_KEYS, *optional), "", f" for kind {kind!r}")
+    fields.check_keys(data, required, ("kind", *COMMON_KEYS, *optional), "", f" for kind {kind!r}")
     info = ""
     if isinstance(data.get("device"), Mapping):  # the accelerator's block, not a kind's name
         info = _device_info(data["device"])
         data = {k: v for k, v in data.items() if k != "device"}
     elif "device" in data and "device" not in optional:
         got = describe(data["device"])
-        raise SpecError(f"device: must be a mapping (the accelerator), got {got}")
+        raise SpecError(f"device: must be a mapping (the accelerator) (got {got})")
     common = _common(data)
     if info:
         common["device_info"] = info
@@ -346,14 +299,7 @@ def _device_info(value: Mapping[Any, Any]) -> str:
 
 def parse_yaml(text: str, source: str) -> object:
     """The single YAML document in ``text``; one-line SpecError naming ``source`` otherwise."""
-    documents = yaml_documents(text, source)
-    if not documents:
-        raise SpecError(f"{source}: empty topology file")
-    if len(documents) > 1:
-        raise SpecError(
-            f"{source}: expected one YAML document, found {len(documents)} (one topology per file)"
-        )
-    return documents[0]
+    return one_document(text, source, "topology")
 
 
 def read_spec_file(path: str | Path) -> TopologySpec:

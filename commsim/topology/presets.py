@@ -145,12 +145,15 @@ def _preset_spec(name: str) -> TopologySpec:
             f"and {base!r} is a {spec.kind} topology"
         )
     nodes = spec.nodes * int(count)
-    return dataclasses.replace(
-        spec,
-        name=name,
-        nodes=nodes,
-        description=f"{spec.description} [x{count}: {nodes} nodes]".strip(),
-    )
+    try:
+        return dataclasses.replace(
+            spec,
+            name=name,
+            nodes=nodes,
+            description=f"{spec.description} [x{count}: {nodes} nodes]".strip(),
+        )
+    except SpecError as exc:  # too many ranks for the kind
+        raise SpecError(f"topology {name!r}: {exc}") from None
 
 
 def list_presets() -> list[PresetInfo]:

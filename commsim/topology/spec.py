@@ -10,7 +10,7 @@ LinkSpec(latency_s=1e-06, bandwidth_Bps=100000000000.0, reduction_bandwidth_Bps=
 >>> RingSpec(ranks=0, link=LinkSpec(latency_s=0.0, bandwidth_Bps=1.0))
 Traceback (most recent call last):
 ...
-commsim.errors.SpecError: ranks: must be a positive integer, got 0
+commsim.errors.SpecError: ranks: must be a positive integer (got 0)
 """
 
 from __future__ import annotations
@@ -19,30 +19,26 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from commsim.errors import SpecError
+from commsim.errors import SpecError, describe
+from commsim.fields import positive_int, string
 
-
-def positive_int(value: object, path: str) -> int:
-    """Return ``value`` if it is an int >= 1 (bools are not ints here), else raise SpecError."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise SpecError(f"{path}: must be a positive integer, got {value!r}")
-    return value
+#: Most ranks a topology may have (:attr:`TopologySpec.max_ranks`, smaller for some kinds):
+#: 8192 hosts of 8 GPUs, beyond today's largest training clusters.
+MAX_RANKS = 65536
 
 
 def _nonempty_str(value: object, path: str) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise SpecError(f"{path}: must be a non-empty string, got {value!r}")
-    return value
+    return string(value, path)
 
 
 def _real(value: object, path: str, *, positive: bool) -> float:
     """A finite real number, > 0 when ``positive`` else >= 0."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise SpecError(f"{path}: must be a finite number, got {value!r}")
+        raise SpecError(f"{path}: must be a finite number (got {describe(value)})")
     if positive and value <= 0:
-        raise SpecError(f"{path}: must be > 0, got {value!r}")
+        raise SpecError(f"{path}: must be > 0 (got {describe(value)})")
     if value < 0:
-        raise SpecError(f"{path}: must be >= 0, got {value!r}")
+        raise SpecError(f"{path}: must be >= 0 (got {describe(value)})")
     return float(value)
 
 
@@ -83,7 +79,7 @@ class LinkSpec:
 
 def _check_link(value: object, path: str) -> None:
     if not isinstance(value, LinkSpec):
-        raise SpecError(f"{path}: must be a LinkSpec, got {value!r}")
+        raise SpecError(f"{path}: must be a LinkSpec (got {describe(value)})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -112,6 +108,8 @@ class TopologySpec:
     """
 
     kind: ClassVar[str] = ""
+    #: Most ranks this kind may have (a larger machine would not fit in memory or time).
+    max_ranks: ClassVar[int] = MAX_RANKS
     name: str | None = None
     description: str = ""
     sources: tuple[str, ...] = ()
@@ -124,6 +122,14 @@ class TopologySpec:
     def num_ranks(self) -> int:
         """How many ranks the built network has."""
         raise NotImplementedError
+
+    def _check_ranks(self) -> None:
+        """SpecError when the spec has more ranks than its kind supports."""
+        if self.num_ranks > self.max_ranks:
+            raise SpecError(
+                f"ranks: a {self.kind} topology has at most {self.max_ranks} ranks "
+                f"(got {self.num_ranks})"
+            )
 
 
 #: GPU generations NCCL's tuner tells apart (per-channel bandwidth caps, src/graph/tuning.cc).
@@ -144,7 +150,7 @@ class NcclSpec:
                             f"(known: {', '.join(NCCL_ARCHS)})")
         positive_int(self.channels, "nccl.channels")
         if self.channels > 64:
-            raise SpecError(f"nccl.channels: at most 64 (NCCL's MAXCHANNELS), got {self.channels}")
+            raise SpecError(f"nccl.channels: at most 64, NCCL's MAXCHANNELS (got {self.channels})")
 
     def as_meta(self) -> dict[str, object]:
         return {"arch": self.arch, "channels": self.channels}
@@ -156,15 +162,15 @@ def _check_common(spec: TopologySpec) -> None:
     if spec.name is not None:
         _nonempty_str(spec.name, "name")
     if not isinstance(spec.description, str):
-        raise SpecError(f"description: must be a string, got {spec.description!r}")
+        raise SpecError(f"description: must be a string (got {describe(spec.description)})")
     if not isinstance(spec.sources, tuple):
-        raise SpecError(f"sources: must be a tuple of strings, got {spec.sources!r}")
+        raise SpecError(f"sources: must be a tuple of strings (got {describe(spec.sources)})")
     for i, source in enumerate(spec.sources):
         _nonempty_str(source, f"sources[{i}]")
     _real(spec.gamma_s_per_B, "gamma", positive=False)
     _check_algorithms(spec.algorithms)
     if spec.nccl is not None and not isinstance(spec.nccl, NcclSpec):
-        raise SpecError(f"nccl: must be an NcclSpec, got {spec.nccl!r}")
+        raise SpecError(f"nccl: must be an NcclSpec (got {describe(spec.nccl)})")
 
 
 def _check_algorithms(pairs: object) -> None:
@@ -174,11 +180,15 @@ def _check_algorithms(pairs: object) -> None:
     from commsim.collectives import Collective
 
     if not isinstance(pairs, tuple):
-        raise SpecError(f"algorithms: must be a tuple of (collective, algorithm), got {pairs!r}")
+        raise SpecError(
+            f"algorithms: must be a tuple of (collective, algorithm) (got {describe(pairs)})"
+        )
     seen: set[str] = set()
     for pair in pairs:
         if not (isinstance(pair, tuple) and len(pair) == 2):
-            raise SpecError(f"algorithms: entries must be (collective, algorithm), got {pair!r}")
+            raise SpecError(
+                f"algorithms: entries must be (collective, algorithm) (got {describe(pair)})"
+            )
         collective, name = pair
         known = ", ".join(c.value for c in Collective)
         if collective not in {c.value for c in Collective}:
@@ -208,6 +218,7 @@ class FlatSpec(TopologySpec):
         positive_int(self.ranks, "ranks")
         _check_link(self.link, "link")
         _nonempty_str(self.device, "device")
+        self._check_ranks()
 
     @property
     def num_ranks(self) -> int:
@@ -226,6 +237,7 @@ class FullyConnectedSpec(FlatSpec):
     """``ranks`` devices with a dedicated cable between every pair (a link per ordered pair)."""
 
     kind: ClassVar[str] = "fully_connected"
+    max_ranks: ClassVar[int] = 1024  # a link per ordered pair: a million links
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,6 +280,7 @@ class SharedSpec(TopologySpec):
     """
 
     kind: ClassVar[str] = "shared"
+    max_ranks: ClassVar[int] = MAX_SHARED_RANKS
     ranks: int
     link: LinkSpec
     medium_bandwidth_Bps: float | None = None
@@ -279,10 +292,7 @@ class SharedSpec(TopologySpec):
         _check_common(self)
         positive_int(self.ranks, "ranks")
         positive_int(self.cores, "cores")
-        if self.ranks > MAX_SHARED_RANKS:
-            raise SpecError(
-                f"ranks: a shared topology has at most {MAX_SHARED_RANKS} ranks, got {self.ranks}"
-            )
+        self._check_ranks()
         _check_link(self.link, "link")
         if self.medium_bandwidth_Bps is not None:
             _real(self.medium_bandwidth_Bps, "medium.bandwidth", positive=True)
@@ -318,12 +328,13 @@ class TorusSpec(TopologySpec):
         _check_common(self)
         if not isinstance(self.dims, tuple) or not self.dims:
             raise SpecError(
-                f"dims: must be a non-empty list of positive integers, got {self.dims!r}"
+                f"dims: must be a non-empty list of positive integers (got {describe(self.dims)})"
             )
         for i, size in enumerate(self.dims):
             positive_int(size, f"dims[{i}]")
         _check_link(self.link, "link")
         _nonempty_str(self.device, "device")
+        self._check_ranks()
 
     @property
     def num_ranks(self) -> int:
@@ -352,6 +363,7 @@ class HierarchicalSpec(TopologySpec):
         _check_link(self.intra, "intra")
         _check_link(self.inter, "inter")
         _nonempty_str(self.gpu, "gpu")
+        self._check_ranks()
 
     @property
     def num_ranks(self) -> int:
@@ -372,7 +384,7 @@ class DeviceSpec:
         if self.host is not None and (
             isinstance(self.host, bool) or not isinstance(self.host, int) or self.host < 0
         ):
-            raise SpecError(f"host: must be an integer >= 0, got {self.host!r}")
+            raise SpecError(f"host: must be an integer >= 0 (got {describe(self.host)})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -396,7 +408,7 @@ class CustomLinkSpec:
         _real(self.latency_s, "latency", positive=False)
         _real(self.bandwidth_Bps, "bandwidth", positive=True)
         if not isinstance(self.duplex, bool):
-            raise SpecError(f"duplex: must be true or false, got {self.duplex!r}")
+            raise SpecError(f"duplex: must be true or false (got {describe(self.duplex)})")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -418,20 +430,20 @@ class CustomSpec(TopologySpec):
         names: set[str] = set()
         for i, device in enumerate(self.devices):
             if not isinstance(device, DeviceSpec):
-                raise SpecError(f"devices[{i}]: must be a DeviceSpec, got {device!r}")
+                raise SpecError(f"devices[{i}]: must be a DeviceSpec (got {describe(device)})")
             if device.name in names:
                 raise SpecError(f"devices[{i}].name: duplicate device name {device.name!r}")
             names.add(device.name)
         if not isinstance(self.links, tuple):
-            raise SpecError(f"links: must be a list of links, got {self.links!r}")
+            raise SpecError(f"links: must be a list of links (got {describe(self.links)})")
         for i, link in enumerate(self.links):
             if not isinstance(link, CustomLinkSpec):
-                raise SpecError(f"links[{i}]: must be a CustomLinkSpec, got {link!r}")
+                raise SpecError(f"links[{i}]: must be a CustomLinkSpec (got {describe(link)})")
             for end in ("src", "dst"):
                 if getattr(link, end) not in names:
                     raise SpecError(f"links[{i}].{end}: unknown device {getattr(link, end)!r}")
         if not isinstance(self.ranks, tuple):
-            raise SpecError(f"ranks: must be a list of device names, got {self.ranks!r}")
+            raise SpecError(f"ranks: must be a list of device names (got {describe(self.ranks)})")
         seen: set[str] = set()
         for i, rank in enumerate(self.ranks):
             if rank not in names:
@@ -441,6 +453,7 @@ class CustomSpec(TopologySpec):
             seen.add(rank)
         if not self.rank_names:
             raise SpecError("ranks: no ranks (every device is a switch; list ranks explicitly)")
+        self._check_ranks()
 
     @property
     def rank_names(self) -> tuple[str, ...]:

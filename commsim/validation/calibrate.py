@@ -75,6 +75,9 @@ class Calibration:
         Where the rows came from.
     template : str
         What the fit started from (``"none"`` or the template's name).
+    at_bounds : tuple of AtBound
+        Fitted parameters that ended on a bound (their values mean nothing; also in
+        ``notes``, so the written file's header says so).
     """
 
     spec: TopologySpec
@@ -84,6 +87,7 @@ class Calibration:
     template: str = "none"
     rows_summary: str = ""
     notes: tuple[str, ...] = field(default=())
+    at_bounds: tuple[AtBound, ...] = field(default=())
 
     def header(self) -> list[str]:
         """The comment lines :meth:`to_yaml` puts above the topology."""
@@ -117,6 +121,7 @@ class Calibration:
             "median_abs_error_pct": self.report.median_abs_error_pct,
             "median_abs_error_pct_below_1MiB": self.report.median_abs_error_pct_below_1MiB,
             "median_abs_error_pct_above_1MiB": self.report.median_abs_error_pct_above_1MiB,
+            "at_bounds": [b.to_dict() for b in self.at_bounds],
             "rows": [r.to_dict() for r in self.report.rows],
         }
 
@@ -181,6 +186,10 @@ def _grown(spec: TopologySpec, ranks: int) -> TopologySpec:
 # -- the fit -------------------------------------------------------------------------------
 #: Halvings (in log-parameters) of a Gauss-Newton step that did not improve the fit.
 BACKTRACK = 4
+#: ``progress(done, total)``: ``done`` of at most ``total`` outer iterations have run.
+Progress = Callable[[int, int], None]
+
+
 def calibrate(
     rows: Sequence[Measurement],
     template: TopologyRef | None = None,
@@ -190,6 +199,7 @@ def calibrate(
     algorithm: str = "auto",
     engine: str = "auto",
     source: str = "",
+    progress: Progress | None = None,
 ) -> Calibration:
     """Fit the template's link classes (and ``gamma`` if asked) to ``rows``.
 
@@ -206,6 +216,8 @@ def calibrate(
         Also fit the reduction cost per byte.
     algorithm, engine : str
         How rows are predicted while fitting (as in :func:`~commsim.validation.validate`).
+    progress : callable, optional
+        Called as ``progress(done, total)`` after each outer iteration (the CLI's bar).
 
     Raises
     ------
@@ -218,14 +230,12 @@ def calibrate(
         raise SpecError("no measured rows to calibrate (check --sizes / --collectives)")
     if template is not None and isinstance(template, Network):
         raise SpecError("calibrate needs a topology spec (a preset, file or dict), not a Network")
-    most = max(r.ranks for r in rows)
     if template is None:
-        spec = _initial_template(rows, hosts)
-        template_name = "none"
+        spec, template_name = _initial_template(rows, hosts), "none"
     else:
         spec = topology_spec(template)  # type: ignore[arg-type]
         template_name = spec.name or spec.kind
-        spec = _grown(spec, most)
+        spec = _grown(spec, max(r.ranks for r in rows))
     network0 = build_network(spec)
     multi_host = any(
         len({network0.host_of(r) for r in range(row.ranks)} - {None}) > 1 for row in rows
@@ -234,18 +244,53 @@ def calibrate(
     notes: list[str] = []
     if isinstance(spec, HierarchicalSpec) and not multi_host:
         notes.append("inter (network) link kept from the template: no row spans two hosts")
+    predict = _Predictor(rows, build, algorithm, engine)
+    if template is None:
+        x = _initial_guess(rows, params, x, predict)
+    best_x, active = _fit(predict, params, x, progress)
+    for p, used in zip(params, active, strict=True):
+        if not used:
+            notes.append(f"{p.name} not fitted: no row depends on it (kept at its start value)")
+    bounds = at_bounds(params, best_x, active)
+    fitted = build(best_x)
+    fitted_by = f"fitted by commsim calibrate to {source or 'measurements'}"
+    sources = (fitted_by,) if template is None else (*fitted.sources, fitted_by)
+    fitted = dataclasses.replace(fitted, sources=sources)
+    report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source)
+    return Calibration(
+        spec=fitted,
+        parameters=reported(params, best_x),
+        report=report,
+        source=source,
+        template=template_name,
+        rows_summary=_rows_summary(rows),
+        notes=tuple(notes) + tuple(b.message for b in bounds),
+        at_bounds=tuple(bounds),
+    )
 
-    measured = np.asarray([r.time_s for r in rows], dtype=float)
 
-    def predict(x: np.ndarray, chosen: list[str] | None = None) -> np.ndarray:
-        """Predicted times at ``x``; ``chosen`` fixes each row's algorithm (else it is
-        resolved and stored there)."""
-        predictor = Predictor(build_network(build(x)), algorithm=algorithm, engine=engine)
+class _Predictor:
+    """Predicted times of ``rows`` for a parameter vector ``x``; ``chosen`` fixes each row's
+    algorithm (an empty list is filled with the algorithms ``auto`` resolved to)."""
+
+    def __init__(
+        self,
+        rows: Sequence[Measurement],
+        build: Callable[[np.ndarray], TopologySpec],
+        algorithm: str,
+        engine: str,
+    ) -> None:
+        self.rows, self.build, self.algorithm, self.engine = rows, build, algorithm, engine
+        self.measured = np.asarray([r.time_s for r in rows], dtype=float)
+
+    def __call__(self, x: np.ndarray, chosen: list[str] | None = None) -> np.ndarray:
+        algorithm, engine = self.algorithm, self.engine
+        predictor = Predictor(build_network(self.build(x)), algorithm=algorithm, engine=engine)
         fixed: dict[str, Predictor] = {}
         cache: dict[tuple[Collective, int, int, str], float] = {}
-        out = np.empty(len(rows))
+        out = np.empty(len(self.rows))
         fill = chosen is not None and not chosen
-        for i, row in enumerate(rows):
+        for i, row in enumerate(self.rows):
             name = algorithm if chosen is None or fill else chosen[i]
             key = (row.collective, row.ranks, row.nbytes, name)
             if key not in cache:
@@ -267,25 +312,30 @@ def calibrate(
             out[i] = cache[key]
         return out
 
-    def objective(pred: np.ndarray) -> float:
+    def objective(self, pred: np.ndarray) -> float:
+        """Sum of squared log ratios of ``pred`` to the measured times."""
         if np.any(pred <= 0):
             return math.inf
-        r = np.log(pred) - np.log(measured)
+        r = np.log(pred) - np.log(self.measured)
         return float(r @ r)
 
-    if template is None:
-        x = _initial_guess(rows, params, x, predict)
+
+def _fit(
+    predict: _Predictor, params: list[Param], x: np.ndarray, progress: Progress | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The best parameter vector found, and which parameters any row depends on (see the
+    module docstring: outer iterations re-measure J, the inner solve is :mod:`.solve`)."""
     if not np.all(np.isfinite(x)):  # pragma: no cover - start values are finite
         raise SpecError("calibrate: non-finite start values")
     low = np.asarray([BOUNDS[p.kind][0] for p in params])
     high = np.asarray([BOUNDS[p.kind][1] for p in params])
     x = np.clip(x, low, high)
-    best_x, best_value = x.copy(), objective(predict(x))
+    best_x, best_value = x.copy(), predict.objective(predict(x))
     active = np.ones(len(x), dtype=bool)
-    for _ in range(MAX_OUTER):
+    for step in range(MAX_OUTER):
         chosen: list[str] = []
         base = predict(x, chosen)  # resolves auto once; the bumps keep these algorithms
-        jac = np.zeros((len(rows), len(x)))
+        jac = np.zeros((len(predict.rows), len(x)))
         for c in range(len(x)):
             bumped = x.copy()
             bumped[c] *= 1 + STEP
@@ -296,45 +346,86 @@ def calibrate(
             raise SpecError("nothing to fit: no parameter changes any predicted time")
         new = x.copy()
         new[active] = solve_log_linear(
-            jac[:, active], measured, x[active], low[active], high[active]
+            jac[:, active], predict.measured, x[active], low[active], high[active]
         )
-        value = objective(predict(new))
+        value = predict.objective(predict(new))
         for _ in range(BACKTRACK):
             # a kinked model (max of phases, protocol caps) can make the full Gauss-Newton
             # step overshoot: shorten it, in log-parameters, before giving up on it
             if value < best_value:
                 break
             new = x * np.sqrt(new / x)
-            value = objective(predict(new))
+            value = predict.objective(predict(new))
         if value < best_value:
             best_x, best_value = new.copy(), value
-        settled = np.all(np.abs(new - x) <= TOLERANCE * np.abs(x))
+        settled = bool(np.all(np.abs(new - x) <= TOLERANCE * np.abs(x)))
         x = new
+        if progress is not None:
+            progress(step + 1, step + 1 if settled else MAX_OUTER)
         if settled:
             break
-    for p, used in zip(params, active, strict=True):
+    return best_x, active
+
+
+# -- parameters that end on a bound ---------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AtBound:
+    """A fitted parameter that ended on one of its :data:`BOUNDS`: the data do not determine
+    it (another parameter explains the rows), so its value is the bound, not a measurement."""
+
+    parameter: str
+    side: str  # "lower" or "upper"
+    bound: float  # in the reported unit (bandwidths as bytes per second)
+    message: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "parameter": self.parameter,
+            "side": self.side,
+            "bound": self.bound,
+            "meaning": self.message,
+        }
+
+
+#: What each kind of fitted parameter is called in the at-bound message.
+_NOUNS = {
+    "latency": "latency",
+    "inverse_bandwidth": "bandwidth",
+    "gamma": "gamma",
+    "latency_scale": "latency scale",
+    "inverse_bandwidth_scale": "bandwidth scale",
+}
+#: How close (relative, in the fitted variable) to a bound counts as on it.
+BOUND_TOLERANCE = 1e-6
+
+
+def at_bounds(params: list[Param], x: np.ndarray, active: np.ndarray) -> list[AtBound]:
+    """The fitted (``active``) parameters of ``x`` that lie on a bound, each with what it
+    means; e.g. ``inter.latency_s hit its 1ns lower bound: the measurements do not determine
+    it; the fitted latency is meaningless``."""
+    out = []
+    for p, value, used in zip(params, x, active, strict=True):
         if not used:
-            notes.append(f"{p.name} not fitted: no row depends on it (kept at its start value)")
-    fitted = build(best_x)
-    if template is None:
-        fitted = dataclasses.replace(
-            fitted, sources=(f"fitted by commsim calibrate to {source or 'measurements'}",)
-        )
-    else:
-        fitted = dataclasses.replace(
-            fitted,
-            sources=(*fitted.sources, f"fitted by commsim calibrate to {source or 'measurements'}"),
-        )
-    report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source)
-    return Calibration(
-        spec=fitted,
-        parameters=reported(params, best_x),
-        report=report,
-        source=source,
-        template=template_name,
-        rows_summary=_rows_summary(rows),
-        notes=tuple(notes),
-    )
+            continue
+        low, high = BOUNDS[p.kind]
+        for side, bound in (("lower", low), ("upper", high)):
+            if abs(value - bound) > BOUND_TOLERANCE * bound:
+                continue
+            shown = bound
+            if p.kind in ("inverse_bandwidth", "inverse_bandwidth_scale"):
+                side, shown = ("upper" if side == "lower" else "lower"), 1.0 / bound
+            what = _NOUNS[p.kind]
+            text = _describe(p.name, shown).split(" ", 1)[-1]
+            out.append(
+                AtBound(
+                    parameter=p.name,
+                    side=side,
+                    bound=shown,
+                    message=f"{p.name} hit its {text} {side} bound: the measurements do not "
+                    f"determine it; the fitted {what} is meaningless",
+                )
+            )
+    return out
 
 
 def _initial_guess(

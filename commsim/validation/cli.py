@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from commsim.cliargs import add_topology, check_output
 from commsim.errors import ParseError, SpecError
 
 _VALIDATE_EPILOG = """\
@@ -92,6 +93,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "default: DES up to 64 ranks, closed forms beyond)",
     )
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="accept a truncated or corrupted nccl-tests log: use the rows that parse "
+        "(stderr says how many)",
+    )
 
 
 def add_parsers(sub: Any) -> None:
@@ -105,13 +112,7 @@ def add_parsers(sub: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     _common(validate)
-    validate.add_argument(
-        "--topology",
-        "-t",
-        required=True,
-        metavar="FILE|PRESET",
-        help="a YAML topology file or a preset name (see 'commsim topologies')",
-    )
+    add_topology(validate)
     validate.add_argument(
         "--plot", metavar="FILE.png", default=None, help="plot measured vs predicted busbw"
     )
@@ -129,14 +130,14 @@ def add_parsers(sub: Any) -> None:
     calibrate.add_argument(
         "--out", "-o", required=True, metavar="FILE.yaml", help="where to write the topology"
     )
-    calibrate.add_argument(
-        "--topology",
-        "-t",
-        default=None,
+    add_topology(
+        calibrate,
+        required=False,
         metavar="TEMPLATE",
         help="a topology (preset or file) whose structure is kept and whose link classes "
         "are fitted (default: a switch, or hierarchical for a multi-host log)",
     )
+    calibrate.add_argument("--quiet", "-q", action="store_true", help="no progress bar on stderr")
     calibrate.add_argument(
         "--fit-gamma", action="store_true", help="also fit gamma (seconds per byte reduced)"
     )
@@ -150,6 +151,7 @@ class _Loaded:
     source: str
     notes: list[str]
     hosts: tuple[int, ...] | None
+    partial: str = ""  # the --partial line, printed once the command has succeeded
 
 
 def _looks_like_csv(path: Path) -> bool:
@@ -187,8 +189,7 @@ def _load(args: argparse.Namespace) -> _Loaded:
         inputs = inputs[1:]
     if len(inputs) != 1:
         raise SpecError(
-            f"expected one input file, got {len(inputs)} "
-            "(usage: 'nccl-tests LOG' or 'FILE.csv')"
+            f"expected one input file, got {len(inputs)} (usage: 'nccl-tests LOG' or 'FILE.csv')"
         )
     path = Path(inputs[0])
     if kind is None:
@@ -197,14 +198,22 @@ def _load(args: argparse.Namespace) -> _Loaded:
         raise SpecError(f"--ranks must be >= 1, got {args.ranks}")
     notes: list[str] = []
     hosts = None
+    partial = ""
     if kind == "nccl-tests":
-        log = read_nccl_tests(path, collective=args.collective, ranks=args.ranks)
+        log = read_nccl_tests(
+            path, collective=args.collective, ranks=args.ranks, partial=args.partial
+        )
+        if args.partial:
+            damage = f": {log.damage}" if log.damage else " (the log is complete)"
+            partial = f"commsim: --partial: read {len(log.rows)} rows of {path}{damage}"
         rows = log.measurements()
         notes = [f"{log.collective.value}, {log.ranks} ranks; " + "; ".join(log.notes)]
         hosts = log.host_indices()
         if not rows:
             raise ParseError(f"{path}: no row with a size > 0")
     else:
+        if args.partial:
+            raise SpecError(f"--partial: only for nccl-tests logs, not the CSV {str(path)!r}")
         rows = read_measurements(path)
         if args.collective is not None:
             rows = filter_rows(rows, collectives=[parse_collective(args.collective)])
@@ -220,7 +229,7 @@ def _load(args: argparse.Namespace) -> _Loaded:
         _nonempty(rows, f"--collectives {args.collectives}")
     if args.algorithm is None:
         args.algorithm = "nccl" if kind == "nccl-tests" else "auto"
-    return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts)
+    return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial)
 
 
 def _nonempty(rows: list[Any], flag: str) -> None:
@@ -228,17 +237,12 @@ def _nonempty(rows: list[Any], flag: str) -> None:
         raise SpecError(f"{flag}: no measured row left")
 
 
-def _check_out(flag: str, value: str | None) -> None:
-    if value is not None and not Path(value).resolve().parent.is_dir():
-        raise SpecError(f"{flag} {value}: directory {str(Path(value).parent)!r} does not exist")
-
-
 # -- commands ------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     """``commsim validate``: predict each row, print the table (or JSON), plot if asked."""
     from commsim.validation.validate import format_report, validate
 
-    _check_out("--plot", args.plot)
+    check_output("--plot", args.plot, plot=True)
     loaded = _load(args)
     report = validate(
         loaded.rows,
@@ -256,7 +260,14 @@ def cmd_validate(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_dict(), indent=2))
     else:
         print(format_report(report))
+    _say_partial(loaded)
     return 0
+
+
+def _say_partial(loaded: _Loaded) -> None:
+    """The one stderr line of ``--partial``, once the command has succeeded."""
+    if loaded.partial:
+        print(loaded.partial, file=sys.stderr)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
@@ -265,7 +276,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from commsim.validation.calibrate import calibrate, write_topology
     from commsim.validation.measurements import parse_collectives_flag, parse_sizes_flag
 
-    _check_out("--out", args.out)
+    check_output("--out", args.out)
     loaded = _load(args)
     if args.topology is None and is_cpu_measurement(loaded.source):
         # gloo on one host: fit the shared-medium CPU model (commsim.measure.cpu_model)
@@ -277,21 +288,30 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             ),
         )
         write_topology(calibration, args.out)
-        return _print_calibration(args, calibration)
-    calibration = calibrate(
-        loaded.rows,
-        args.topology,
-        hosts=loaded.hosts,
-        fit_gamma=args.fit_gamma,
-        algorithm=args.algorithm,
-        engine=args.engine or "auto",
-        source=loaded.source,
-    )
+        return _print_calibration(args, calibration, loaded)
+    from commsim.progress import Progress
+
+    bar = Progress("calibrate", "iteration", enabled=not args.quiet)
+    try:
+        calibration = calibrate(
+            loaded.rows,
+            args.topology,
+            hosts=loaded.hosts,
+            fit_gamma=args.fit_gamma,
+            algorithm=args.algorithm,
+            engine=args.engine or "auto",
+            source=loaded.source,
+            progress=bar.update_to,
+        )
+    finally:
+        bar.close()
     write_topology(calibration, args.out)
-    return _print_calibration(args, calibration)
+    return _print_calibration(args, calibration, loaded)
 
 
-def _print_calibration(args: argparse.Namespace, calibration: Any) -> int:
+def _print_calibration(args: argparse.Namespace, calibration: Any, loaded: _Loaded) -> int:
+    for bound in getattr(calibration, "at_bounds", ()):
+        print(f"commsim: warning: {bound.message}", file=sys.stderr)
     if args.json:
         print(json.dumps(calibration.to_dict() | {"out": args.out}, indent=2))
     else:
@@ -299,4 +319,5 @@ def _print_calibration(args: argparse.Namespace, calibration: Any) -> int:
             print(f"# {line}")
         print(f"# wrote {args.out}")
     sys.stdout.flush()
+    _say_partial(loaded)
     return 0

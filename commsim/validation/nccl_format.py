@@ -27,6 +27,10 @@ STARTING = re.compile(r"Collective test starting:\s*(\S+)")
 _ROW = re.compile(r"^\s*\d+\s+\d+(?:\s|$)")
 _ELISION = re.compile(r"^\s*#?\s*(?:\.\.\.|…)\s*$")
 _TIME_COLUMNS = ("time", "cputime")
+#: nccl-tests closes every table with these lines (src/common.cu, since 2017).
+_FOOTER = re.compile(r"^(Out of bounds values|Avg bus bandwidth)\b")
+#: nccl-tests' first line of parameters, printed before any table.
+_PREAMBLE = re.compile(r"^nThread\s+\d+")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -113,6 +117,29 @@ class Scan:
     header_seen: bool = False
     layout: Layout | None = None
     notes: list[str] = field(default_factory=list)
+    #: The log shows nccl-tests' preamble (``# nThread ...``): it is a whole run's output.
+    preamble: bool = False
+    #: A footer (``# Avg bus bandwidth``) follows the last row: the table is complete.
+    closed: bool = False
+    #: The last line read as a row (or the column header): (line number, text).
+    last_good: tuple[int, str] | None = None
+    #: Lines that look like rows but do not fit the header: (line number, why).
+    bad_rows: list[tuple[int, str]] = field(default_factory=list)
+    #: :attr:`last_good` when the first bad row was met.
+    good_before_bad: tuple[int, str] | None = None
+
+    def damage(self) -> tuple[int | None, str, tuple[int, str] | None] | None:
+        """What is wrong with a text log and the last good line before it, or None: a row
+        that does not fit its header (corrupted, or cut mid-line), or a whole run's output
+        (it has the ``# nThread`` preamble) whose table lacks its footer (truncated):
+        (line of the problem or None, the problem, the last good (line, text) before it)."""
+        if self.bad_rows:
+            number, why = self.bad_rows[0]
+            return number, f"corrupted row ({why})", self.good_before_bad
+        if self.preamble and self.rows and not self.closed:
+            problem = "truncated: the table has no '# Avg bus bandwidth' footer"
+            return None, problem, self.last_good
+        return None
 
 
 def _clean(raw: str) -> str:
@@ -127,9 +154,10 @@ def _clean(raw: str) -> str:
 
 
 def scan_text(text: str, source: str) -> Scan:
+    """Every row of a text log; rows that do not fit the header are set aside in
+    ``bad_rows`` (the caller decides whether that is fatal, see :meth:`Scan.damage`)."""
     scan = Scan()
     lines = text.splitlines()
-    pending_bad: tuple[int, str] | None = None
     in_devices = False
     for number, raw in enumerate(lines, start=1):
         line = _clean(raw)
@@ -148,6 +176,10 @@ def scan_text(text: str, source: str) -> Scan:
             if comment.startswith("Using devices"):
                 in_devices = True
                 continue
+            if _PREAMBLE.match(comment):
+                scan.preamble = True
+            if _FOOTER.match(comment) and scan.rows:
+                scan.closed = True
             device = _DEVICE.match(comment)
             if device:
                 scan.devices[int(device.group(1))] = device.group(2)
@@ -157,6 +189,7 @@ def scan_text(text: str, source: str) -> Scan:
                 if scan.layout is not None and layout.width != scan.layout.width:
                     scan.notes.append(f"line {number}: a second table with other columns")
                 scan.layout, scan.header_seen, in_devices = layout, True, False
+                scan.last_good = (number, body)
                 continue
             if in_devices and _ELISION.match(body):
                 scan.devices_elided = True
@@ -167,8 +200,6 @@ def scan_text(text: str, source: str) -> Scan:
             continue
         if not _ROW.match(line):
             continue  # launcher chatter, SHARP/UCX logs, prompts
-        if pending_bad is not None:
-            raise ParseError(f"{source}:{pending_bad[0]}: {pending_bad[1]}")
         if scan.layout is None:
             raise ParseError(
                 f"{source}:{number}: a result row before any column header "
@@ -176,11 +207,13 @@ def scan_text(text: str, source: str) -> Scan:
             )
         row, problem = _row(line.split(), scan.layout, number)
         if row is None:
-            pending_bad = (number, problem)  # fatal unless it is the last row (truncated)
+            if not scan.bad_rows:
+                scan.good_before_bad = scan.last_good
+            scan.bad_rows.append((number, problem))
             continue
         scan.rows.append(row)
-    if pending_bad is not None:
-        scan.notes.append(f"line {pending_bad[0]} ignored: {pending_bad[1]} (truncated log?)")
+        scan.closed = False
+        scan.last_good = (number, body)
     return scan
 
 

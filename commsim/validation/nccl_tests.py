@@ -32,6 +32,7 @@ commsim uses) are unaffected, and the parser notes the convention.
 >>> log.collective.value, log.ranks, log.rows[0].time_s
 ('all_reduce', 8, 2e-05)
 """
+import dataclasses
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,6 +93,8 @@ class NcclTestsLog:
         The test binary the log names (``all_reduce_perf``), if any.
     notes : tuple of str
         How the collective and rank count were determined, and anything odd.
+    damage : str
+        What was wrong with a log read with ``partial=True`` (empty: nothing).
     """
 
     source: str
@@ -101,6 +104,7 @@ class NcclTestsLog:
     hosts: tuple[str, ...] | None = None
     binary: str | None = None
     notes: tuple[str, ...] = ()
+    damage: str = ""
 
     def measurements(self) -> list[Measurement]:
         """One :class:`Measurement` per row with a size and a time (0-byte rows are dropped:
@@ -400,21 +404,51 @@ def _infer_ranks(
 
 
 # -- entry points --------------------------------------------------------------------------
+def _shorten(text: str, width: int = 60) -> str:
+    """``text`` on one line, runs of blanks as one, cut to ``width`` characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 3] + "..."
+
+
+def _check_damage(scan: Scan, source: str, partial: bool) -> str:
+    """What is wrong with the log ('' if nothing); ParseError unless ``partial``."""
+    found = scan.damage()
+    if found is None:
+        return ""
+    line, problem, good = found
+    at = f"{source}:{line}" if line is not None else source
+    where = "no good line before it" if good is None else (
+        f"last good line {source}:{good[0]}: '{_shorten(good[1])}'"
+    )
+    if not partial:
+        raise ParseError(f"{at}: {problem}; {where} (pass --partial to use the rows that parse)")
+    return f"{'' if line is None else f'line {line}: '}{problem}; {where}"
+
+
 def parse_nccl_tests(
     text: str,
     source: str = "<text>",
     *,
     collective: Collective | str | None = None,
     ranks: int | None = None,
+    partial: bool = False,
 ) -> NcclTestsLog:
     """Parse nccl-tests output (text or ``-J`` JSON) given as a string.
+
+    A text log is *corrupted* when a line that looks like a row does not fit the column
+    header (too few fields, a row cut mid-line, a number that is not one), and *truncated*
+    when it shows nccl-tests' preamble (``# nThread ...``) but its table is not closed by
+    the footer (``# Out of bounds values`` / ``# Avg bus bandwidth``). Either is an error
+    naming the last good line, unless ``partial``: then the rows that parse are used and
+    :attr:`NcclTestsLog.damage` says what was wrong.
 
     Raises
     ------
     ParseError
         One line naming ``source``: empty, no result table, a header but no rows
-        (truncated), a malformed row, a test commsim does not model, or a log that determines
-        neither its collective nor its rank count (pass ``collective`` / ``ranks``).
+        (truncated), a corrupted or truncated table (without ``partial``), a test commsim
+        does not model, or a log that determines neither its collective nor its rank count
+        (pass ``collective`` / ``ranks``).
     """
     if not text.strip():
         raise ParseError(f"{source}: empty file")
@@ -424,9 +458,11 @@ def parse_nccl_tests(
         scan = scan_text(text, source)
     if not scan.header_seen:
         raise ParseError(f"{source}: no nccl-tests result table (no '# size count type ...' line)")
+    damage = _check_damage(scan, source, partial)
     if not scan.rows:
         raise ParseError(f"{source}: a column header but no result rows (truncated log?)")
-    return _infer(scan, source, collective, ranks)
+    log = _infer(scan, source, collective, ranks)
+    return dataclasses.replace(log, damage=damage) if damage else log
 
 
 def read_nccl_tests(
@@ -434,6 +470,7 @@ def read_nccl_tests(
     *,
     collective: Collective | str | None = None,
     ranks: int | None = None,
+    partial: bool = False,
 ) -> NcclTestsLog:
     """Read an nccl-tests log file (see :func:`parse_nccl_tests`)."""
     source = str(path)
@@ -446,4 +483,4 @@ def read_nccl_tests(
     if b"\x00" in data[:4096]:
         raise ParseError(f"{source}: binary data, not an nccl-tests log")
     return parse_nccl_tests(data.decode("utf-8", errors="replace"), source,
-                            collective=collective, ranks=ranks)
+                            collective=collective, ranks=ranks, partial=partial)

@@ -23,7 +23,7 @@ def switch(p: int) -> commsim.Network:
 
 def hosts(nodes: int, gpus: int, gamma: float = 0.0) -> commsim.Network:
     return commsim.load_topology({
-        "kind": "hierarchical", "nodes": nodes, "gpus_per_node": gpus, "gamma": gamma,
+        "kind": "hierarchical", "nodes": nodes, "gpus_per_node": gpus, "gamma": f"{gamma!r}s",
         "intra": PORT, "inter": NIC,
     })
 

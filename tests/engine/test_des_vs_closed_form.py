@@ -220,7 +220,7 @@ def _topo(kind: str, ranks: int, gamma: float = 0.0) -> dict[str, object]:
     return {
         "kind": kind,
         "ranks": ranks,
-        "gamma": gamma,
+        "gamma": f"{gamma!r}s",
         "link": {"latency": "1us", "bandwidth": "100GB/s"},
     }
 

@@ -22,7 +22,7 @@ def _fully_connected(ranks: int, latency: float = ALPHA, bandwidth: float = BETA
         {
             "kind": "fully_connected",
             "ranks": ranks,
-            "link": {"latency": latency, "bandwidth": bandwidth},
+            "link": {"latency": f"{latency!r}s", "bandwidth": f"{bandwidth!r}B/s"},
         }
     )
 

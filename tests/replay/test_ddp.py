@@ -32,8 +32,8 @@ def _ddp(**extra: object) -> dict[str, object]:
     return {
         "kind": "ddp",
         "layers": 2,
-        "forward_time": F,
-        "backward_time": B,
+        "forward_time": f"{F!r}s",
+        "backward_time": f"{B!r}s",
         "grad_bytes": "25MiB",
         "bucket_bytes": "25MiB",
         "algorithm": "ring",
@@ -100,8 +100,8 @@ def test_smaller_first_bucket_like_pytorch(fully_connected) -> None:
     spec = {
         "kind": "ddp",
         "layers": 4,
-        "forward_time": F,
-        "backward_time": B,
+        "forward_time": f"{F!r}s",
+        "backward_time": f"{B!r}s",
         "grad_bytes": "1MiB",
         "bucket_bytes": "3MiB",
         "algorithm": "ring",
@@ -128,7 +128,7 @@ def test_optimizer_runs_after_every_allreduce(fully_connected) -> None:
     """optimizer_time is added after backward and the last all-reduce."""
     bw = 2.0**34
     a = _ring_allreduce(4, 25 * MiB, bw)
-    r = replay(_ddp(optimizer_time=F), fully_connected(4, bandwidth=bw))
+    r = replay(_ddp(optimizer_time=f"{F!r}s"), fully_connected(4, bandwidth=bw))
     assert r.step_time_s == pytest.approx(2 * F + 2 * B + a + F, rel=1e-12)
 
 
@@ -137,11 +137,15 @@ def test_layers_as_a_list(fully_connected) -> None:
     r = replay(
         {
             "kind": "ddp",
-            "backward_time": B,
+            "backward_time": f"{B!r}s",
             "algorithm": "ring",
             "layers": [
-                {"forward_time": F, "grad_bytes": "1MiB"},
-                {"forward_time": 2 * F, "grad_bytes": "30MiB", "backward_time": 2 * B},
+                {"forward_time": f"{F!r}s", "grad_bytes": "1MiB"},
+                {
+                    "forward_time": f"{2 * F!r}s",
+                    "grad_bytes": "30MiB",
+                    "backward_time": f"{2 * B!r}s",
+                },
             ],
         },
         fully_connected(4),

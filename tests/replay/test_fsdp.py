@@ -27,8 +27,8 @@ def _fsdp(forward: float, **extra: object) -> dict[str, object]:
         "units": U,
         "params_per_unit": PARAMS,
         "bytes_per_param": 2,
-        "forward_time": forward,
-        "backward_time": 2 * forward,
+        "forward_time": f"{forward!r}s",
+        "backward_time": f"{2 * forward!r}s",
         "algorithm": "ring",
         **extra,
     }
@@ -98,7 +98,7 @@ def test_peak_memory_counts_shards_gathered_units_and_activations(fully_connecte
     assert r.metrics.peak_memory_bytes == sharded + 2 * G
     assert [m.peak_memory_bytes for m in r.metrics.per_rank] == [sharded + 2 * G] * 4
     off = replay(
-        _fsdp(2 * AG, forward_only=True, reshard_after_forward=False, activation_bytes=act),
+        _fsdp(2 * AG, forward_only=True, reshard_after_forward=False, activation_bytes=f"{act}B"),
         fully_connected(4),
     )
     assert off.metrics.peak_memory_bytes == sharded + U * G + U * act

@@ -12,7 +12,11 @@ from commsim.replay.graph import Task, TaskKind
 from commsim.schedule import OpKind, Transfer
 from commsim.topology import load_topology
 
-RING4 = {"kind": "ring", "ranks": 4, "link": {"latency": 2.0**-20, "bandwidth": 2.0**30}}
+RING4 = {
+    "kind": "ring",
+    "ranks": 4,
+    "link": {"latency": f"{2.0**-20!r}s", "bandwidth": f"{2.0**30!r}B/s"},
+}
 N = 2**22
 
 

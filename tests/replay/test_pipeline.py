@@ -18,8 +18,8 @@ def _run(schedule: str, p: int, k: int, v: int = 1):
         "stages": p,
         "microbatches": k,
         "chunks_per_stage": v,
-        "forward_time": F,
-        "backward_time": B,
+        "forward_time": f"{F!r}s",
+        "backward_time": f"{B!r}s",
     }
     return replay(
         workload,
@@ -95,9 +95,9 @@ def test_activation_sends_cost_network_time(fully_connected) -> None:
             "schedule": "gpipe",
             "stages": 2,
             "microbatches": 1,
-            "forward_time": F,
-            "backward_time": B,
-            "activation_bytes": nbytes,
+            "forward_time": f"{F!r}s",
+            "backward_time": f"{B!r}s",
+            "activation_bytes": f"{nbytes}B",
         },
         net,
     )
@@ -115,8 +115,8 @@ def test_per_stage_times_set_the_slowest_stage_as_the_bottleneck(fully_connected
             "schedule": "gpipe",
             "stages": 2,
             "microbatches": 4,
-            "forward_time": [F, 2 * F],
-            "backward_time": [B, 2 * B],
+            "forward_time": [f"{F!r}s", f"{2 * F!r}s"],
+            "backward_time": [f"{B!r}s", f"{2 * B!r}s"],
         },
         fully_connected(2),
     )
@@ -134,8 +134,8 @@ def test_more_stages_than_ranks_is_an_error(fully_connected) -> None:
                 "kind": "pipeline",
                 "stages": 8,
                 "microbatches": 8,
-                "forward_time": F,
-                "backward_time": B,
+                "forward_time": f"{F!r}s",
+                "backward_time": f"{B!r}s",
             },
             fully_connected(4),
         )

@@ -83,14 +83,14 @@ def test_replay_text_trace_and_plot(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        (PIPELINE.replace("stages: 4", "stages: 0"), "stages: must be a positive integer, got 0"),
+        (PIPELINE.replace("stages: 4", "stages: 0"), "stages: must be a positive integer (got 0)"),
         (
             PIPELINE.replace("microbatches: 8", "microbatches: -1"),
             "microbatches: must be a positive",
         ),
         (
             PIPELINE.replace("schedule: gpipe", "schedule: zigzag"),
-            "schedule: unknown value 'zigzag'",
+            "schedule: must be one of gpipe, 1f1b, interleaved (got 'zigzag')",
         ),
         (PIPELINE.replace("stages: 4", "stages: 16"), "stages: 16 stages need 16 ranks"),
         (
@@ -166,7 +166,7 @@ def test_bound_text(capsys) -> None:
 @pytest.mark.parametrize(
     ("flag", "value", "fragment"),
     [
-        ("--latency", "-1us", "--latency: time must not be negative"),
+        ("--latency", "-1us", "--latency: must not be negative (got '-1us')"),
         ("--bandwidth", "0GB/s", "--bandwidth: must be a finite number > 0"),
         ("--batch", "0", "--batch: must be a positive integer"),
         ("--ranks", "x", "--ranks: must be a positive integer"),

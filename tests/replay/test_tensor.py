@@ -17,9 +17,9 @@ def _tp(tp: int, layers: int = 3, **extra: object) -> dict[str, object]:
         "kind": "tensor",
         "tp": tp,
         "layers": layers,
-        "forward_time": F,
-        "backward_time": B,
-        "allreduce_bytes": N,
+        "forward_time": f"{F!r}s",
+        "backward_time": f"{B!r}s",
+        "allreduce_bytes": f"{N}B",
         "algorithm": "ring",
         **extra,
     }
@@ -51,8 +51,9 @@ def test_tp_groups_contend_when_they_share_links() -> None:
     """On a ring of 4, TP groups {0,1} and {2,3} use disjoint links; groups of 4 cannot be
     compared, but two groups placed across each other ({0,2} and {1,3}) would share links: the
     tp=2 step on the ring equals the uncontended fully connected one."""
-    ring = {"kind": "ring", "ranks": 4, "link": {"latency": ALPHA, "bandwidth": BETA}}
-    fc = {"kind": "fully_connected", "ranks": 4, "link": {"latency": ALPHA, "bandwidth": BETA}}
+    link = {"latency": f"{ALPHA!r}s", "bandwidth": f"{BETA!r}B/s"}
+    ring = {"kind": "ring", "ranks": 4, "link": link}
+    fc = {"kind": "fully_connected", "ranks": 4, "link": link}
     assert replay(_tp(2), ring).step_time_s == replay(_tp(2), fc).step_time_s
 
 

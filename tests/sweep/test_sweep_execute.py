@@ -127,7 +127,7 @@ def test_progress_callback_counts_every_point() -> None:
 
 
 def test_bad_jobs_and_both_executors_are_errors() -> None:
-    grid = {"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": 1}
+    grid = {"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": "1B"}
     with pytest.raises(SpecError, match="--jobs"):
         run_sweep(grid, jobs=0)
     with pytest.raises(SpecError, match="give one"):

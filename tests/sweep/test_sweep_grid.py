@@ -63,7 +63,7 @@ def test_expansion_order_topologies_outermost_sizes_fastest() -> None:
 
 
 def test_scalars_aliases_and_defaults() -> None:
-    grid = load_grid({"topologies": "dgx-h100", "collectives": "AllReduce", "sizes": 4096})
+    grid = load_grid({"topologies": "dgx-h100", "collectives": "AllReduce", "sizes": "4KiB"})
     assert grid.collectives == ("all_reduce",)
     assert grid.algorithms == ("auto",) and grid.engine == ("des",)
     assert grid.ranks == (None,) and grid.chunks == (None,)
@@ -87,37 +87,42 @@ def test_a_grid_object_is_returned_as_is() -> None:
 
 BAD = [
     ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": "1KiB", "size": 1},
-     "unknown key 'size'"),
+     "size: unknown key (allowed: "),
     ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": ["5XB"]},
-     "sizes[0]: unknown unit 'XB'"),
+     "sizes[0]: unknown size unit 'XB' (got '5XB')"),
     ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": ["1MiB:1KiB"]},
      "sizes[0]: MAX < MIN"),
     ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": []},
-     "sizes: empty list"),
-    ({"topologies": "dgx-h100", "collectives": ["all_reduce", "alltoall"], "sizes": 1},
+     "sizes: must list at least one value (got an empty list)"),
+    ({"topologies": "dgx-h100", "collectives": ["all_reduce", "alltoall"], "sizes": "1B"},
      "collectives[1]: unknown collective 'alltoall'"),
-    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": 1, "algorithms": ["rign"]},
+    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": "1B", "algorithms": ["rign"]},
      "algorithms[0]: unknown algorithm 'rign'"),
-    ({"topologies": ["dgx-h100", "no-such-machine"], "collectives": "all_reduce", "sizes": 1},
+    ({"topologies": ["dgx-h100", "no-such-machine"], "collectives": "all_reduce", "sizes": "1B"},
      "topologies[1]: unknown topology 'no-such-machine'"),
-    ({"topologies": ["dgx-h100x0"], "collectives": "all_reduce", "sizes": 1},
+    ({"topologies": ["dgx-h100x0"], "collectives": "all_reduce", "sizes": "1B"},
      "topologies[0]: topology 'dgx-h100x0': bad node-count suffix"),
-    ({"topologies": [{"kind": "ring", "ranks": 4}], "collectives": "all_reduce", "sizes": 1},
+    ({"topologies": [{"kind": "ring", "ranks": 4}], "collectives": "all_reduce", "sizes": "1B"},
      "topologies[0]: "),
-    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": 1, "engine": "fast"},
-     "engine[0]: unknown engine 'fast'"),
-    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": 1, "ranks": [0]},
-     "ranks[0]: want a positive integer"),
-    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": 1, "chunks": [True]},
-     "chunks[0]: want a positive integer"),
+    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": "1B", "engine": "fast"},
+     "engine[0]: unknown engine (got 'fast'"),
+    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": "1B", "ranks": [0]},
+     "ranks[0]: must be a positive integer (got 0)"),
+    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": "1B", "chunks": [True]},
+     "chunks[0]: must be a positive integer (got True)"),
     ({"topologies": "dgx-h100", "collectives": "all_reduce"}, "sizes: missing"),
-    ({"collectives": "all_reduce", "sizes": 1}, "topologies: missing"),
+    ({"collectives": "all_reduce", "sizes": "1B"}, "topologies: missing"),
     ({"topologies": "dgx-h100"}, "nothing to sweep"),
-    ({"topologies": "dgx-h100", "workloads": [DDP], "sizes": 1}, "sizes: applies to collectives"),
+    ({"topologies": "dgx-h100", "workloads": [DDP], "sizes": "1B"},
+     "sizes: applies to collectives"),
     ({"topologies": "dgx-h100", "workloads": ["missing.yaml"]},
      "workloads[0]: no such workload file"),
     ({"topologies": "dgx-h100", "workloads": [{"kind": "ddp", "layers": 0}]}, "workloads[0]: "),
     (["dgx-h100"], "a grid must be a mapping"),
+    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": [1024]},
+     "sizes[0]: 1024 has no unit (write 1024B, 1024KiB or 1024MiB)"),
+    ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": ["1:4KiB"]},
+     "sizes[0]: 1 has no unit"),
 ]  # fmt: skip
 
 
@@ -137,6 +142,6 @@ def test_file_errors_name_the_grid_file(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"bad\.yaml: invalid YAML"):
         load_grid(bad)
     missing_topology = tmp_path / "g.yaml"
-    missing_topology.write_text("topologies: [ring.yaml]\ncollectives: all_reduce\nsizes: 1\n")
+    missing_topology.write_text("topologies: [ring.yaml]\ncollectives: all_reduce\nsizes: 1B\n")
     with pytest.raises(SpecError, match=r"g\.yaml: topologies\[0\]: unknown topology 'ring\.yaml'"):
         load_grid(missing_topology)

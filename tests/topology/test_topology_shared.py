@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from commsim.algorithms import Call
@@ -40,7 +42,8 @@ def test_every_key_is_read_and_defaults_are_the_port() -> None:
     assert isinstance(spec, SharedSpec)
     assert spec.medium_Bps == 3e9 and spec.latency_per_rank_s == pytest.approx(5e-5)
     assert spec.cores == 2 and spec.device == "core"
-    bare = spec_from_dict({"kind": "shared", "ranks": 2, "link": {"latency": 0, "bandwidth": 1e9}})
+    link = {"latency": 0, "bandwidth": "1GB/s"}
+    bare = spec_from_dict({"kind": "shared", "ranks": 2, "link": link})
     assert isinstance(bare, SharedSpec)
     assert (bare.medium_Bps, bare.latency_per_rank_s, bare.cores, bare.device) == (
         1e9,
@@ -53,19 +56,19 @@ def test_every_key_is_read_and_defaults_are_the_port() -> None:
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"medium": {"bandwith": "1GB/s"}}, "medium: unknown key 'bandwith'"),
-        ({"medium": {}}, "medium: missing required key 'bandwidth'"),
+        ({"medium": {"bandwith": "1GB/s"}}, "medium.bandwith: unknown key"),
+        ({"medium": {}}, "medium.bandwidth: missing required key"),
         ({"medium": {"bandwidth": "0GB/s"}}, "medium.bandwidth: must be > 0"),
         ({"medium": "fast"}, "medium: must be a mapping"),
-        ({"cores": 0}, "cores: must be a positive integer, got 0"),
+        ({"cores": 0}, "cores: must be a positive integer (got 0)"),
         ({"latency_per_rank": "-1us"}, "latency_per_rank"),
-        ({"ranks": 1025}, "ranks: a shared topology has at most 1024 ranks"),
-        ({"links": []}, "unknown key 'links' for kind 'shared'"),
+        ({"ranks": 1025}, "ranks: a shared topology has at most 1024 ranks (got 1025)"),
+        ({"links": []}, "links: unknown key for kind 'shared'"),
     ],
 )
 def test_strict_validation(change: dict[str, object], message: str) -> None:
     """Every bad field is a one-line SpecError naming its path."""
-    with pytest.raises(SpecError, match=message.replace("(", r"\(")):
+    with pytest.raises(SpecError, match=re.escape(message)):
         spec_from_dict(FULL | change)
 
 
@@ -107,7 +110,8 @@ def test_concurrent_transfers_share_the_medium() -> None:
 
 def test_other_kinds_copy_locally_for_free() -> None:
     """On network kinds a device's route to itself is empty: a local copy takes no time."""
-    ring = load_topology({"kind": "ring", "ranks": 4, "link": {"latency": 1, "bandwidth": 1}})
+    link = {"latency": "1s", "bandwidth": "1B/s"}
+    ring = load_topology({"kind": "ring", "ranks": 4, "link": link})
     assert simulate_des(_transfers((1, 1, 10**6)), ring).time_s == 0.0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -42,10 +43,11 @@ def load_error(tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> st
 
 
 def test_valid_files_of_every_kind_load(tmp_path: Path) -> None:
-    """One well-formed file per kind loads; unit strings and SI numbers both work."""
+    """One well-formed file per kind loads (every latency and bandwidth with its unit; a
+    unit-less 0 latency is allowed)."""
     texts = [
         RING,
-        "kind: fully_connected\nranks: 3\nlink: {latency: 0.000001, bandwidth: 1e11}\n",
+        "kind: fully_connected\nranks: 3\nlink: {latency: 0, bandwidth: 1e11B/s}\n",
         "kind: torus\ndims: [4, 4]\nlink: {latency: 1us, bandwidth: 45GB/s}\n",
         "kind: switch\nranks: 4\nlink: {latency: 2us, bandwidth: 400Gbps}\n",
         "kind: hierarchical\nnodes: 4\ngpus_per_node: 8\n"
@@ -72,7 +74,7 @@ def test_exact_message_for_bad_dims(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     """A dims entry < 1 is reported with the file, the field path and the value."""
     text = "kind: torus\ndims: [4, -4]\nlink: {latency: 1us, bandwidth: 45GB/s}\n"
     assert load_error(tmp_path, text, monkeypatch) == (
-        "topo.yaml: dims[1]: must be a positive integer, got -4"
+        "topo.yaml: dims[1]: must be a positive integer (got -4)"
     )
 
 
@@ -80,7 +82,7 @@ def test_exact_message_for_zero_bandwidth(tmp_path: Path, monkeypatch: pytest.Mo
     """Bandwidth 0 is reported with the file, the field path and the value as written."""
     text = RING.replace("100GB/s", "0GB/s")
     assert load_error(tmp_path, text, monkeypatch) == (
-        "topo.yaml: link.bandwidth: must be > 0, got '0GB/s'"
+        "topo.yaml: link.bandwidth: must be > 0 (got '0GB/s')"
     )
 
 
@@ -90,29 +92,29 @@ def test_exact_message_for_zero_bandwidth(tmp_path: Path, monkeypatch: pytest.Mo
         ("kind: ring\nranks: [4\n", "topo.yaml: invalid YAML"),
         ("kind: ring\n  ranks: 4\n", "topo.yaml: invalid YAML"),
         (RING + "---\n" + RING, "topo.yaml: expected one YAML document, found 2"),
-        ("- 1\n- 2\n", "topo.yaml: a topology must be a mapping with a 'kind' key, got a list"),
+        ("- 1\n- 2\n", "topo.yaml: a topology must be a mapping with a 'kind' key (got a list)"),
         ("just a string\n", "topo.yaml: a topology must be a mapping"),
         ("", "topo.yaml: empty topology file"),
         (RING + "ranks: 5\n", "topo.yaml: duplicate key 'ranks' at line 4"),
-        ("ranks: 4\n", "topo.yaml: missing required key 'kind' (one of: custom, fully_connected"),
-        (RING.replace("ring", "mesh"), "topo.yaml: kind: unknown topology kind 'mesh'"),
-        (RING + "rank: 4\n", "topo.yaml: unknown key 'rank' for kind 'ring' (allowed:"),
-        (RING.replace("bandwidth", "bandwith"), "topo.yaml: link: unknown key 'bandwith'"),
-        ("kind: ring\nranks: 4\n", "topo.yaml: missing required key 'link' for kind 'ring'"),
+        ("ranks: 4\n", "topo.yaml: kind: missing required key (one of: custom, fully_connected"),
+        (RING.replace("ring", "mesh"), "topo.yaml: kind: unknown topology kind (got 'mesh'"),
+        (RING + "rank: 4\n", "topo.yaml: rank: unknown key for kind 'ring' (allowed:"),
+        (RING.replace("bandwidth", "bandwith"), "topo.yaml: link.bandwith: unknown key (allowed:"),
+        ("kind: ring\nranks: 4\n", "topo.yaml: link: missing required key for kind 'ring'"),
         (
             RING.replace("bandwidth: 100GB/s", "bandwidth: -5GB/s"),
-            "topo.yaml: link.bandwidth: bandwidth must not be negative, got '-5GB/s'",
+            "topo.yaml: link.bandwidth: must not be negative (got '-5GB/s')",
         ),
-        (RING.replace("1us", "-1us"), "topo.yaml: link.latency: time must not be negative"),
+        (RING.replace("1us", "-1us"), "topo.yaml: link.latency: must not be negative (got '-1us')"),
         (
             RING.replace("1us", "10 parsecs"),
-            "topo.yaml: link.latency: unknown unit 'parsecs' in time '10 parsecs'",
+            "topo.yaml: link.latency: unknown time unit 'parsecs' (got '10 parsecs')",
         ),
         (RING.replace("100GB/s", "fast"), "topo.yaml: link.bandwidth: "),
-        (RING.replace("1us", "null"), "topo.yaml: link.latency: invalid time None"),
+        (RING.replace("1us", "null"), "topo.yaml: link.latency: not a time (got nothing (null))"),
         (
             RING.replace("ranks: 4", "ranks: 0"),
-            "topo.yaml: ranks: must be a positive integer, got 0",
+            "topo.yaml: ranks: must be a positive integer (got 0)",
         ),
         (RING.replace("ranks: 4", "ranks: -2"), "topo.yaml: ranks: must be a positive integer"),
         (RING.replace("ranks: 4", "ranks: 4.5"), "topo.yaml: ranks: must be a positive integer"),
@@ -120,11 +122,11 @@ def test_exact_message_for_zero_bandwidth(tmp_path: Path, monkeypatch: pytest.Mo
         (RING.replace("ranks: 4", "ranks: true"), "topo.yaml: ranks: must be a positive integer"),
         (
             RING.replace("link: {latency: 1us, bandwidth: 100GB/s}", "link: 5"),
-            "topo.yaml: link: must be a mapping, got 5",
+            "topo.yaml: link: must be a mapping (got 5)",
         ),
         (
             "kind: torus\ndims: [4, 0]\nlink: {latency: 1us, bandwidth: 1GB/s}\n",
-            "topo.yaml: dims[1]: must be a positive integer, got 0",
+            "topo.yaml: dims[1]: must be a positive integer (got 0)",
         ),
         (
             "kind: torus\ndims: []\nlink: {latency: 1us, bandwidth: 1GB/s}\n",
@@ -136,31 +138,31 @@ def test_exact_message_for_zero_bandwidth(tmp_path: Path, monkeypatch: pytest.Mo
         ),
         (
             HIER,
-            "topo.yaml: missing required key 'inter' for kind 'hierarchical'",
+            "topo.yaml: inter: missing required key for kind 'hierarchical'",
         ),
         (
             HIER + "inter: {latency: 1us, bandwidth: 0}\n",
-            "topo.yaml: inter.bandwidth: must be > 0, got 0",
+            "topo.yaml: inter.bandwidth: must be > 0 (got 0)",
         ),
-        (RING + "gamma: 1 parsec\n", "topo.yaml: gamma: unknown unit 'parsec'"),
-        (RING + "sources: a paper\n", "topo.yaml: sources: must be a list, got 'a paper'"),
-        (RING + "sources: [3]\n", "topo.yaml: sources[0]: must be a non-empty string, got 3"),
+        (RING + "gamma: 1 parsec\n", "topo.yaml: gamma: unknown time unit 'parsec'"),
+        (RING + "sources: a paper\n", "topo.yaml: sources: must be a list (got 'a paper')"),
+        (RING + "sources: [3]\n", "topo.yaml: sources[0]: must be a non-empty string (got 3)"),
         (RING + "description: [x]\n", "topo.yaml: description: must be a string"),
         (CUSTOM.replace("dst: b", "dst: c"), "topo.yaml: links[1].dst: unknown device 'c'"),
         (
             CUSTOM.replace(
                 "dst: b, latency: 1us, bandwidth: 10GB/s", "dst: b, latency: 1us, bandwidth: 0"
             ),
-            "topo.yaml: links[1].bandwidth: must be > 0, got 0",
+            "topo.yaml: links[1].bandwidth: must be > 0 (got 0)",
         ),
         (
             CUSTOM.replace("{name: b}", "{name: a}"),
             "topo.yaml: devices[2].name: duplicate device name 'a'",
         ),
-        (CUSTOM.replace("{name: b}", "{nam: b}"), "topo.yaml: devices[2]: unknown key 'nam'"),
+        (CUSTOM.replace("{name: b}", "{nam: b}"), "topo.yaml: devices[2].nam: unknown key"),
         (
             CUSTOM.replace("{name: b}", "{name: b, host: -1}"),
-            "topo.yaml: devices[2].host: must be an integer >= 0, got -1",
+            "topo.yaml: devices[2].host: must be an integer >= 0 (got -1)",
         ),
         (CUSTOM + "ranks: [a, x]\n", "topo.yaml: ranks[1]: unknown device 'x'"),
         (CUSTOM + "ranks: [a, a]\n", "topo.yaml: ranks[1]: device 'a' listed twice"),
@@ -170,7 +172,7 @@ def test_exact_message_for_zero_bandwidth(tmp_path: Path, monkeypatch: pytest.Mo
         ),
         (
             CUSTOM.replace("10GB/s}\n  - {src: sw", "10GB/s, duplex: maybe}\n  - {src: sw"),
-            "topo.yaml: links[0].duplex: must be true or false, got 'maybe'",
+            "topo.yaml: links[0].duplex: must be true or false (got 'maybe')",
         ),
     ],
 )
@@ -180,6 +182,54 @@ def test_bad_files_raise_one_line_errors_with_field_paths(
     """Malformed YAML, several documents, non-mappings, unknown kinds/keys, missing keys,
     wrong types, bad units and out-of-range values all name the file and the field path."""
     assert load_error(tmp_path, text, monkeypatch).startswith(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (HIER + "inter: {latency: 2, bandwidth: 1GB/s}\n",
+         "topo.yaml: inter.latency: 2 has no unit (write 2us, 2ms or 2s)"),
+        (RING.replace("100GB/s", "1e11"),
+         "topo.yaml: link.bandwidth: 1e11 has no unit (write 1e11B/s, or e.g. 100GB/s)"),
+        (RING.replace("100GB/s", "'100'"),
+         "topo.yaml: link.bandwidth: 100 has no unit (write 100GB/s, 100Gbps or 100B/s)"),
+        (RING + "gamma: 1.0e-12\n",
+         "topo.yaml: gamma: 1e-12 has no unit (write 1e-12s, or e.g. 1us)"),
+        (CUSTOM.replace("latency: 1us, bandwidth: 10GB/s}\n  - {src: sw",
+                        "latency: 0.5, bandwidth: 10GB/s}\n  - {src: sw"),
+         "topo.yaml: links[0].latency: 0.5 has no unit (write 0.5s, or e.g. 1us)"),
+    ],
+)
+def test_unitless_quantities_are_errors_showing_the_form(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str, expected: str
+) -> None:
+    """A latency, bandwidth or gamma written without a unit is an error naming the field path
+    and showing how to write it (issue 13: inputs that cannot surprise)."""
+    assert load_error(tmp_path, text, monkeypatch) == expected
+
+
+def test_unitless_zero_and_counts_are_plain_numbers(tmp_path: Path) -> None:
+    """``0`` needs no unit (zero seconds is zero anything); counts stay plain integers."""
+    text = "kind: torus\ndims: [2, 3]\nlink: {latency: 0, bandwidth: 1GB/s}\ngamma: 0\n"
+    net = load_topology(write(tmp_path, text))
+    assert net.ranks == 6 and net.gamma_s_per_B == 0.0
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"kind": "fully_connected", "ranks": 1025}, "at most 1024 ranks (got 1025)"),
+        ({"kind": "ring", "ranks": 70000}, "a ring topology has at most 65536 ranks (got 70000)"),
+        ({"kind": "torus", "dims": [512, 512], "link": None}, "link: must be a mapping"),
+        ({"kind": "torus", "dims": [512, 256]}, "a torus topology has at most 65536 ranks"),
+    ],
+)
+def test_rank_counts_beyond_the_kind_are_errors(data: dict, expected: str) -> None:
+    """Each kind has a largest rank count (fully_connected: a link per pair, 1024; others
+    65536); beyond it the spec is refused before anything is built."""
+    base = {"link": {"latency": "1us", "bandwidth": "1GB/s"}}
+    with pytest.raises(SpecError, match=re.escape(expected)):
+        spec_from_dict(base | data)
 
 
 def test_missing_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -206,11 +256,11 @@ def test_dict_specs_use_the_same_rules() -> None:
         ).ranks
         == 3
     )
-    with pytest.raises(SpecError, match="^link.bandwidth: must be > 0, got '0GB/s'$"):
+    with pytest.raises(SpecError, match=r"^link.bandwidth: must be > 0 \(got '0GB/s'\)$"):
         spec_from_dict(
             {"kind": "switch", "ranks": 3, "link": {"latency": "1us", "bandwidth": "0GB/s"}}
         )
-    with pytest.raises(SpecError, match="^src.yaml: ranks: must be a positive integer, got 0$"):
+    with pytest.raises(SpecError, match=r"^src.yaml: ranks: must be a positive integer \(got 0\)$"):
         spec_from_dict({"kind": "ring", "ranks": 0, "link": {}}, "src.yaml")
 
 

@@ -148,7 +148,8 @@ def test_what_if_the_network_changes(model: TraceModel, captured: Path) -> None:
     bandwidth = parse_bandwidth(base["link"]["bandwidth"])
 
     def step(factor: float) -> float:
-        topology = dict(base, link={"latency": latency / factor, "bandwidth": bandwidth * factor})
+        link = {"latency": f"{latency / factor!r}s", "bandwidth": f"{bandwidth * factor!r}B/s"}
+        topology = dict(base, link=link)
         return replay(load_trace_workload(model, "all"), topology).step_time_s
 
     slow, same, fast = step(0.1), step(1.0), step(10.0)

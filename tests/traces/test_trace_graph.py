@@ -112,7 +112,7 @@ def test_gloo_replay_is_compute_chain_plus_exposed_all_reduce(gloo_dir: Path) ->
     assert fast.step_time_s == pytest.approx(expected, rel=1e-12)
     # a link that makes the ring all-reduce of 2 MiB take 1100 us: wait from 700 to 1500
     bandwidth = (2 << 20) / (1100e-6 - 2 * 10e-6)
-    slow = dict(TOPOLOGY, link={"latency": "10us", "bandwidth": bandwidth})
+    slow = dict(TOPOLOGY, link={"latency": "10us", "bandwidth": f"{bandwidth!r}B/s"})
     t_slow = _ring(2 << 20, slow)
     assert replay_trace(gloo_dir, slow).step_time_s == pytest.approx(
         400e-6 + t_slow + 100e-6 + 300e-6 + 100e-6, rel=1e-12

@@ -130,3 +130,23 @@ def test_deterministic() -> None:
     noisy = [Measurement(collective=r.collective, ranks=r.ranks, nbytes=r.nbytes,
                          time_s=r.time_s * (1.1 if i % 2 else 0.93)) for i, r in enumerate(rows)]
     assert calibrate(noisy).to_yaml() == calibrate(noisy).to_yaml()
+
+
+def test_a_parameter_the_rows_do_not_determine_is_reported_at_its_bound() -> None:
+    """Rows of a zero-latency switch leave the fitted latency on its 1 ns lower bound: the
+    calibration says so (at_bounds, notes, JSON) instead of reporting 1 ns as a measurement;
+    the progress callback sees every outer iteration, ending with done == total."""
+    truth = {"kind": "switch", "ranks": 4, "link": {"latency": 0, "bandwidth": "3GB/s"}}
+    rows = _synthetic(truth, ["all_reduce"], [4])
+    seen: list[tuple[int, int]] = []
+    cal = calibrate(rows, progress=lambda done, total: seen.append((done, total)))
+    assert [b.parameter for b in cal.at_bounds] == ["link.latency_s"]
+    bound = cal.at_bounds[0]
+    assert (bound.side, bound.bound) == ("lower", 1e-9)
+    assert bound.message == (
+        "link.latency_s hit its 1ns lower bound: the measurements do not determine it; "
+        "the fitted latency is meaningless"
+    )
+    assert bound.message in cal.notes and cal.to_dict()["at_bounds"][0]["side"] == "lower"
+    assert seen and [d for d, _ in seen] == list(range(1, len(seen) + 1))
+    assert seen[-1][0] == seen[-1][1]

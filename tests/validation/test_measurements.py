@@ -94,7 +94,7 @@ def test_filters() -> None:
     [
         (parse_sizes_flag, "", "empty list"),
         (parse_sizes_flag, "1KiB,,2KiB", "empty item"),
-        (parse_sizes_flag, "1parsec", "unknown unit"),
+        (parse_sizes_flag, "1parsec", "unknown size unit"),
         (parse_sizes_flag, "2MiB:1MiB", "MAX < MIN"),
         (parse_sizes_flag, "1:2:3", "invalid item"),
         (parse_collectives_flag, "all_reduce,alltoall", "unknown collective 'alltoall'"),

@@ -234,7 +234,8 @@ def test_broadcast_without_device_lines_needs_ranks() -> None:
         ('{"results": 3}', "not nccl-tests -J output"),
         (f"{HEADER}\n   1048576  262144  float  sum  -1  12.0  1.0  1.0  0  12.0  1.0  1.0  0\n"
          "   2097152  524288 float sum -1\n   4194304  1048576  float  sum  -1  1 1 1 0 1 1 1 0\n",
-         ":3: 5 fields, the column header has 13"),
+         r"bad.log:3: corrupted row \(5 fields, the column header has 13\); last good line "
+         r"bad.log:2: '1048576 262144 float sum -1 12.0 1.0 1.0 0 12.0 1.0 1.0 0'"),
         (HEADER.replace("#", "", 1) + "\n", "no nccl-tests result table"),
         ("  1048576  262144  float  sum  -1  12.0  1.0  1.0  0  12.0  1.0  1.0  0\n",
          "before any column header"),
@@ -247,11 +248,57 @@ def test_bad_logs_are_one_line_parse_errors(text: str, message: str) -> None:
     assert str(info.value).startswith("bad.log") and "\n" not in str(info.value)
 
 
-def test_truncated_last_row_is_dropped_with_a_note() -> None:
-    """A log cut in the middle of its last row keeps the complete rows."""
+def test_a_row_cut_mid_line_is_an_error_unless_partial() -> None:
+    """A log cut in the middle of its last row is an error naming the last good line (file:line
+    and its text, shortened); with ``partial`` the complete rows are used and ``damage`` says
+    what was wrong."""
     text = MODERN_HEADER + MODERN_ROWS.splitlines()[0] + "\n   268435456      67108864   float"
-    log = parse_nccl_tests(text, "cut")
-    assert len(log.rows) == 1 and any("truncated" in note for note in log.notes)
+    with pytest.raises(ParseError) as info:
+        parse_nccl_tests(text, "cut")
+    assert str(info.value) == (
+        "cut:13: corrupted row (3 fields, the column header has 13); last good line cut:12: "
+        "'67108864 16777216 float sum -1 29341.4 2.29 2.29 0 29337....' "
+        "(pass --partial to use the rows that parse)"
+    )
+    log = parse_nccl_tests(text, "cut", partial=True)
+    assert len(log.rows) == 1 and log.damage.startswith("line 13: corrupted row")
+
+
+def _real(name: str = "rtx4090-pcie_4gpu_1node_allreduce_kalavai-docker.txt") -> list[str]:
+    return (DATA / name).read_text(encoding="utf-8").splitlines(keepends=True)
+
+
+def test_a_real_log_without_its_footer_is_truncated(tmp_path) -> None:
+    """A whole run's output (it has the ``# nThread`` preamble) whose table is not closed by
+    the ``# Out of bounds values`` / ``# Avg bus bandwidth`` footer was cut: an error naming
+    the last row read; ``partial`` reads the rows that are there."""
+    lines = _real()
+    footer = next(i for i, line in enumerate(lines) if "Out of bounds" in line)
+    path = tmp_path / "cut.log"
+    path.write_text("".join(lines[: footer - 5]))
+    expected = (r"cut.log: truncated: the table has no '# Avg bus bandwidth' footer; "
+                rf"last good line .*cut.log:{footer - 5}: ")
+    with pytest.raises(ParseError, match=expected):
+        read_nccl_tests(path)
+    complete = read_nccl_tests(DATA / "rtx4090-pcie_4gpu_1node_allreduce_kalavai-docker.txt")
+    log = read_nccl_tests(path, partial=True)
+    assert log.rows == complete.rows[: len(log.rows)] and len(log.rows) == len(complete.rows) - 5
+    assert "truncated" in log.damage and complete.damage == ""
+
+
+def test_a_corrupted_row_inside_a_real_log_is_skipped_only_with_partial(tmp_path) -> None:
+    """Garbage in a row (a number that is not one) is an error naming that line and the good
+    line before it; with ``partial`` only that row is dropped."""
+    lines = _real()
+    row = next(i for i, line in enumerate(lines) if line.strip().startswith("1048576 "))
+    lines[row] = lines[row].replace("sum", "sum 12#$x", 1)
+    path = tmp_path / "bad.log"
+    path.write_text("".join(lines))
+    with pytest.raises(ParseError, match=rf"bad.log:{row + 1}: corrupted row .*last good "
+                       rf"line .*bad.log:{row}: '524288 131072 float sum"):
+        read_nccl_tests(path)
+    log = read_nccl_tests(path, partial=True)
+    assert 1048576 not in [r.nbytes for r in log.rows] and len(log.rows) == 28
 
 
 def test_tests_commsim_does_not_model_are_rejected() -> None:

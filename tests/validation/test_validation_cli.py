@@ -89,6 +89,7 @@ def test_calibrate_nccl_tests_json(tmp_path, capsys) -> None:
     data = json.loads(capsys.readouterr().out)
     assert data["kind"] == "switch" and data["ranks"] == 4
     assert set(data["parameters"]) == {"link.latency_s", "link.bandwidth_Bps"}
+    assert isinstance(data["at_bounds"], list)  # fitted parameters that ended on a bound
     assert out.read_text().startswith("# Calibrated by")
 
 
@@ -100,7 +101,7 @@ def test_calibrate_nccl_tests_json(tmp_path, capsys) -> None:
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--sizes", "3MiB"],
          "--sizes 3MiB: no measured row left"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--sizes", "3parsecs"],
-         "unknown unit"),
+         "unknown size unit"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--collectives", "broadcast"],
          "--collectives broadcast: no measured row left"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--collective", "alltoall"],
@@ -146,3 +147,22 @@ def test_bad_files_are_one_line_errors(tmp_path, capsys) -> None:
             assert main(command) == 2, name
             err = capsys.readouterr().err
             assert err.count("\n") == 1 and name in err, err
+
+
+def test_partial_reads_a_truncated_log_and_says_how_many_rows(tmp_path, capsys) -> None:
+    """A log cut before its footer: exit 2 with one line naming the last good line; with
+    --partial, exit 0, and one stderr line saying how many rows were read; --partial on a CSV
+    is refused."""
+    lines = (DATA / "rtx4090-pcie_4gpu_1node_allreduce_kalavai-docker.txt").read_text()
+    cut = tmp_path / "cut.log"
+    cut.write_text(lines.split("# Out of bounds")[0].rsplit("\n", 4)[0] + "\n")
+    argv = ["validate", "nccl-tests", str(cut), "-t", "pcie-gen4-8gpu", "--json"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "truncated" in err and "last good line" in err
+    assert main([*argv, "--partial"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)["rows"]) == 26
+    assert re.fullmatch(r"commsim: --partial: read 26 rows of .*cut.log: truncated: .*\n", err)
+    assert main(["validate", _csv(tmp_path), "-t", "pcie-gen4-8gpu", "--partial"]) == 2
+    assert "--partial: only for nccl-tests logs" in capsys.readouterr().err
