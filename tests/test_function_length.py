@@ -13,7 +13,6 @@ ALLOWED = frozenset(
     {
         "commsim/cli.py:build_parser",
         "commsim/validation/calibrate.py:calibrate",
-        "commsim/validation/nccl_tests.py:_infer",
     }
 )
 

@@ -252,12 +252,45 @@ def _infer(
     collective: Collective | str | None,
     ranks: int | None,
 ) -> NcclTestsLog:
+    """The log's collective, rank count and hosts, from the scan (and the flags)."""
     rows = scan.rows
     notes = list(scan.notes)
     assert scan.layout is not None
     q = _size_ratio(rows, source, notes)
+    binary, named = _named_binary(scan, collective, source, notes)
+    if collective is not None:
+        try:
+            chosen = parse_collective(collective)
+        except SpecError as exc:
+            raise SpecError(f"--collective: {exc}") from None
+        notes.append(f"collective {chosen.value} (given)")
+    else:
+        chosen = _collective_from_columns(scan, q, binary, named, source, notes)
+    hosts, p = _hosts_and_ranks(scan, chosen, q, ranks, source, notes)
+    if chosen in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and p > 2:
+        factors = [b for b in map(_factor_interval, rows) if b is not None]
+        if factors and all(f_low <= 1.0 <= f_high for f_low, f_high in factors[-3:]):
+            notes.append(
+                "busbw = algbw: the pre-2020 nccl-tests convention for all_gather/"
+                "reduce_scatter (algbw = count x type x (p-1) / time); times are unaffected"
+            )
+    if any(r.in_place_only for r in rows):
+        notes.append("out-of-place results absent: in-place times used")
+    return NcclTestsLog(
+        source=source,
+        collective=chosen,
+        ranks=p,
+        rows=tuple(rows),
+        hosts=hosts,
+        binary=binary,
+        notes=tuple(notes),
+    )
 
-    # the binary the log names
+
+def _named_binary(
+    scan: Scan, collective: Collective | str | None, source: str, notes: list[str]
+) -> tuple[str | None, Collective | None]:
+    """(the test binary the log names, the collective it measures), each None if unknown."""
     binary: str | None = None
     named: Collective | None = None
     strong = sorted(set(scan.binaries_strong))
@@ -278,77 +311,73 @@ def _infer(
             )
     elif len(known) > 1:
         notes.append(f"comments name several tests ({', '.join(c for c, _ in known)}); ignored")
+    return binary, named
 
-    if collective is not None:
-        try:
-            chosen = parse_collective(collective)
-        except SpecError as exc:
-            raise SpecError(f"--collective: {exc}") from None
-        notes.append(f"collective {chosen.value} (given)")
-    else:
-        try:
-            structural = _structure(rows, scan.layout, q, notes)
-        except ParseError as exc:
-            raise ParseError(f"{source}: {exc}; commsim does not model it") from None
-        if structural is None and named is None and q is None:
-            # redop but no count information: the busbw factor tells all_reduce (> 1) apart
-            factors = [b for b in map(_factor_interval, rows) if b is not None]
-            if factors and all(f_low > 1.0 for f_low, _ in factors[-3:]):
-                structural = Collective.ALL_REDUCE
-        if structural is not None and named is not None and structural is not named:
-            if strong:
-                raise ParseError(
-                    f"{source}: the log names {binary} but its columns look like "
-                    f"{structural.value}; pass --collective"
-                )
-            notes.append(f"comments mention {binary}, columns say {structural.value}")
-        chosen_or_none = named if named is not None and (strong or structural is None) else None
-        chosen_or_none = chosen_or_none or structural
-        if chosen_or_none is None:
+
+def _collective_from_columns(
+    scan: Scan,
+    q: int | None,
+    binary: str | None,
+    named: Collective | None,
+    source: str,
+    notes: list[str],
+) -> Collective:
+    """The collective the columns show, reconciled with the one the log names."""
+    rows, strong = scan.rows, bool(scan.binaries_strong)
+    assert scan.layout is not None
+    try:
+        structural = _structure(rows, scan.layout, q, notes)
+    except ParseError as exc:
+        raise ParseError(f"{source}: {exc}; commsim does not model it") from None
+    if structural is None and named is None and q is None:
+        # redop but no count information: the busbw factor tells all_reduce (> 1) apart
+        factors = [b for b in map(_factor_interval, rows) if b is not None]
+        if factors and all(f_low > 1.0 for f_low, _ in factors[-3:]):
+            structural = Collective.ALL_REDUCE
+    if structural is not None and named is not None and structural is not named:
+        if strong:
             raise ParseError(
-                f"{source}: cannot tell which collective this log measured "
-                "(no test name, ambiguous columns); pass --collective"
+                f"{source}: the log names {binary} but its columns look like "
+                f"{structural.value}; pass --collective"
             )
-        chosen = chosen_or_none
-        how = f"named by {binary}" if chosen is named else "from the columns"
-        notes.append(f"collective {chosen.value} ({how})")
+        notes.append(f"comments mention {binary}, columns say {structural.value}")
+    chosen = named if named is not None and (strong or structural is None) else None
+    chosen = chosen or structural
+    if chosen is None:
+        raise ParseError(
+            f"{source}: cannot tell which collective this log measured "
+            "(no test name, ambiguous columns); pass --collective"
+        )
+    how = f"named by {binary}" if chosen is named else "from the columns"
+    notes.append(f"collective {chosen.value} ({how})")
+    return chosen
 
-    # hosts from the device lines
+
+def _hosts_and_ranks(
+    scan: Scan,
+    chosen: Collective,
+    q: int | None,
+    ranks: int | None,
+    source: str,
+    notes: list[str],
+) -> tuple[tuple[str, ...] | None, int]:
+    """(the host of each rank from the device lines, or None; the rank count)."""
     devices = scan.devices
     complete = bool(devices) and not scan.devices_elided and set(devices) == set(
         range(len(devices))
     )
     hosts = tuple(devices[r] for r in range(len(devices))) if complete else None
     device_count = len(devices) if complete else None
-
-    p: int | None
     if ranks is not None:
         if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
             raise SpecError(f"--ranks: must be a positive integer, got {ranks!r}")
         p = ranks
         notes.append(f"ranks {p} (given)")
     else:
-        p = _infer_ranks(rows, chosen, q, device_count, len(devices), source, notes)
+        p = _infer_ranks(scan.rows, chosen, q, device_count, len(devices), source, notes)
     if hosts is not None and len(hosts) != p:
         hosts = hosts[:p] if len(hosts) > p else None
-    if chosen in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and p > 2:
-        factors = [b for b in map(_factor_interval, rows) if b is not None]
-        if factors and all(f_low <= 1.0 <= f_high for f_low, f_high in factors[-3:]):
-            notes.append(
-                "busbw = algbw: the pre-2020 nccl-tests convention for all_gather/"
-                "reduce_scatter (algbw = count x type x (p-1) / time); times are unaffected"
-            )
-    if any(r.in_place_only for r in rows):
-        notes.append("out-of-place results absent: in-place times used")
-    return NcclTestsLog(
-        source=source,
-        collective=chosen,
-        ranks=p,
-        rows=tuple(rows),
-        hosts=hosts,
-        binary=binary,
-        notes=tuple(notes),
-    )
+    return hosts, p
 
 
 def _infer_ranks(
