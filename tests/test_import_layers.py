@@ -19,7 +19,8 @@ ROOT = Path(__file__).parents[1] / "commsim"
 
 #: Layers, lowest first: a module may import its own layer and those below it, never above.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("units", "errors", "gcpause", "collectives", "yamlfile", "progress", "trace_events"),
+    ("units", "errors", "gcpause", "collectives", "yamlfile", "fields", "cliargs", "progress",
+     "trace_events"),
     ("network", "schedule", "measurements"),
     ("algorithms", "checker"),
     ("topology",),

@@ -56,7 +56,8 @@ def _replay_time(preset: str, collective: str, nbytes: int, ranks: int | None) -
 
 
 def _sweep_times(preset: str, ranks: int | None) -> dict[tuple[str, int], float]:
-    grid = {"topologies": [preset], "collectives": list(COLLECTIVES), "sizes": list(SIZES)}
+    grid = {"topologies": [preset], "collectives": list(COLLECTIVES),
+            "sizes": [f"{n}B" for n in SIZES]}
     if ranks is not None:
         grid["ranks"] = [ranks]
     frame = commsim.run_sweep(grid)

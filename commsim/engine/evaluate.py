@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commsim.algorithms import build_schedule, get_algorithm
+from commsim.algorithms import Algorithm, build_schedule, get_algorithm
 from commsim.algorithms.base import Call
+from commsim.algorithms.estimate import estimate_transfers
 from commsim.algorithms.innetwork import network_for
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing, simulate_des
@@ -27,6 +28,10 @@ ENGINES = ("des", "analytic")
 #: A closed-form time and the DES of the same schedule agree to this (relative) when nothing is
 #: contended; records are refused beyond it.
 RECORDS_RTOL = 1e-9
+#: The most transfers one discrete-event simulation may have (an upper-bound estimate, made
+#: before anything is built): about 10 s and 2 GB on two cores. Beyond it the call is refused
+#: in one line rather than running for minutes.
+MAX_DES_TRANSFERS = 2_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +57,19 @@ def check_engine(engine: str) -> str:
     return engine
 
 
+def check_des_size(call: Call, algo: Algorithm, chunks: int) -> None:
+    """SpecError, in one line, when simulating ``call`` by ``algo`` would exceed
+    :data:`MAX_DES_TRANSFERS`."""
+    transfers = estimate_transfers(call, algo.name, chunks)
+    if transfers > MAX_DES_TRANSFERS:
+        raise SpecError(
+            f"simulating {algo.name} {call.collective.value} on {call.ranks} ranks in "
+            f"{chunks} piece(s) would take about {transfers:.3g} transfers, more than the "
+            f"{MAX_DES_TRANSFERS:.0e} the discrete-event engine runs in seconds: use "
+            "--engine analytic (closed form), fewer --chunks or fewer --ranks"
+        )
+
+
 def evaluate(call: Call, network: Network, algorithm: str, engine: str,
              records: bool = False) -> Evaluation:
     """Time ``call`` run by ``algorithm`` on ``network`` with ``engine``.
@@ -68,6 +86,7 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
         time_s = predict(call, view, algo.name)
         if not records:
             return Evaluation(time_s, chunks, view)
+        check_des_size(call, algo, chunks)
         schedule = build_schedule(call, algo.name)
         timing = simulate_des(schedule, view)
         if abs(timing.time_s - time_s) > RECORDS_RTOL * max(time_s, 1e-30):
@@ -77,6 +96,7 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
                 "simulated); use --engine des"
             )
         return Evaluation(time_s, chunks, view, schedule, timing)
+    check_des_size(call, algo, chunks)
     schedule = build_schedule(call, algo.name)
     timing = simulate_des(schedule, view)
     return Evaluation(timing.time_s, chunks, view, schedule, timing)
