@@ -260,7 +260,8 @@ def trim_like(expected: list[str], actual: list[str]) -> list[str]:
 class Workspace:
     """A temporary folder with the repository's example files and wrappers that run commsim."""
 
-    def __init__(self) -> None:
+    def __init__(self, timeout_s: float = COMMAND_TIMEOUT_S) -> None:
+        self.timeout_s = timeout_s
         self.dir = Path(tempfile.mkdtemp(prefix="commsim-docs-"))
         for name in LINKED:
             (self.dir / name).symlink_to(ROOT / name)
@@ -290,7 +291,7 @@ class Workspace:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            timeout=COMMAND_TIMEOUT_S,
+            timeout=self.timeout_s,
             check=False,
         )
         return normalise(done.stdout.replace(str(self.dir) + "/", "").splitlines())
@@ -305,7 +306,7 @@ class Workspace:
             env=self.env,
             capture_output=True,
             text=True,
-            timeout=COMMAND_TIMEOUT_S,
+            timeout=self.timeout_s,
             check=False,
         )
         script.unlink()
@@ -315,13 +316,19 @@ class Workspace:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_doc(path: Path) -> Iterator[Outcome]:
-    """Run the blocks of one doc in order; one outcome per checked block."""
-    work = Workspace()
+def run_doc(
+    path: Path, *, benchmarks: bool = False, timeout_s: float = COMMAND_TIMEOUT_S
+) -> Iterator[Outcome]:
+    """Run the blocks of one doc in order; one outcome per checked block. With
+    ``benchmarks``, run only the blocks marked ``benchmark`` (and write the file blocks).
+    Each command may take ``timeout_s``."""
+    work = Workspace(timeout_s)
     try:
         for block in parse(path):
             directive = block.directive[0] if block.directive else None
-            if directive in ("skip", "benchmark") or block.kind in ("other", "prints"):
+            if block.kind in ("other", "prints") or directive == "skip":
+                continue
+            if (directive == "benchmark") != benchmarks and block.kind != "file":
                 continue
             if block.kind == "file":
                 (work.dir / str(block.file_name)).write_text("\n".join(block.body) + "\n")
