@@ -1,6 +1,6 @@
 """Run every benchmark the docs quote and write its output into the doc: ``make bench``.
 
-Run: ``.venv/bin/python benchmarks/run_all.py [--check] [DOC.md ...]``
+Run: ``.venv/bin/python benchmarks/run_all.py [--check] [--only TEXT] [DOC.md ...]``
 
 A block of README.md or docs/*.md marked ``<!-- docs-test: benchmark (REASON) -->`` shows a
 benchmark's command (``$ .venv/bin/python benchmarks/NAME.py ...``) and what it printed. This
@@ -32,11 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", type=Path, help="docs to regenerate (default: all)")
     parser.add_argument("--check", action="store_true", help="list changed outputs only")
+    parser.add_argument("--only", default="", help="only blocks whose commands contain this")
     args = parser.parse_args(argv)
     for path in [p.resolve() for p in args.files] or DOCS:
         outcomes = []
         try:
-            for outcome in run_doc(path, benchmarks=True, timeout_s=TIMEOUT_S):
+            for outcome in run_doc(path, benchmarks=True, timeout_s=TIMEOUT_S, only=args.only):
                 print(f"{outcome.block.where}: {'same' if outcome.ok else 'changed'}", flush=True)
                 outcomes.append(outcome)
         finally:  # a benchmark that fails still leaves the ones before it written

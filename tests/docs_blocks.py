@@ -317,11 +317,16 @@ class Workspace:
 
 
 def run_doc(
-    path: Path, *, benchmarks: bool = False, timeout_s: float = COMMAND_TIMEOUT_S
+    path: Path,
+    *,
+    benchmarks: bool = False,
+    timeout_s: float = COMMAND_TIMEOUT_S,
+    only: str = "",
 ) -> Iterator[Outcome]:
     """Run the blocks of one doc in order; one outcome per checked block. With
     ``benchmarks``, run only the blocks marked ``benchmark`` (and write the file blocks).
-    Each command may take ``timeout_s``."""
+    Each command may take ``timeout_s``; with ``only``, command blocks whose text lacks that
+    string are left out."""
     work = Workspace(timeout_s)
     try:
         for block in parse(path):
@@ -329,6 +334,8 @@ def run_doc(
             if block.kind in ("other", "prints") or directive == "skip":
                 continue
             if (directive == "benchmark") != benchmarks and block.kind != "file":
+                continue
+            if only and block.kind == "command" and only not in "\n".join(block.body):
                 continue
             if block.kind == "file":
                 (work.dir / str(block.file_name)).write_text("\n".join(block.body) + "\n")
