@@ -6,12 +6,14 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: help demo test lint clean
+.PHONY: help demo test lint bench docs clean
 
 help:
 	@echo "make demo   all-reduce on 4 DGX H100 nodes (1 KiB to 1 GiB) and on a TPU v5e pod"
 	@echo "make test   run the whole test suite"
 	@echo "make lint   ruff and mypy"
+	@echo "make bench  rerun the benchmarks the docs quote and write their output into the docs"
+	@echo "make docs   rerun every command of README.md and docs/ and rewrite the outputs that changed"
 	@echo "make clean  remove .venv and caches"
 
 $(STAMP): pyproject.toml
@@ -37,8 +39,14 @@ test: $(STAMP)
 	$(BIN)/python -m pytest
 
 lint: $(STAMP)
-	$(BIN)/ruff check commsim tests
+	$(BIN)/ruff check commsim tests benchmarks
 	$(BIN)/mypy
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/run_all.py
+
+docs: $(STAMP)
+	$(BIN)/python tests/docs_blocks.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis *.egg-info

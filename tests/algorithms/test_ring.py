@@ -12,6 +12,9 @@ from commsim.checker import check
 from commsim.collectives import Collective, segment
 from commsim.schedule import OpKind
 
+#: Example budgets scale with the hypothesis profile (tests/conftest.py): x1, or x20 under fuzz.
+EXAMPLE_SCALE = settings.default.max_examples // 100
+
 AR, AG, RS = Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER
 BC, RED = Collective.BROADCAST, Collective.REDUCE
 
@@ -105,7 +108,7 @@ def test_default_chunks() -> None:
             assert default_chunks(Call(collective=coll, ranks=8, nbytes=n)) == want
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60 * EXAMPLE_SCALE)
 @given(p=st.integers(1, 24), n=st.integers(0, 5000), chunks=st.integers(1, 5))
 def test_all_reduce_property(p: int, n: int, chunks: int) -> None:
     """For any (p, n, chunks) ring all-reduce passes the checker, only uses links i -> i+1,

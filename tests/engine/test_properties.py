@@ -31,8 +31,10 @@ PAIRS = sorted(
     if not algo.needs_hosts and algo.closed_form and not algo.reduces_in and not algo.needs_torus
     for coll in algo.collectives
 )
+#: Example budgets scale with the hypothesis profile (tests/conftest.py): x1, or x20 under fuzz.
+EXAMPLE_SCALE = settings.default.max_examples // 100
 SETTINGS = settings(
-    max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow]
+    max_examples=40 * EXAMPLE_SCALE, suppress_health_check=[HealthCheck.too_slow]
 )
 
 
@@ -149,7 +151,7 @@ def test_busbw_bounded_by_what_a_rank_must_move(pair, p, n, chunks, kind) -> Non
     assert n / time_s * coll.busbw_factor(p) <= bound * (1 + 1e-12)
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=15 * EXAMPLE_SCALE)
 @given(
     hosts=st.integers(1, 3),
     gpus=st.integers(1, 4),
@@ -193,7 +195,7 @@ def test_runs_are_byte_identical(pair, p, n, chunks, kind) -> None:
 
 @pytest.mark.parametrize(("name", "coll"), PAIRS, ids=lambda v: str(v))
 @given(n=st.integers(0, 2**40), chunks=st.sampled_from([None, 1, 7]))
-@settings(max_examples=10, deadline=None, derandomize=True)
+@settings(max_examples=10 * EXAMPLE_SCALE)
 def test_one_rank_takes_zero_time(name, coll, n, chunks) -> None:
     """A single rank has nobody to talk to: no transfers, zero seconds, in both engines."""
     net = _net("fully_connected", 1)

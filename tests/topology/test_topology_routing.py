@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 
 from commsim.topology import torus
 
+#: Example budgets scale with the hypothesis profile (tests/conftest.py): x1, or x20 under fuzz.
+EXAMPLE_SCALE = settings.default.max_examples // 100
+
 
 def coords(index: int, dims: tuple[int, ...]) -> tuple[int, ...]:
     """Row-major coordinates of a flat index (the last dimension varies fastest)."""
@@ -27,7 +30,7 @@ def torus_and_pair(draw: st.DrawFn) -> tuple[tuple[int, ...], int, int]:
     return dims, draw(st.integers(0, count - 1)), draw(st.integers(0, count - 1))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=300 * EXAMPLE_SCALE)
 @given(torus_and_pair())
 def test_torus_routes_are_minimal_and_dimension_ordered(
     case: tuple[tuple[int, ...], int, int],

@@ -4,7 +4,7 @@ pipelined hierarchical all-reduce; checked on closed forms and on two real logs.
 from __future__ import annotations
 
 import pytest
-from conftest import DATA
+from nccl_logs import DATA
 
 from commsim.api import make_call, simulate
 from commsim.collectives import Collective

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import DATA, LOGS, body
+from nccl_logs import DATA, LOGS, body
 
 from commsim.collectives import Collective
 from commsim.errors import ParseError, SpecError

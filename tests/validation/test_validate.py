@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from conftest import DATA
+from nccl_logs import DATA
 
 from commsim.collectives import Collective
 from commsim.errors import SpecError

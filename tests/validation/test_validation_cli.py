@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from conftest import DATA
+from nccl_logs import DATA
 
 from commsim.cli import main
 from commsim.validation.measurements import read_measurements, write_measurements
