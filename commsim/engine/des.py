@@ -233,6 +233,8 @@ class _Simulation:
     # -- bandwidth sharing ---------------------------------------------------------------
     def _rates(self, flows: list[_Flow], links: list[int]) -> dict[int, float]:
         """Max-min fair rates of a component's flows."""
+        # NOTE: two fillings rather than one with weights 1: the unweighted one counts flows
+        # with len() and is the contended DES's hot path; only replay's views need weights.
         if any(flow.weights is not None for flow in flows):
             return _weighted_max_min_rates(flows, links, self.capacity, self.on_link)
         return _max_min_rates(flows, links, self.capacity, self.on_link)

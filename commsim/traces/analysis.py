@@ -9,7 +9,7 @@ compared key by key:
 * ``comm_time_s``: length of the union of its communication calls' execution intervals (NCCL
   kernels; gloo runloop annotations);
 * ``exposed_comm_s``: the part of that union not covered by compute; ``overlap_fraction`` =
-  ``(comm - exposed) / comm``, which is HTA's comm/comp overlap (section 1.6 of ``FORMATS.md``:
+  ``(comm - exposed) / comm``, which is HTA's comm/comp overlap (docs/traces.md:
   the time where both merged sets are busy over the merged communication time);
 * ``idle_fraction``: ``(window - compute) / window``; ``step_time_s``: the window's length.
 

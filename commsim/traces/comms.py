@@ -9,7 +9,7 @@ Pure functions over strings and numbers, shared by the GPU (NCCL) and CPU (gloo)
 * :func:`dtype_size` gives bytes per element for ATen (``Float``, ``BFloat16``) and C++
   (``float``, ``c10::BFloat16``) dtype names;
 * :data:`HTA_COMM`, :data:`HTA_MEMORY` are HolisticTraceAnalysis' kernel classification
-  regexes (``FORMATS.md`` section 1.4).
+  regexes (docs/traces.md).
 
 >>> comm_kind("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)")
 <CommKind.ALL_REDUCE: 'all_reduce'>

@@ -1,6 +1,6 @@
 """Rules for CPU (gloo) traces: main-thread ops are compute, gloo runloop annotations are comms.
 
-A gloo trace has no ``record_param_comms`` and no kernels (``FORMATS.md`` section 1.5). A
+A gloo trace has no ``record_param_comms`` and no kernels (docs/traces.md). A
 collective is a ``c10d::<op>_`` ``cpu_op`` on the calling thread (the enqueue, about 100 us: its
 start is the **launch**) plus a ``gloo:<op>`` ``user_annotation`` on a ``pt_gloo_runloop``
 thread (the execution: **start** and **end**). Each launch is matched to the earliest unmatched

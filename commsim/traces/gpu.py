@@ -2,7 +2,7 @@
 
 Compute is every ``kernel``, ``gpu_memcpy`` and ``gpu_memset`` event that HolisticTraceAnalysis'
 communication regex does not match. Communication is every NCCL kernel (``ncclDevKernel_*`` from
-NCCL 2.19, ``ncclKernel_*`` before; ``FORMATS.md`` section 1.4). What a kernel does comes from,
+NCCL 2.19, ``ncclKernel_*`` before; docs/traces.md). What a kernel does comes from,
 in order:
 
 1. its own args: kineto copies ``record_param_comms``' ``Collective name``, ``In/Out msg

@@ -5,7 +5,7 @@ rank, world size, process groups; ``baseTimeNanoseconds``), every complete (``ph
 and the thread names from the ``M`` events. Nothing here knows what an event means; the rules
 that classify events live in :mod:`commsim.traces.model`.
 
-Variants that are tolerated (see ``FORMATS.md`` section 1.1): ``.json.gz``; the old
+Variants that are tolerated (docs/traces.md): ``.json.gz``; the old
 ``distributedInfo`` with only ``backend``, ``rank`` and ``world_size``; ``pg_config[].ranks``
 as a list or as a quoted string (``"[0, 1]"``, ``"{}"``); no ``deviceProperties``; ``ts`` and
 ``dur`` as ints, floats or numeric strings; ``pid``/``tid`` as ints or strings (numeric strings

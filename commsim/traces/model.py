@@ -6,7 +6,7 @@ the model's types only, so that the rules that fill it import it and it imports 
 for every rank, its **compute** intervals (:class:`ComputeOp`), its **communication calls**
 (:class:`CommCall`: kind, bytes in nccl-tests' convention, the group's global ranks, the lane
 it ran on, when it was launched, started and ended) and its profiler steps
-(:class:`StepSpan`). Two sets of rules fill it (``FORMATS.md`` sections 1.3-1.6):
+(:class:`StepSpan`). Two sets of rules fill it (docs/traces.md):
 
 * **GPU traces** (``kernel`` events present; :mod:`.gpu`): compute is every GPU kernel, memcpy
   and memset that HolisticTraceAnalysis' regexes do not classify as communication, on its

@@ -2,7 +2,7 @@
 
 Times are microseconds. Each builder returns one rank's trace object (a dict, as the profiler
 writes it); :func:`write` puts it on disk as ``.json`` or ``.json.gz``. The events follow the
-excerpts in ``FORMATS.md`` sections 1.3 and 1.5 (field names, categories, args).
+excerpts in docs/traces.md and 1.5 (field names, categories, args).
 
 The NCCL step of :func:`nccl_rank` (both ranks alike)::
 
@@ -111,7 +111,7 @@ def nccl_rank(
 
 
 def gloo_rank(rank: int, *, t0: float = 4_463_510_317_000.0) -> dict[str, Any]:
-    """One rank of a gloo step (``FORMATS.md`` 1.5): main-thread ops, one bucket all_reduce.
+    """One rank of a gloo step (docs/traces.md): main-thread ops, one bucket all_reduce.
 
     Main thread (tid = pid)::
 
