@@ -158,6 +158,7 @@ class Timer:
             ranking = ranking_engine(c, engine)
             totals = [self._total(call.group, c, net, cand, ranking) for cand in among]
             best = among[totals.index(min(totals))]
+            self._drop_records(call.group, c, [x for x in among if x != best], ranking)
         result = self._result(call.group, c, net, best, engine, records)
         if records and result.schedule is None:
             raise SpecError(_no_schedule(result.label))
@@ -255,19 +256,28 @@ class Timer:
         """``candidate`` timed by ``engine``, launch latency not included (memoised)."""
         key = (group, c, candidate, engine)
         done = self._evaluations.get(key)
-        if done is not None and (done.schedule is not None or not records):
-            return done
         name, protocol = candidate
+        composed = protocol is not None and NcclModel.of(net).composed(name, c.ranks)
+        if done is not None and (done.schedule is not None or not records or composed):
+            return done
         if protocol is None:
             done = evaluate(c, net, name, engine, records)
+        elif composed and (c.nbytes == 0 or c.ranks < 2):
+            done = Evaluation(0.0, 1, net)  # nothing to move: NCCL returns at once
         else:
-            model = NcclModel.of(net)
-            if model.composed(name, c.ranks) and (c.nbytes == 0 or c.ranks < 2):
-                done = Evaluation(0.0, 1, net)  # nothing to move: NCCL returns at once
-            else:
-                done = model.evaluate(c, name, protocol, engine, records)
+            done = NcclModel.of(net).evaluate(c, name, protocol, engine, records)
         self._evaluations[key] = done
         return done
+
+    def _drop_records(self, group: tuple[int, ...] | None, c: Call,
+                      losers: list[Candidate], engine: str) -> None:
+        """Keep only the times of candidates that lost: their schedules are not asked for
+        again, and a sweep would otherwise hold one per candidate and size."""
+        for candidate in losers:
+            key = (group, c, candidate, engine)
+            done = self._evaluations.get(key)
+            if done is not None and done.schedule is not None:
+                self._evaluations[key] = Evaluation(done.time_s, done.chunks, done.network)
 
     @staticmethod
     def _launch_s(c: Call, candidate: Candidate) -> float:
@@ -283,7 +293,8 @@ class Timer:
 
     def _result(self, group: tuple[int, ...] | None, c: Call, net: Network,
                 candidate: Candidate, engine: str, records: bool) -> Result:
-        done = self._evaluate(group, c, net, candidate, engine, records)
+        # a DES answer always carries its records (a loser's were dropped: made again here)
+        done = self._evaluate(group, c, net, candidate, engine, records or engine == "des")
         launch = self._launch_s(c, candidate)
         timing = done.timing
         if timing is not None and launch:

@@ -165,3 +165,15 @@ def test_contended_closed_form_refuses_records(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "contention" in err and "--engine des" in err
     assert not path.exists()
+
+
+def test_answers_do_not_depend_on_what_was_asked_before() -> None:
+    """A result (its time, algorithm and records) is the same whether or not earlier calls on
+    the same network ranked its algorithm as a loser and dropped that loser's records."""
+    fresh = commsim.simulate("all_reduce", commsim.load_topology("dgx-h100"), "1MiB",
+                             algorithm="ring", protocol="LL128")
+    network = commsim.load_topology("dgx-h100")
+    commsim.simulate("all_reduce", network, "1MiB", algorithm="ring")  # LL128 may lose here
+    again = commsim.simulate("all_reduce", network, "1MiB", algorithm="ring", protocol="LL128")
+    assert again.to_dict() == fresh.to_dict() and again.schedule is not None
+    assert again.transfers().equals(fresh.transfers())

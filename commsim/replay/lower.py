@@ -57,7 +57,8 @@ class _Lowering:
         self.timer = Timer.of(network)
         self.items: list[Item] = []
         self.views: list[Network] = []
-        self._view_index: dict[int, int] = {}  # id(view of a group) -> index in views
+        # id(view of a group) -> (index in views, the view: held, so that its id stays its own)
+        self._view_index: dict[int, tuple[int, Network]] = {}
 
     def add(self, item: Item) -> int:
         self.items.append(item)
@@ -70,9 +71,9 @@ class _Lowering:
             return None
         key = id(network)
         if key not in self._view_index:
-            self._view_index[key] = len(self.views)
+            self._view_index[key] = (len(self.views), network)
             self.views.append(network.rebuilt(rank_devices=self.network.rank_devices))
-        return self._view_index[key]
+        return self._view_index[key][0]
 
     def transfer(self, src: int, dst: int, offset: int, nbytes: int, op: OpKind,
                  deps: tuple[int, ...], view: int | None) -> int:
