@@ -29,51 +29,21 @@ commsim uses) are unaffected, and the parser notes the convention.
 ... #  size   count  type redop root  time algbw busbw #wrong  time algbw busbw #wrong
 ... 1048576  262144 float   sum   -1 20.00 52.43 91.75      0 20.00 52.43 91.75      0
 ... ''')
->>> log.collective.value, log.ranks, log.rows[0].time_s
+>>> log.collective.value, log.ranks, round(log.rows[0].time_s, 12)
 ('all_reduce', 8, 2e-05)
 """
-import dataclasses
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from commsim.collectives import Collective, parse_collective
-from commsim.errors import ParseError, SpecError
+from commsim.collectives import Collective
+from commsim.errors import ParseError
 from commsim.validation.measurements import Measurement
-from commsim.validation.nccl_format import (
-    BINARY,
-    Layout,
-    NcclTestsRow,
-    Scan,
-    half_unit,
-    scan_json,
-    scan_text,
-)
+from commsim.validation.nccl_format import NcclTestsRow, Scan, scan_json, scan_text
+from commsim.validation.nccl_infer import BINARIES, TYPE_SIZES, infer
 
 __all__ = ["BINARIES", "TYPE_SIZES", "NcclTestsLog", "NcclTestsRow", "parse_nccl_tests",
            "read_nccl_tests"]
 
-BINARIES: dict[str, Collective | None] = {
-    "all_reduce": Collective.ALL_REDUCE,
-    "all_gather": Collective.ALL_GATHER,
-    "reduce_scatter": Collective.REDUCE_SCATTER,
-    "broadcast": Collective.BROADCAST,
-    "reduce": Collective.REDUCE,
-    "alltoall": None,
-    "alltoallv": None,
-    "gather": None,
-    "scatter": None,
-    "sendrecv": None,
-    "hypercube": None,
-}
-
-#: Element sizes of nccl-tests' type names (and a few spellings of other tools).
-TYPE_SIZES: dict[str, int] = {
-    "int8": 1, "uint8": 1, "char": 1, "f8e4m3": 1, "f8e5m2": 1, "fp8_e4m3": 1, "fp8_e5m2": 1,
-    "half": 2, "float16": 2, "fp16": 2, "bfloat16": 2, "bf16": 2,
-    "int32": 4, "uint32": 4, "int": 4, "float": 4, "float32": 4, "fp32": 4,
-    "int64": 8, "uint64": 8, "double": 8, "float64": 8, "fp64": 8,
-}
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NcclTestsLog:
@@ -123,313 +93,6 @@ class NcclTestsLog:
             return None
         index: dict[str, int] = {}
         return tuple(index.setdefault(h, len(index)) for h in self.hosts)
-
-
-# -- inference -----------------------------------------------------------------------------
-def _binary_collective(name: str) -> tuple[str, Collective | None] | None:
-    """``all_gather_perf_mpi`` -> ("all_gather", ALL_GATHER); None if not a known test."""
-    match = BINARY.search(name)
-    if match is None:
-        return None
-    test = match.group(1)
-    if test not in BINARIES:
-        return None
-    return test, BINARIES[test]
-
-
-def _size_ratio(rows: list[NcclTestsRow], source: str, notes: list[str]) -> int | None:
-    """size / (count x type size), the same integer on every row, or None."""
-    ratios = set()
-    for row in rows:
-        size = TYPE_SIZES.get(row.dtype.lower())
-        if size is None or row.count <= 0:
-            continue
-        q, rest = divmod(row.nbytes, row.count * size)
-        if rest or q < 1:
-            notes.append(
-                f"line {row.line}: size {row.nbytes} is not a multiple of count x type size"
-            )
-            return None
-        ratios.add(q)
-    if len(ratios) > 1:
-        notes.append(f"size/count ratio varies between rows ({sorted(ratios)})")
-        return None
-    return ratios.pop() if ratios else None
-
-
-def _factor_interval(row: NcclTestsRow) -> tuple[float, float] | None:
-    """Bounds on busbw/algbw from the printed precision of busbw, algbw and time."""
-    busbw, algbw = row.busbw_GBps, row.algbw_GBps
-    if busbw is None or busbw <= 0 or not row.busbw_text:
-        return None
-    hb = half_unit(row.busbw_text)
-    lows, highs = [], []
-    if row.time_text and row.time_s > 0:
-        ht = half_unit(row.time_text) * 1e-6
-        if row.time_s - ht > 0:
-            lows.append(row.nbytes / (row.time_s + ht) / 1e9)
-            highs.append(row.nbytes / (row.time_s - ht) / 1e9)
-    if algbw is not None and algbw > 0 and row.algbw_text:
-        ha = half_unit(row.algbw_text)
-        low, high = algbw - ha, algbw + ha
-        if lows and (low > highs[0] or high < lows[0]):  # printed algbw is not size/time:
-            lows, highs = [], []  # the pre-2020 convention; trust what was printed
-        lows.append(low)
-        highs.append(high)
-    if not lows:
-        return None
-    a_low, a_high = max(lows), min(highs)
-    if a_low <= 0 or a_high < a_low:
-        return None
-    return (busbw - hb) / a_high, (busbw + hb) / a_low
-
-
-def _ranks_from_factor(
-    rows: list[NcclTestsRow], collective: Collective
-) -> tuple[int, int, float] | None:
-    """(lowest, highest, best estimate) rank count consistent with every row's busbw/algbw."""
-    low, high = 1.0, math.inf
-    estimates: list[tuple[float, float]] = []
-    for row in rows:
-        bounds = _factor_interval(row)
-        if bounds is None:
-            continue
-        f_low, f_high = bounds
-        if collective is Collective.ALL_REDUCE:  # f = 2(p-1)/p -> p = 2/(2-f)
-            p_low = 2 / (2 - f_low) if f_low < 2 else math.inf
-            p_high = 2 / (2 - f_high) if f_high < 2 else math.inf
-        else:  # (p-1)/p -> p = 1/(1-f)
-            p_low = 1 / (1 - f_low) if f_low < 1 else math.inf
-            p_high = 1 / (1 - f_high) if f_high < 1 else math.inf
-        if p_high - p_low > 64 and estimates:
-            continue  # a 0.00-ish row says nothing
-        low, high = max(low, p_low), min(high, p_high)
-        if math.isfinite(p_low) and math.isfinite(p_high):
-            estimates.append(((p_low + p_high) / 2, p_high - p_low))
-    if not estimates:
-        return None
-    best = min(estimates, key=lambda e: e[1])[0]
-    lo, hi = math.ceil(low - 1e-9), math.floor(high + 1e-9) if math.isfinite(high) else 10**9
-    return lo, hi, best
-
-
-def _structure(
-    rows: list[NcclTestsRow], layout: Layout, q: int | None, notes: list[str]
-) -> Collective | None:
-    """The collective the columns imply, or None when they cannot tell."""
-    has_redop, has_root = "redop" in layout.prefix, "root" in layout.prefix
-    redops = {(r.redop or "").lower() for r in rows}
-    reducing = has_redop and bool(redops - {"none", ""})
-    rooted = has_root and any(r.root is not None and r.root >= 0 for r in rows)
-    modern = has_redop and has_root
-    if rooted:
-        if q is not None and q > 1:
-            raise ParseError("a root column with a per-rank count: gather or scatter")
-        if not has_redop:
-            return Collective.BROADCAST
-        return Collective.REDUCE if reducing else Collective.BROADCAST
-    if modern or has_redop:
-        if q is not None and q > 1:
-            if reducing:
-                return Collective.REDUCE_SCATTER
-            notes.append("redop none, per-rank count: all_gather (alltoall prints the same)")
-            return Collective.ALL_GATHER
-        if q == 1 and reducing:
-            return Collective.ALL_REDUCE
-        if q is None and reducing:
-            return None  # all_reduce or reduce_scatter: the busbw factor decides below
-        return None
-    if has_root:  # old broadcast prints root without redop
-        return Collective.BROADCAST
-    if q is not None and q > 1:  # old all_gather: neither redop nor root
-        return Collective.ALL_GATHER
-    return None
-
-
-def _infer(
-    scan: Scan,
-    source: str,
-    collective: Collective | str | None,
-    ranks: int | None,
-) -> NcclTestsLog:
-    """The log's collective, rank count and hosts, from the scan (and the flags)."""
-    rows = scan.rows
-    notes = list(scan.notes)
-    assert scan.layout is not None
-    q = _size_ratio(rows, source, notes)
-    binary, named = _named_binary(scan, collective, source, notes)
-    if collective is not None:
-        try:
-            chosen = parse_collective(collective)
-        except SpecError as exc:
-            raise SpecError(f"--collective: {exc}") from None
-        notes.append(f"collective {chosen.value} (given)")
-    else:
-        chosen = _collective_from_columns(scan, q, binary, named, source, notes)
-    hosts, p = _hosts_and_ranks(scan, chosen, q, ranks, source, notes)
-    if chosen in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and p > 2:
-        factors = [b for b in map(_factor_interval, rows) if b is not None]
-        if factors and all(f_low <= 1.0 <= f_high for f_low, f_high in factors[-3:]):
-            notes.append(
-                "busbw = algbw: the pre-2020 nccl-tests convention for all_gather/"
-                "reduce_scatter (algbw = count x type x (p-1) / time); times are unaffected"
-            )
-    if any(r.in_place_only for r in rows):
-        notes.append("out-of-place results absent: in-place times used")
-    return NcclTestsLog(
-        source=source,
-        collective=chosen,
-        ranks=p,
-        rows=tuple(rows),
-        hosts=hosts,
-        binary=binary,
-        notes=tuple(notes),
-    )
-
-
-def _named_binary(
-    scan: Scan, collective: Collective | str | None, source: str, notes: list[str]
-) -> tuple[str | None, Collective | None]:
-    """(the test binary the log names, the collective it measures), each None if unknown."""
-    binary: str | None = None
-    named: Collective | None = None
-    strong = sorted(set(scan.binaries_strong))
-    if len(strong) > 1:
-        raise ParseError(f"{source}: several tests in one log ({', '.join(strong)})")
-    candidates = strong or sorted(scan.binaries_weak)
-    known: list[tuple[str, tuple[str, Collective | None]]] = []
-    for name in candidates:
-        found = _binary_collective(name)
-        if found is not None:
-            known.append((name, found))
-    if len({k[0] for _, k in known}) == 1:
-        binary, (test, named) = known[0]
-        if named is None and collective is None:
-            raise ParseError(
-                f"{source}: {binary} measures {test}, which commsim does not model "
-                f"(it models {', '.join(c.value for c in Collective)})"
-            )
-    elif len(known) > 1:
-        notes.append(f"comments name several tests ({', '.join(c for c, _ in known)}); ignored")
-    return binary, named
-
-
-def _collective_from_columns(
-    scan: Scan,
-    q: int | None,
-    binary: str | None,
-    named: Collective | None,
-    source: str,
-    notes: list[str],
-) -> Collective:
-    """The collective the columns show, reconciled with the one the log names."""
-    rows, strong = scan.rows, bool(scan.binaries_strong)
-    assert scan.layout is not None
-    try:
-        structural = _structure(rows, scan.layout, q, notes)
-    except ParseError as exc:
-        raise ParseError(f"{source}: {exc}; commsim does not model it") from None
-    if structural is None and named is None and q is None:
-        # redop but no count information: the busbw factor tells all_reduce (> 1) apart
-        factors = [b for b in map(_factor_interval, rows) if b is not None]
-        if factors and all(f_low > 1.0 for f_low, _ in factors[-3:]):
-            structural = Collective.ALL_REDUCE
-    if structural is not None and named is not None and structural is not named:
-        if strong:
-            raise ParseError(
-                f"{source}: the log names {binary} but its columns look like "
-                f"{structural.value}; pass --collective"
-            )
-        notes.append(f"comments mention {binary}, columns say {structural.value}")
-    chosen = named if named is not None and (strong or structural is None) else None
-    chosen = chosen or structural
-    if chosen is None:
-        raise ParseError(
-            f"{source}: cannot tell which collective this log measured "
-            "(no test name, ambiguous columns); pass --collective"
-        )
-    how = f"named by {binary}" if chosen is named else "from the columns"
-    notes.append(f"collective {chosen.value} ({how})")
-    return chosen
-
-
-def _hosts_and_ranks(
-    scan: Scan,
-    chosen: Collective,
-    q: int | None,
-    ranks: int | None,
-    source: str,
-    notes: list[str],
-) -> tuple[tuple[str, ...] | None, int]:
-    """(the host of each rank from the device lines, or None; the rank count)."""
-    devices = scan.devices
-    complete = bool(devices) and not scan.devices_elided and set(devices) == set(
-        range(len(devices))
-    )
-    hosts = tuple(devices[r] for r in range(len(devices))) if complete else None
-    device_count = len(devices) if complete else None
-    if ranks is not None:
-        if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
-            raise SpecError(f"--ranks: must be a positive integer, got {ranks!r}")
-        p = ranks
-        notes.append(f"ranks {p} (given)")
-    else:
-        p = _infer_ranks(scan.rows, chosen, q, device_count, len(devices), source, notes)
-    if hosts is not None and len(hosts) != p:
-        hosts = hosts[:p] if len(hosts) > p else None
-    return hosts, p
-
-
-def _infer_ranks(
-    rows: list[NcclTestsRow],
-    collective: Collective,
-    q: int | None,
-    device_count: int | None,
-    devices_listed: int,
-    source: str,
-    notes: list[str],
-) -> int:
-    """The rank count (see the module docstring); ParseError when nothing determines it."""
-    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and q is not None:
-        if device_count is not None and device_count != q:
-            notes.append(f"{device_count} device lines, size/count says {q}: using {q}")
-        notes.append(f"ranks {q} (size / (count x type size))")
-        return q
-    factor = None
-    if collective in (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
-        factor = _ranks_from_factor(rows, collective)
-    if device_count is not None:
-        if factor is not None and not factor[0] <= device_count <= factor[1]:
-            raise ParseError(
-                f"{source}: {device_count} device lines, but busbw/algbw implies "
-                f"{factor[0]}..{factor[1]} ranks for {collective.value}; pass --ranks"
-            )
-        notes.append(f"ranks {device_count} (device lines)")
-        return device_count
-    if factor is not None:
-        low, high, best = factor
-        low = max(low, devices_listed, 1)
-        if low > high:
-            p = max(devices_listed, round(best))
-            notes.append(
-                f"ranks {p}: busbw/algbw is inconsistent between rows (best {best:.1f}); "
-                "pass --ranks to be sure"
-            )
-            return p
-        if low == high:
-            notes.append(f"ranks {low} (busbw/algbw)")
-            return low
-        p = min(max(round(best), low), high)
-        notes.append(
-            f"ranks {p} (busbw/algbw allows {low}..{high} at the printed precision; "
-            "pass --ranks to be sure)"
-        )
-        return p
-    listed = f" (the device lines are elided: at least {devices_listed})" if devices_listed else ""
-    raise ParseError(
-        f"{source}: cannot tell the rank count of this {collective.value} log{listed}; "
-        "pass --ranks"
-    )
 
 
 # -- entry points --------------------------------------------------------------------------
@@ -490,8 +153,10 @@ def parse_nccl_tests(
     damage = _check_damage(scan, source, partial)
     if not scan.rows:
         raise ParseError(f"{source}: a column header but no result rows (truncated log?)")
-    log = _infer(scan, source, collective, ranks)
-    return dataclasses.replace(log, damage=damage) if damage else log
+    found = infer(scan, source, collective, ranks)
+    return NcclTestsLog(source=source, collective=found.collective, ranks=found.ranks,
+                        rows=tuple(scan.rows), hosts=found.hosts, binary=found.binary,
+                        notes=found.notes, damage=damage)
 
 
 def read_nccl_tests(

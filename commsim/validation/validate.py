@@ -13,7 +13,7 @@ over all rows and split at 1 MiB (latency-bound vs bandwidth-bound sizes).
 >>> rows = [Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=2000, time_s=24e-6)]
 >>> report = validate(rows, topo)
 >>> report.rows[0].predicted_time_s, round(report.rows[0].error_pct, 6)
-(2.2e-05, -8.333333)
+(1.2e-05, -50.0)
 """
 
 from __future__ import annotations
