@@ -316,18 +316,6 @@ class NcclModel:
         return evaluate(call, self.network_for(call.ranks, name, proto.name), name, engine,
                         records)
 
-    def time(self, collective: Collective, ranks: int, nbytes: int, algorithm: str,
-             engine: str) -> float:
-        """Seconds for ``ALGORITHM+PROTOCOL`` on the first ``ranks`` ranks, launch included."""
-        name, _, protocol = algorithm.partition("+")
-        if ranks < 2 or nbytes == 0:  # nothing to move: NCCL returns at once
-            return 0.0
-        if name != PIPELINED:
-            name = get_algorithm(name).name
-        call = make_call(collective, self.network.with_ranks(ranks), nbytes)
-        launch = base_latency_s(name, self.protocol(protocol).name)
-        return launch + self.evaluate(call, name, protocol, engine).time_s
-
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
              protocol: Protocol, engine: str, channels: int = 1) -> float:
         """One phase of a composed candidate: ``name`` among ``ranks`` on their protocol

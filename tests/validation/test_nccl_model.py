@@ -44,14 +44,14 @@ def test_protocols_scale_latency_and_bandwidth_as_tuning_cc() -> None:
     """On one host a ring all-reduce under protocol P equals NCCL's launch latency for
     (ring, P) plus the closed form with the link's latency x P's latency ratio and bandwidth
     x P's bandwidth factor (no caps: the topology names no GPU generation)."""
-    model = NcclModel(load_topology(SWITCH))
+    net = load_topology(SWITCH)
     n, p = 1 << 24, 8
     for protocol in PROTOCOLS:
         alpha = 1e-6 * protocol.host_latency
         beta = 100e9 * protocol.bandwidth
         expected = BASE_LATENCY_US["ring"][protocol.name] * 1e-6
         expected += 2 * (p - 1) * (alpha + n / p / beta)
-        got = model.time(Collective.ALL_REDUCE, p, n, f"ring+{protocol.name}", "des")
+        got = simulate("all_reduce", net, n, algorithm="ring", protocol=protocol.name).time_s
         assert got == pytest.approx(expected, rel=1e-9)
 
 
@@ -73,10 +73,9 @@ def test_ring_channels_use_every_nic_of_a_host() -> None:
     ranks-per-host times the NIC bandwidth; on one host nothing changes."""
     net = load_topology(TWO_HOSTS)
     assert ring_channels(net, 8) == 4 and ring_channels(net, 4) == 1
-    model = NcclModel(net)
     n = 1 << 30
     single_nic = simulate("all_gather", net, n, algorithm="ring").time_s
-    channels = model.time(Collective.ALL_GATHER, 8, n, "ring+Simple", "des")
+    channels = simulate("all_gather", net, n, algorithm="ring", protocol="Simple").time_s
     assert channels < single_nic / 3.5
 
 
@@ -87,7 +86,8 @@ def test_pipelined_hierarchical_overlaps_the_phases() -> None:
     model = NcclModel(net)
     n = 1 << 30
     network_phase = simulate("all_reduce", net.with_ranks(8), n // 4, algorithm="ring").time_s
-    pipelined = model.time(Collective.ALL_REDUCE, 8, n, "hierarchical_pipelined+Simple", "des")
+    pipelined = simulate("all_reduce", net, n, algorithm="hierarchical_pipelined",
+                         protocol="Simple").time_s
     sequential = simulate("all_reduce", net, n, algorithm="hierarchical").time_s
     rail = model.pipelined_hierarchical(Collective.ALL_REDUCE, 8, n, PROTOCOLS[2], "des")
     assert pipelined == pytest.approx(rail + BASE_LATENCY_US["tree"]["Simple"] * 1e-6, rel=1e-12)
