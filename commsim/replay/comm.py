@@ -18,8 +18,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from commsim import fields
 from commsim.collectives import Collective, parse_collective
-from commsim.errors import SpecError, describe
+from commsim.errors import SpecError
 from commsim.replay.graph import StepGraph, TaskKind
 from commsim.timing import canonical_algorithm, canonical_protocol
 
@@ -61,10 +62,8 @@ class CommOverrides:
 
 
 def _per_kind(value: object, path: str, canonical: Any) -> tuple[tuple[Collective, str], ...]:
-    if not isinstance(value, Mapping):
-        raise SpecError(f"{path}: must map collectives to names, got {describe(value)}")
     out = []
-    for key, name in value.items():
+    for key, name in fields.mapping(value, path).items():
         try:
             out.append((parse_collective(key), canonical(name)))
         except SpecError as exc:

@@ -52,7 +52,7 @@ def test_workload_keys_and_their_precedence() -> None:
         ({"protocol": "LL64"}, "protocol: unknown protocol 'LL64'"),
         ({"algorithms": {"all_reduce": "magic"}}, "algorithms.all_reduce: unknown algorithm"),
         ({"protocols": {"all_mix": "LL"}}, "protocols.all_mix"),
-        ({"protocols": "LL"}, "protocols: must map collectives"),
+        ({"protocols": "LL"}, "protocols: must be a mapping"),
     ],
 )
 def test_bad_overrides_name_the_field(extra: dict[str, object], needle: str) -> None:
