@@ -21,10 +21,10 @@ The names are imported on first use (PEP 562), so ``import commsim.units`` or
 from __future__ import annotations
 
 import importlib
-from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    __version__: str
     from commsim.api import simulate
     from commsim.collectives import Collective
     from commsim.errors import CommsimError, ParseError, ScheduleError, SpecError
@@ -44,11 +44,6 @@ if TYPE_CHECKING:
         switch,
         torus,
     )
-
-try:
-    __version__ = version("commsim")
-except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
-    __version__ = "0.0.0"
 
 #: Public name -> the module that defines it.
 _EXPORTS = {
@@ -103,7 +98,21 @@ __all__ = [
 ]
 
 
+def _version() -> str:
+    """The installed distribution's version (importlib.metadata costs tens of ms: asked for
+    only when ``__version__`` is read)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("commsim")
+    except PackageNotFoundError:  # pragma: no cover - a source tree that was never installed
+        return "0.0.0"
+
+
 def __getattr__(name: str) -> object:
+    if name == "__version__":
+        globals()[name] = value = _version()
+        return value
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'commsim' has no attribute {name!r}")
@@ -113,4 +122,4 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | {"__version__"})

@@ -47,29 +47,75 @@ class _Parser(argparse.ArgumentParser):
         raise _UsageError(f"{self.prog}: error: {message} (see '{self.prog} --help')")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``commsim`` parser with its subcommands."""
-    from commsim import __version__
-    from commsim.measure.cli import add_parser as add_measure_parser
-    from commsim.plan.cli import add_parser as add_plan_parser
-    from commsim.replay.cli import add_parsers as add_replay_parsers
-    from commsim.sweep.cli import add_parser as add_sweep_parser
-    from commsim.validation.cli import add_parsers as add_validation_parsers
+#: The subcommands, in ``commsim --help``'s order: the module and function that add each
+#: one's parser, and its help line. ``main`` imports only the module of the command it runs;
+#: the others get a placeholder with the same help line (``tests/test_cli_lazy.py`` checks
+#: the lines against the real parsers), so ``commsim --help`` imports no subcommand at all.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "run": ("commsim.cli", "_add_run_parser",
+            "simulate one collective (one size or a range of sizes)"),
+    "topologies": ("commsim.cli", "_add_topologies_parser", "list the preset topologies"),
+    "replay": ("commsim.replay.cli", "add_parsers",
+               "replay a training step (DDP, FSDP, pipeline, tensor, hybrid) on a topology"),
+    "bound": ("commsim.replay.cli", "add_parsers",
+              "closed-form bounds (fsdp: is FSDP compute or communication bound?)"),
+    "measure": ("commsim.measure.cli", "add_parser",
+                "time real torch.distributed collectives (gloo on CPU, nccl on GPUs)"),
+    "validate": ("commsim.validation.cli", "add_parsers",
+                 "compare predictions with measurements (nccl-tests log or measurements CSV)"),
+    "calibrate": ("commsim.validation.cli", "add_parsers",
+                  "fit a topology's latencies and bandwidths to measurements"),
+    "sweep": ("commsim.sweep.cli", "add_parser",
+              "simulate a grid of collectives/sizes/algorithms/topologies (and workloads)"),
+    "plan": ("commsim.plan.cli", "add_parser",
+             "search TP/CP/PP/DP, micro-batch, schedule and recompute for a model (capacity "
+             "planning)"),
+}
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed version, looked up only when asked (importlib.metadata
+    costs tens of milliseconds)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: str = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        from commsim import __version__
+
+        print(f"{PROG} {__version__}")
+        parser.exit()
+
+
+def _requested(argv: Sequence[str] | None) -> str | None:
+    """The subcommand ``argv`` runs (its first word that names one), None when none does."""
+    if argv is None:
+        return None
+    return next((word for word in argv if not word.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The ``commsim`` parser with its subcommands: every subcommand's full parser, or with
+    ``argv`` only that of the command it names (the others as help lines)."""
+    import importlib
 
     parser = _Parser(
         prog=PROG,
         description="Simulate collective communication (all-reduce, all-gather, ...) on "
         "GPU/TPU cluster topologies.",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--version", action=_Version, help="show the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    _add_run_parser(sub)
-    _add_topologies_parser(sub)
-    add_replay_parsers(sub)  # `commsim replay` and `commsim bound fsdp`
-    add_measure_parser(sub)  # `commsim measure`
-    add_validation_parsers(sub)  # `commsim validate` and `commsim calibrate`
-    add_sweep_parser(sub)  # `commsim sweep`
-    add_plan_parser(sub)  # `commsim plan`
+    wanted = COMMANDS.get(_requested(argv) or "", ("", "", ""))[:2]
+    added: set[tuple[str, str]] = set()
+    for name, (module, adder, help_line) in COMMANDS.items():
+        if argv is not None and (module, adder) != wanted:
+            sub.add_parser(name, help=help_line, add_help=False)
+        elif (module, adder) not in added:
+            added.add((module, adder))
+            getattr(importlib.import_module(module), adder)(sub)
     return parser
 
 
@@ -299,10 +345,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from commsim.cliargs import join_negative_values
 
-        parser = build_parser()
-        args = parser.parse_args(
-            join_negative_values(parser, list(sys.argv[1:] if argv is None else argv))
-        )
+        words = list(sys.argv[1:] if argv is None else argv)
+        parser = build_parser(words)
+        args = parser.parse_args(join_negative_values(parser, words))
         handler: Callable[[argparse.Namespace], int] = args.handler
         return handler(args)
     except _UsageError as exc:
