@@ -17,6 +17,7 @@ from commsim.algorithms.innetwork import COLLNET, NVLS, parts
 from commsim.algorithms.plan import Range, split
 from commsim.engine import closed_forms as cf
 from commsim.engine.closed_forms import Hop
+from commsim.engine.pairs import UNIFORM_KINDS, PairCosts
 from commsim.errors import SpecError
 from commsim.network import Network
 
@@ -28,15 +29,16 @@ def predict(call: Call, network: Network, name: str, chunks: int) -> float:
         groups = host_groups(call.hosts)
     else:
         groups = [list(range(p))] if name == NVLS else [[r] for r in range(p)]
-    gamma = network.gamma_s_per_B
+    pairs = PairCosts.of(network, p, call.hosts)
     if name == NVLS:
         assert call.host_switches is not None
-        up, down = _port_hops(network, call.host_switches, range(p))
+        up, down = _port_hops(network, call.host_switches, _port_ranks(network, groups, p))
         time_s = switch_all_reduce(split(0, n, chunks), up, down)
         if len(groups) > 1:
             host_parts = parts(groups, n)
-            rail = _worst(network, [(g[0], h[0]) for g in groups for h in groups if g != h])
-            rail = Hop(rail.alpha_s, rail.beta_Bps, gamma)
+            # the rails are rings over the hosts: each host's rank to the next host's
+            heads = [g[0] for g in groups]
+            rail = pairs.hop(heads, heads[1:] + heads[:1])
             time_s += max(
                 cf.ring_collective(len(groups), hi - lo, 1, len(groups) - 1, len(groups) - 1, 1,
                                   rail, rail)
@@ -47,14 +49,15 @@ def predict(call: Call, network: Network, name: str, chunks: int) -> float:
     if name == COLLNET:
         assert call.fabric_switch is not None
         size = len(groups[0])
-        intra = _worst(network, [(g[i], g[(i + 1) % size]) for g in groups for i in range(size)])
-        intra = Hop(intra.alpha_s, intra.beta_Bps, gamma)
+        intra = pairs.hop([r for g in groups for r in g],
+                          [g[(i + 1) % size] for g in groups for i in range(size)])
         host_parts = parts(groups, n)
         ring = 0.0
         if size > 1:  # intra-host ring reduce-scatter, then all-gather (barriers between)
             ring = cf.ring_collective(size, n, 1, size - 1, 0, 1, intra, intra)
             ring += cf.ring_collective(size, n, 1, 0, size - 1, 0, intra, intra)
-        up, down = _port_hops(network, (call.fabric_switch,) * p, range(p))
+        up, down = _port_hops(network, (call.fabric_switch,) * p,
+                              _port_ranks(network, groups, p))
         rails = max(switch_all_reduce(split(lo, hi, chunks), up, down) for lo, hi in host_parts[0])
         return ring + rails
     raise SpecError(f"no in-network closed form for {name!r}")  # pragma: no cover
@@ -92,16 +95,18 @@ def switch_gather(blocks: list[Range], chunks: int, up: Hop, down: Hop) -> float
     return finish
 
 
-def _port_hops(network: Network, switches: tuple[int, ...], ranks: range) -> tuple[Hop, Hop]:
+def _port_ranks(network: Network, groups: list[list[int]], ranks: int) -> list[int]:
+    """The ranks whose switch ports are looked up: on the kinds whose hosts (and ports) are
+    alike by construction, one host's; elsewhere every rank."""
+    kind = network.meta.get("kind")
+    alike = kind in UNIFORM_KINDS or (kind == "hierarchical" and len(groups) > 1)
+    return list(groups[0]) if alike else list(range(ranks))
+
+
+def _port_hops(network: Network, switches: tuple[int, ...],
+               ranks: list[int]) -> tuple[Hop, Hop]:
     """The worst rank -> switch and switch -> rank hops (switches as endpoints)."""
     ups = [network.path_cost(r, switches[r]) for r in ranks]
     downs = [network.path_cost(switches[r], r) for r in ranks]
     return (Hop(max(a for a, _ in ups), min(b for _, b in ups)),
             Hop(max(a for a, _ in downs), min(b for _, b in downs)))
-
-
-def _worst(network: Network, pairs: list[tuple[int, int]]) -> Hop:
-    costs = [network.path_cost(a, b) for a, b in pairs if a != b]
-    if not costs:
-        return Hop(0.0, float("inf"))
-    return Hop(max(a for a, _ in costs), min(b for _, b in costs))
