@@ -40,6 +40,7 @@ NVLS 25 us and CollNet 30 us (their ``hwLat``, whose ``baseLat`` is 0). Other al
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from commsim.algorithms import get_algorithm
 from commsim.algorithms.base import Call
@@ -208,7 +209,7 @@ class NcclModel:
     def __init__(self, network: Network) -> None:
         self.network = network
         self._cache: dict[tuple[object, ...], Network] = {}
-        self._memo: dict[tuple[object, ...], object] = {}
+        self._memo: dict[tuple[object, ...], Any] = {}
 
     @classmethod
     def of(cls, network: Network) -> NcclModel:
@@ -251,17 +252,32 @@ class NcclModel:
     def _net(self, ranks: tuple[int, ...], protocol: Protocol, channels: int) -> Network:
         key = (ranks, protocol.name, channels)
         if key not in self._cache:
-            base = self.network
-            if ranks != tuple(range(len(ranks))):
-                base = base.rebuilt(rank_devices=tuple(base.rank_devices[r] for r in ranks))
-            else:
-                base = base.with_ranks(len(ranks))
             nodes = len({self.network.host_of(r) for r in range(max(ranks) + 1)} - {None})
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
-            self._cache[key] = protocol_network(
-                base, protocol, Collective.ALL_REDUCE, nodes > 1, channels, cap
-            )
+            scaled = self._scaled(protocol, channels, cap)
+            # The same devices and links, scaled: every protocol's network of the same ranks
+            # shares the unscaled structure (routes, links out of each device, hosts and
+            # reducing switches), computed once per group of ranks.
+            shared = self._memo.setdefault(("structure", ranks), ({}, [], {}))
+            routes, out, structure = shared
+            net = Network(scaled.name, scaled.devices, scaled.links,
+                          tuple(self.network.rank_devices[r] for r in ranks),
+                          scaled.gamma_s_per_B, scaled.router, dict(scaled.meta),
+                          _routes=routes, _out=out, _derived=dict(structure))
+            if not structure:
+                net.reducing_switches_of()  # which computes the reduction switches and hosts
+                structure.update(net._derived)  # noqa: SLF001 - structure only, so far
+            self._cache[key] = net
         return self._cache[key]
+
+    def _scaled(self, protocol: Protocol, channels: int, cap: float) -> Network:
+        """The whole network scaled for ``protocol`` (built once per protocol, channels and
+        cap: at 65,536 ranks a quarter million links, shared by every group of ranks)."""
+        key = ("scaled", protocol.name, channels, cap)
+        if key not in self._memo:
+            self._memo[key] = protocol_network(self.network, protocol, Collective.ALL_REDUCE,
+                                               True, channels, cap)
+        return self._memo[key]  # type: ignore[return-value]
 
     def network_for(self, ranks: int, name: str, protocol: str) -> Network:
         """The alpha-beta network ``name`` under ``protocol`` runs on (first ``ranks`` ranks)."""

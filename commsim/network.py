@@ -208,11 +208,12 @@ class Network:
             if not reducing or self.ranks < 2:
                 return None, None
             endpoint = {device: self.ranks + k for k, device in enumerate(reducing)}
+            switches = set(endpoint)
             host_switches: list[int] = []
             fabric: set[int] | None = None
             for rank in range(self.ranks):
                 device = self.rank_devices[rank]
-                near = {self.links[i].dst for i in self.out_links[device]} & set(endpoint)
+                near = {self.links[i].dst for i in self.out_links[device]} & switches
                 own = [d for d in sorted(near) if self.devices[d].host == self.devices[device].host]
                 if own:
                     host_switches.append(endpoint[own[0]])
