@@ -52,6 +52,9 @@ from commsim.network import Link, Network
 
 #: The composed (not scheduled) algorithm of this model; see NcclModel.pipelined_hierarchical.
 PIPELINED = "hierarchical_pipelined"
+#: The note of a composed candidate whose every phase's DES time was had by symmetry.
+COMPOSED_NOTE = ("symmetric phases: each phase's ring has alike hops that share no link, so "
+                 "one representative rank of each was evaluated (exact)")
 
 
 def ring_channels(network: Network, ranks: int) -> int:
@@ -210,6 +213,8 @@ class NcclModel:
         self.network = network
         self._cache: dict[tuple[object, ...], Network] = {}
         self._memo: dict[tuple[object, ...], Any] = {}
+        #: The notes of the phases of the composed candidate being timed (see _run).
+        self._phase_notes: list[str | None] = []
 
     @classmethod
     def of(cls, network: Network) -> NcclModel:
@@ -322,22 +327,26 @@ class NcclModel:
         launch latency NOT included (:func:`base_latency_s` gives it). A composed candidate
         has no schedule: its evaluation carries the time only."""
         proto = self.protocol(protocol)
+        if not self.composed(name, call.ranks):
+            return evaluate(call, self.network_for(call.ranks, name, proto.name), name, engine,
+                            records)
+        self._phase_notes = []
         if name == PIPELINED:
             time_s = self.pipelined_hierarchical(call.collective, call.ranks, call.nbytes,
                                                  proto, engine)
-            return Evaluation(time_s, 1, self.network)
-        if self.composed(name, call.ranks):
+        else:
             time_s = self.pipelined_in_network(name, call.ranks, call.nbytes, proto, engine)
-            return Evaluation(time_s, 1, self.network)
-        return evaluate(call, self.network_for(call.ranks, name, proto.name), name, engine,
-                        records)
+        symmetric = engine == "des" and all(self._phase_notes)
+        return Evaluation(time_s, 1, self.network, note=COMPOSED_NOTE if symmetric else None)
 
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
              protocol: Protocol, engine: str, channels: int = 1) -> float:
         """One phase of a composed candidate: ``name`` among ``ranks`` on their protocol
-        network."""
+        network (whether its DES time was had by symmetry is noted for :meth:`evaluate`)."""
         net = self._net(ranks, protocol, channels)
-        return evaluate(make_call(collective, net, nbytes), net, name, engine).time_s
+        done = evaluate(make_call(collective, net, nbytes), net, name, engine)
+        self._phase_notes.append(done.note)
+        return done.time_s
 
     def pipelined_in_network(self, name: str, ranks: int, nbytes: int, protocol: Protocol,
                              engine: str) -> float:

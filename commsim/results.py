@@ -42,6 +42,9 @@ class Result:
         :meth:`with_records` asks for them, and for NCCL's composed estimates).
     launch_s
         NCCL's launch latency included in ``time_s`` (0 for a plain alpha-beta run).
+    note
+        How the time was had when not by the plain engine, e.g. a symmetric ring's DES time
+        from one representative rank (:mod:`commsim.engine.symmetry`); None otherwise.
     """
 
     collective: Collective
@@ -59,6 +62,7 @@ class Result:
     #: topology under NCCL); None for the analytic engine.
     network: Network | None = field(default=None, compare=False, repr=False)
     launch_s: float = 0.0
+    note: str | None = field(default=None, compare=False)
     #: Why this result can have no per-transfer records (None: it has them, or can get them).
     records_error: str | None = field(default=None, compare=False, repr=False)
     #: Makes the same result with its records (the timing layer's evaluation of them).
@@ -90,7 +94,7 @@ class Result:
 
     def to_dict(self) -> dict[str, object]:
         """The contract's JSON object (GB = 1e9 B)."""
-        return {
+        out: dict[str, object] = {
             "collective": self.collective.value,
             "algorithm": self.algorithm,
             "topology": self.topology,
@@ -104,6 +108,9 @@ class Result:
             "transfers": len(self.schedule) if self.schedule is not None else None,
             "protocol": self.protocol,
         }
+        if self.note:  # how the time was had, when not by the plain engine
+            out["note"] = self.note
+        return out
 
     def transfers(self) -> pd.DataFrame:
         """One row per point-to-point transfer, columns :data:`TRANSFER_COLUMNS`.

@@ -62,4 +62,6 @@ def format_table(results: Sequence[Result], *, root: int | None = None) -> str:
     if len(results) > 1:
         mean = sum(r.busbw_Bps for r in results) / len(results) / 1e9
         lines.append(f"# Avg bus bandwidth: {mean:.2f} GB/s")
+    notes = dict.fromkeys(r.note for r in results if r.note)
+    lines.extend(f"# note: {note}" for note in notes)
     return "\n".join(lines)

@@ -293,8 +293,11 @@ class Timer:
 
     def _result(self, group: tuple[int, ...] | None, c: Call, net: Network,
                 candidate: Candidate, engine: str, records: bool) -> Result:
-        # a DES answer always carries its records (a loser's were dropped: made again here)
-        done = self._evaluate(group, c, net, candidate, engine, records or engine == "des")
+        done = self._evaluate(group, c, net, candidate, engine, records)
+        if engine == "des" and done.schedule is None and done.note is None:
+            # a DES answer carries its records (a loser's were dropped: made again here),
+            # unless it was had by symmetry: then, as under the closed form, when asked
+            done = self._evaluate(group, c, net, candidate, engine, True)
         launch = self._launch_s(c, candidate)
         timing = done.timing
         if timing is not None and launch:
@@ -306,7 +309,7 @@ class Timer:
             ranks=c.ranks, nbytes=c.nbytes, chunks=done.chunks, engine=engine,
             time_s=launch + done.time_s, schedule=done.schedule, timing=timing,
             protocol=protocol, network=done.network if done.schedule is not None else None,
-            launch_s=launch,
+            launch_s=launch, note=done.note,
         )
         if done.schedule is not None:
             return result

@@ -20,6 +20,7 @@ from commsim.algorithms.estimate import estimate_transfers
 from commsim.algorithms.innetwork import network_for
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing, simulate_des
+from commsim.engine.symmetry import symmetric_ring
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.schedule import Schedule
@@ -32,6 +33,10 @@ RECORDS_RTOL = 1e-9
 #: before anything is built): about 10 s and 2 GB on two cores. Beyond it the call is refused
 #: in one line rather than running for minutes.
 MAX_DES_TRANSFERS = 2_000_000
+#: From this many transfers (an estimate) on, a symmetric ring's DES time is had from one
+#: representative (:mod:`commsim.engine.symmetry`, exact); smaller simulations just run, so
+#: their results carry their records.
+SYMMETRY_MIN_TRANSFERS = 50_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +53,9 @@ class Evaluation:
     network: Network
     schedule: Schedule | None = None
     timing: Timing | None = None
+    #: How the time was had when it is not the plain engine's (a symmetric ring's DES time
+    #: from one representative, :mod:`commsim.engine.symmetry`); None otherwise.
+    note: str | None = None
 
 
 def check_engine(engine: str) -> str:
@@ -96,6 +104,10 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
                 "simulated); use --engine des"
             )
         return Evaluation(time_s, chunks, view, schedule, timing)
+    big = estimate_transfers(call, algo.name, chunks) >= SYMMETRY_MIN_TRANSFERS
+    note = symmetric_ring(call, view, algo.name) if big and not records else None
+    if note is not None:  # the DES of a symmetric ring is its closed form, exactly
+        return Evaluation(predict(call, view, algo.name), chunks, view, note=note)
     check_des_size(call, algo, chunks)
     schedule = build_schedule(call, algo.name)
     timing = simulate_des(schedule, view)

@@ -87,6 +87,8 @@ class _Lowering:
         call = CollectiveCall(collective=task.collective, nbytes=task.nbytes, group=task.ranks,
                               algorithm=task.algorithm or "auto", protocol=task.protocol)
         result = self.timer.time(call)
+        if result.schedule is None and result.records_error is None:
+            result = result.with_records()  # a symmetric ring's transfers may meet others'
         gate = self.add(Delay(0.0, deps))
         if result.schedule is None:  # composed: its time, no transfers
             return gate, self.add(Delay(result.time_s, (gate,))), result

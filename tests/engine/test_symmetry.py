@@ -1,0 +1,133 @@
+"""Exact symmetry (commsim.engine.symmetry): where a ring's hops cost the same and share no
+link, the DES time is had from one representative (the closed form) and equals the full
+simulation; where they share a link or differ, the full simulation runs."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from commsim.algorithms.calls import make_call
+from commsim.engine import evaluate as evaluate_module
+from commsim.engine.analytic import predict
+from commsim.engine.evaluate import evaluate
+from commsim.engine.symmetry import symmetric_ring
+from commsim.nccl import NcclModel
+from commsim.network import Device, Link, Network
+from commsim.topology import fully_connected, hierarchical, load_topology, ring, switch, torus
+
+SYMMETRIC = {
+    "ring8": lambda: ring(8, latency="1us", bandwidth="100GB/s"),
+    "ring5": lambda: ring(5, latency="3us", bandwidth="10GB/s", gamma="0.1ns"),
+    "switch6": lambda: switch(6, latency="2us", bandwidth="50GB/s"),
+    "full4": lambda: fully_connected(4, latency="1us", bandwidth="25GB/s"),
+    "dgx-h100": lambda: load_topology("dgx-h100"),
+}
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce")
+
+
+@pytest.fixture(autouse=True)
+def _always_by_symmetry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Symmetry even for these small rings (by default it starts at 50,000 transfers)."""
+    monkeypatch.setattr(evaluate_module, "SYMMETRY_MIN_TRANSFERS", 0)
+
+
+@pytest.mark.parametrize("name", sorted(SYMMETRIC))
+def test_symmetric_ring_equals_the_full_simulation(name: str) -> None:
+    """Every collective, sizes that do and do not divide evenly, default and forced chunks,
+    a root other than 0: the one-representative time is the full DES's (to 1e-9)."""
+    net = SYMMETRIC[name]()
+    for coll, size, chunks in itertools.product(COLLECTIVES, (1 << 20, 1_000_003, 7),
+                                                (None, 1, 3)):
+        call = make_call(coll, net, size, chunks=chunks, root=1)
+        assert symmetric_ring(call, net, "ring") is not None
+        full = evaluate(call, net, "ring", "des", records=True)
+        fast = evaluate(call, net, "ring", "des")
+        assert full.note is None and full.schedule is not None
+        assert fast.note is not None and fast.schedule is None
+        assert fast.time_s == pytest.approx(full.time_s, rel=1e-9, abs=0.0)
+
+
+def test_nccl_phase_groups_are_symmetric_and_exact() -> None:
+    """The phases of NCCL's pipelined trees on dgx-h100x4: the ring inside a host and the
+    rail ring across hosts, each on its protocol network, equal their full simulations."""
+    net = load_topology("dgx-h100x4")
+    model = NcclModel.of(net)
+    host, rail = tuple(range(8)), tuple(range(0, 32, 8))
+    for ranks, protocol in itertools.product((host, rail), ("LL", "Simple")):
+        view = model._net(ranks, model.protocol(protocol), 1)  # noqa: SLF001 - a phase's view
+        call = make_call("all_reduce", view, 3 << 20)
+        assert symmetric_ring(call, view, "ring") is not None
+        full = evaluate(call, view, "ring", "des", records=True).time_s
+        assert evaluate(call, view, "ring", "des").time_s == pytest.approx(full, rel=1e-9)
+
+
+def _two_rings_over_shared_nics() -> Network:
+    """GPUs 0 and 2 behind NIC a, 1 and 3 behind NIC b, the NICs joined by a core switch:
+    every ring hop costs the same (4 links), but hops 0->1 and 2->3 both cross a->core."""
+    devices = tuple(Device(f"gpu{i}", "gpu") for i in range(4)) + (
+        Device("a", "switch"), Device("b", "switch"), Device("core", "switch"))
+    a, b, core = 4, 5, 6
+    pairs = [(0, a), (2, a), (1, b), (3, b), (a, core), (b, core)]
+    links = tuple(Link(s, d, 1e-6, 1e9) for x, y in pairs for s, d in ((x, y), (y, x)))
+    return Network("shared-nics", devices, links, (0, 1, 2, 3))
+
+
+def test_a_ring_that_shares_a_link_is_simulated_in_full() -> None:
+    """Alike hops that share a NIC are contended: no symmetry, and the DES (slower than the
+    closed form) runs in full."""
+    net = _two_rings_over_shared_nics()
+    call = make_call("all_reduce", net, 1 << 20)
+    assert symmetric_ring(call, net, "ring") is None
+    done = evaluate(call, net, "ring", "des")
+    assert done.note is None and done.schedule is not None
+    assert done.time_s > predict(call, net, "ring") * 1.2
+
+
+@pytest.mark.parametrize("make", [
+    lambda: hierarchical(2, 4, intra=("1us", "100GB/s"), inter=("5us", "10GB/s")),
+    lambda: torus((4, 4), latency="1us", bandwidth="45GB/s"),
+])
+def test_rings_with_unlike_hops_are_simulated_in_full(make) -> None:  # type: ignore[no-untyped-def]
+    """A ring across hosts (NVLink and network hops) or in row-major order on a torus (the
+    wrap-around hops are longer): no symmetry claimed."""
+    net = make()
+    call = make_call("all_reduce", net, 1 << 20)
+    assert symmetric_ring(call, net, "ring") is None
+    assert evaluate(call, net, "ring", "des").note is None
+
+
+def test_other_algorithms_are_not_claimed() -> None:
+    net = ring(8, latency="1us", bandwidth="100GB/s")
+    call = make_call("all_reduce", net, 1 << 20)
+    assert symmetric_ring(call, net, "ring_bidirectional") is None
+    assert symmetric_ring(call, net, "recursive_doubling") is None
+
+
+def test_small_simulations_keep_their_records(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Below the threshold the DES runs (its result carries its transfers); from it on, the
+    same call is had by symmetry."""
+    net = ring(8, latency="1us", bandwidth="100GB/s")
+    call = make_call("all_reduce", net, 1 << 20)
+    monkeypatch.setattr(evaluate_module, "SYMMETRY_MIN_TRANSFERS", 113)  # the ring has 112
+    assert evaluate(call, net, "ring", "des").schedule is not None
+    monkeypatch.setattr(evaluate_module, "SYMMETRY_MIN_TRANSFERS", 112)
+    assert evaluate(call, net, "ring", "des").note is not None
+
+
+def test_replay_still_sees_contention_between_symmetric_rings() -> None:
+    """A step with two groups' rings lowers their transfers (made when asked), so rings that
+    are each symmetric alone still contend where their routes meet."""
+    from commsim.replay.graph import GraphBuilder
+    from commsim.replay.lower import time_graph
+
+    net = ring(4, latency="1us", bandwidth="100GB/s")
+
+    def step(groups: list[tuple[int, ...]]) -> float:
+        b = GraphBuilder(4)
+        for g in groups:
+            b.collective(g, "all_reduce", 1 << 20, algorithm="ring", name="ar", phase="g")
+        return time_graph(b.build(), net).step_time_s
+
+    assert step([(0, 2), (1, 3)]) > step([(0, 2)]) * 1.1
