@@ -182,6 +182,13 @@ def _add_run_how(run: argparse.ArgumentParser) -> None:
         "analytic: closed-form alpha-beta cost",
     )
     run.add_argument(
+        "--max-memory",
+        default=None,
+        metavar="SIZE",
+        help="memory a discrete-event simulation may use, e.g. 8GiB (default: half the memory "
+        "available); a larger one is refused in one line before anything is built",
+    )
+    run.add_argument(
         "--protocol",
         default="auto",
         metavar="PROTO",
@@ -246,9 +253,23 @@ def _per_size_path(path: str, nbytes: int, many: bool) -> Path:
     return out.with_name(f"{out.stem}-{format_size(nbytes)}{out.suffix}")
 
 
+def _max_memory(value: str | None) -> int | None:
+    """``--max-memory SIZE`` in bytes (None: the default budget); a positive size."""
+    from commsim.errors import SpecError
+    from commsim.units import parse_size
+
+    if value is None:
+        return None
+    nbytes = parse_size(value, "--max-memory")
+    if nbytes <= 0:
+        raise SpecError(f"--max-memory: must be positive (got {value!r})")
+    return nbytes
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``commsim run``: simulate each size, write the requested files, print table or JSON."""
     from commsim.api import simulate
+    from commsim.budget import limited
     from commsim.export import write_trace, write_transfers_csv
     from commsim.table import format_table
     from commsim.topology import load_topology
@@ -256,31 +277,32 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     many = ":" in args.size  # a range, even one that yields a single size, gives a list
     sizes = parse_size_range(args.size, "--size")
-    network = load_topology(args.topology)
-    results = [
-        simulate(
-            args.collective,
-            network,
-            nbytes,
-            algorithm=args.algorithm,
-            root=args.root,
-            ranks=args.ranks,
-            chunks=args.chunks,
-            engine=args.engine,
-            protocol=args.protocol,
-        )
-        for nbytes in sizes
-    ]
-    # File outputs read the records of the same evaluations: they never change a time, and a
-    # result without records (NCCL's composed estimates) fails here, before anything is written.
-    if args.transfers or args.trace or (args.plot and not many):
-        recorded = [r.with_records() for r in results]
-        for result in recorded:
-            if args.transfers is not None:
-                write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
-            if args.trace is not None:
-                write_trace(result, _per_size_path(args.trace, result.nbytes, many),
-                            result.network)
+    with limited(_max_memory(args.max_memory)):
+        network = load_topology(args.topology)
+        results = [
+            simulate(
+                args.collective,
+                network,
+                nbytes,
+                algorithm=args.algorithm,
+                root=args.root,
+                ranks=args.ranks,
+                chunks=args.chunks,
+                engine=args.engine,
+                protocol=args.protocol,
+            )
+            for nbytes in sizes
+        ]
+        # File outputs read the records of the same evaluations: they never change a time,
+        # and a result without records (NCCL's composed estimates) fails here, before
+        # anything is written.
+        if args.transfers or args.trace or (args.plot and not many):
+            recorded = [r.with_records() for r in results]
+    for result in recorded if args.transfers or args.trace else ():
+        if args.transfers is not None:
+            write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
+        if args.trace is not None:
+            write_trace(result, _per_size_path(args.trace, result.nbytes, many), result.network)
     if args.plot is not None:
         from commsim.plots import plot_busbw, plot_link_utilization
 

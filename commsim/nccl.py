@@ -52,9 +52,9 @@ from commsim.network import Link, Network
 
 #: The composed (not scheduled) algorithm of this model; see NcclModel.pipelined_hierarchical.
 PIPELINED = "hierarchical_pipelined"
-#: The note of a composed candidate whose every phase's DES time was had by symmetry.
-COMPOSED_NOTE = ("symmetric phases: each phase's ring has alike hops that share no link, so "
-                 "one representative rank of each was evaluated (exact)")
+#: The note of a composed candidate some of whose phases' DES times were had by symmetry.
+COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops sharing no link were "
+                 "timed from one representative rank (exact)")
 
 
 def ring_channels(network: Network, ranks: int) -> int:
@@ -336,7 +336,7 @@ class NcclModel:
                                                  proto, engine)
         else:
             time_s = self.pipelined_in_network(name, call.ranks, call.nbytes, proto, engine)
-        symmetric = engine == "des" and all(self._phase_notes)
+        symmetric = engine == "des" and any(self._phase_notes)
         return Evaluation(time_s, 1, self.network, note=COMPOSED_NOTE if symmetric else None)
 
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,

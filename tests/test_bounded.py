@@ -42,3 +42,31 @@ def test_huge_inputs_are_refused_in_one_line(tmp_path: Path, topology: str, need
     done = _run(["run", "all_reduce", "-t", topology, "-s", "1GiB"])
     assert done.returncode == 2, done.stderr
     assert done.stderr.count("\n") == 1 and needle in done.stderr and not done.stdout
+
+
+def test_65536_ranks_analytic_without_nccl_answers(tmp_path: Path) -> None:
+    """dgx-h100x8192 --engine analytic --protocol none (once killed at 17.8 GB): one table row
+    under the 4 GiB limit."""
+    done = _run(["run", "all_reduce", "-t", "dgx-h100x8192", "-s", "1GiB", "--engine",
+                 "analytic", "--protocol", "none", "--json"])
+    assert done.returncode == 0, done.stderr
+    assert '"ranks": 65536' in done.stdout and not done.stderr
+
+
+def test_4096_ranks_default_is_had_by_symmetry() -> None:
+    """dgx-h100x512 with NCCL's choice under the DES: its composed phases are symmetric rings,
+    timed from one representative each, and the output says so."""
+    done = _run(["run", "all_reduce", "-t", "dgx-h100x512", "-s", "1GiB"])
+    assert done.returncode == 0, done.stderr
+    assert "# note: symmetric phases" in done.stdout
+
+
+def test_a_simulation_over_the_memory_budget_is_refused_in_one_line() -> None:
+    """--max-memory below what the DES of a contended ring needs: one line naming the
+    estimate and the options, exit 2, nothing on stdout."""
+    done = _run(["run", "all_reduce", "-t", "dgx-h100x2", "-s", "1GiB", "-a", "ring",
+                 "--protocol", "none", "--max-memory", "64KiB"])
+    assert done.returncode == 2 and not done.stdout
+    assert done.stderr.count("\n") == 1
+    for needle in ("transfers", "of memory", "--max-memory", "--engine analytic"):
+        assert needle in done.stderr

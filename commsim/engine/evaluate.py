@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from commsim.algorithms import Algorithm, build_schedule, get_algorithm
 from commsim.algorithms.base import Call
-from commsim.algorithms.estimate import estimate_transfers
+from commsim.algorithms.estimate import estimate_des_bytes, estimate_transfers
 from commsim.algorithms.innetwork import network_for
+from commsim.budget import budget_source, memory_budget
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing, simulate_des
 from commsim.engine.symmetry import symmetric_ring
@@ -33,9 +34,9 @@ RECORDS_RTOL = 1e-9
 #: before anything is built): about 10 s and 2 GB on two cores. Beyond it the call is refused
 #: in one line rather than running for minutes.
 MAX_DES_TRANSFERS = 2_000_000
-#: From this many transfers (an estimate) on, a symmetric ring's DES time is had from one
-#: representative (:mod:`commsim.engine.symmetry`, exact); smaller simulations just run, so
-#: their results carry their records.
+#: From this many transfers (an estimate) on, or beyond the memory budget, a symmetric ring's
+#: DES time is had from one representative (:mod:`commsim.engine.symmetry`, exact); smaller
+#: simulations just run, so their results carry their records.
 SYMMETRY_MIN_TRANSFERS = 50_000
 
 
@@ -67,15 +68,30 @@ def check_engine(engine: str) -> str:
 
 def check_des_size(call: Call, algo: Algorithm, chunks: int) -> None:
     """SpecError, in one line, when simulating ``call`` by ``algo`` would exceed
-    :data:`MAX_DES_TRANSFERS`."""
+    :data:`MAX_DES_TRANSFERS` (seconds) or the memory budget (:mod:`commsim.budget`)."""
     transfers = estimate_transfers(call, algo.name, chunks)
+    what = (f"simulating {algo.name} {call.collective.value} on {call.ranks} ranks in "
+            f"{chunks} piece(s) would take about {transfers:.3g} transfers")
+    options = "use --engine analytic (closed form), fewer --chunks or fewer --ranks"
     if transfers > MAX_DES_TRANSFERS:
-        raise SpecError(
-            f"simulating {algo.name} {call.collective.value} on {call.ranks} ranks in "
-            f"{chunks} piece(s) would take about {transfers:.3g} transfers, more than the "
-            f"{MAX_DES_TRANSFERS:.0e} the discrete-event engine runs in seconds: use "
-            "--engine analytic (closed form), fewer --chunks or fewer --ranks"
-        )
+        raise SpecError(f"{what}, more than the {MAX_DES_TRANSFERS:.0e} the discrete-event "
+                        f"engine runs in seconds: {options}")
+    need, budget = estimate_des_bytes(transfers), memory_budget()
+    if need > budget:
+        raise SpecError(f"{what} and about {_mb(need)} of memory, more than the {_mb(budget)} "
+                        f"budget ({budget_source()}): {options}, or a larger --max-memory")
+
+
+def _small(call: Call, algo: Algorithm, chunks: int) -> bool:
+    """Whether simulating ``call`` is cheap enough to just run (below
+    :data:`SYMMETRY_MIN_TRANSFERS` and within the memory budget)."""
+    transfers = estimate_transfers(call, algo.name, chunks)
+    return (transfers < SYMMETRY_MIN_TRANSFERS
+            and estimate_des_bytes(transfers) <= memory_budget())
+
+
+def _mb(nbytes: int) -> str:
+    return f"{nbytes / 1e6:.0f} MB" if nbytes >= 10**6 else f"{nbytes / 1e3:.1f} kB"
 
 
 def evaluate(call: Call, network: Network, algorithm: str, engine: str,
@@ -104,8 +120,7 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
                 "simulated); use --engine des"
             )
         return Evaluation(time_s, chunks, view, schedule, timing)
-    big = estimate_transfers(call, algo.name, chunks) >= SYMMETRY_MIN_TRANSFERS
-    note = symmetric_ring(call, view, algo.name) if big and not records else None
+    note = None if records or _small(call, algo, chunks) else symmetric_ring(call, view, algo.name)
     if note is not None:  # the DES of a symmetric ring is its closed form, exactly
         return Evaluation(predict(call, view, algo.name), chunks, view, note=note)
     check_des_size(call, algo, chunks)
