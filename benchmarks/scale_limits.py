@@ -71,8 +71,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         torus = Path(tmp) / "torus16x4.yaml"
         torus.write_text(TORUS)
-        base = min(_measure([sys.executable, "-c", "pass"])[0] for _ in range(3))
-        rows: list[list[object]] = [["python -c pass (baseline)", base, "", 0, "", "", ""]]
+        base, base_mib, _, _ = min(_measure([sys.executable, "-c", "pass"]) for _ in range(3))
+        rows: list[list[object]] = [["python -c pass (baseline)", base, round(base_mib), 0,
+                                     "", "", ""]]
         for label, argv, target, target_mib, quick in CASES:
             if args.only not in label:
                 continue

@@ -33,6 +33,7 @@ from commsim.engine.evaluate import Evaluation, check_engine, evaluate
 from commsim.errors import ScheduleError, SpecError
 from commsim.nccl import PIPELINED, NcclModel, base_latency_s
 from commsim.network import Network
+from commsim.progress import Progress
 from commsim.results import Result
 from commsim.units import parse_size
 
@@ -44,6 +45,10 @@ ENGINE_CHOICES = ("des", "analytic", "auto")
 #: forms, which ignore contention.
 DES_RANKING_MAX_RANKS = 64
 DES_RANKING_MAX_WORK = 2**18
+
+#: From this many ranks on, ranking the candidates takes seconds: it shows a progress bar
+#: (on a terminal only).
+PROGRESS_MIN_RANKS = 16384
 
 #: A candidate: (algorithm, NCCL protocol or None for plain alpha-beta).
 Candidate = tuple[str, str | None]
@@ -156,7 +161,7 @@ class Timer:
             best = among[0]
         else:
             ranking = ranking_engine(c, engine)
-            totals = [self._total(call.group, c, net, cand, ranking) for cand in among]
+            totals = self._rank(call.group, c, net, among, ranking)
             best = among[totals.index(min(totals))]
             self._drop_records(call.group, c, [x for x in among if x != best], ranking)
         result = self._result(call.group, c, net, best, engine, records)
@@ -268,6 +273,23 @@ class Timer:
             done = NcclModel.of(net).evaluate(c, name, protocol, engine, records)
         self._evaluations[key] = done
         return done
+
+    def _rank(self, group: tuple[int, ...] | None, c: Call, net: Network,
+              among: list[Candidate], engine: str) -> list[float]:
+        """Each candidate's total time; from :data:`PROGRESS_MIN_RANKS` ranks on (seconds of
+        work) with a progress bar on a terminal."""
+        if c.ranks < PROGRESS_MIN_RANKS:
+            return [self._total(group, c, net, cand, engine) for cand in among]
+        bar = Progress(f"ranking {len(among)} candidates on {c.ranks} ranks", "candidate")
+        try:
+            totals: list[float] = []
+            for cand in among:
+                bar.update_to(len(totals), len(among), "/".join(str(x) for x in cand if x))
+                totals.append(self._total(group, c, net, cand, engine))
+            bar.update_to(len(totals), len(among))
+            return totals
+        finally:
+            bar.close()
 
     def _drop_records(self, group: tuple[int, ...] | None, c: Call,
                       losers: list[Candidate], engine: str) -> None:

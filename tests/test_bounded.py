@@ -70,3 +70,23 @@ def test_a_simulation_over_the_memory_budget_is_refused_in_one_line() -> None:
     assert done.stderr.count("\n") == 1
     for needle in ("transfers", "of memory", "--max-memory", "--engine analytic"):
         assert needle in done.stderr
+
+
+def test_long_ranking_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    """Ranking NCCL's candidates on many ranks takes seconds: a bar counts them (forced here,
+    as stderr is no terminal under pytest), and stdout is the table alone."""
+    from commsim import timing
+    from commsim.cli import main
+    from commsim.progress import Progress
+
+    class Forced(Progress):
+        def __init__(self, desc: str, unit: str) -> None:
+            super().__init__(desc, unit, force=True)
+
+    monkeypatch.setattr(timing, "PROGRESS_MIN_RANKS", 16)
+    monkeypatch.setattr(timing, "Progress", Forced)
+    assert main(["run", "all_reduce", "-t", "dgx-h100x2", "-s", "1MiB", "--engine",
+                 "analytic"]) == 0
+    out, err = capsys.readouterr()
+    assert "ranking" in err and "candidate" in err and "ranking" not in out
