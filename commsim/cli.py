@@ -73,6 +73,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
 }
 
 
+#: The commands that may run the discrete-event engine in this process: each takes
+#: ``--max-memory SIZE`` (:mod:`commsim.budget`), which :func:`main` applies around it.
+DES_COMMANDS = ("run", "replay", "validate", "calibrate", "plan")
+
+
 class _Version(argparse.Action):
     """``--version``: the installed version, looked up only when asked (importlib.metadata
     costs tens of milliseconds)."""
@@ -116,6 +121,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
         elif (module, adder) not in added:
             added.add((module, adder))
             getattr(importlib.import_module(module), adder)(sub)
+    for name in DES_COMMANDS:
+        if name in sub.choices and sub.choices[name].add_help:  # a real parser, not a line
+            sub.choices[name].add_argument(
+                "--max-memory", default=None, metavar="SIZE",
+                help="memory a discrete-event simulation may use, e.g. 8GiB (default: half "
+                "the memory available); a larger one is refused in one line before anything "
+                "is built")
     return parser
 
 
@@ -180,13 +192,6 @@ def _add_run_how(run: argparse.ArgumentParser) -> None:
         default="des",
         help="des: discrete-event simulation with contention (default); "
         "analytic: closed-form alpha-beta cost",
-    )
-    run.add_argument(
-        "--max-memory",
-        default=None,
-        metavar="SIZE",
-        help="memory a discrete-event simulation may use, e.g. 8GiB (default: half the memory "
-        "available); a larger one is refused in one line before anything is built",
     )
     run.add_argument(
         "--protocol",
@@ -269,7 +274,6 @@ def _max_memory(value: str | None) -> int | None:
 def cmd_run(args: argparse.Namespace) -> int:
     """``commsim run``: simulate each size, write the requested files, print table or JSON."""
     from commsim.api import simulate
-    from commsim.budget import limited
     from commsim.export import write_trace, write_transfers_csv
     from commsim.table import format_table
     from commsim.topology import load_topology
@@ -277,32 +281,31 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     many = ":" in args.size  # a range, even one that yields a single size, gives a list
     sizes = parse_size_range(args.size, "--size")
-    with limited(_max_memory(args.max_memory)):
-        network = load_topology(args.topology)
-        results = [
-            simulate(
-                args.collective,
-                network,
-                nbytes,
-                algorithm=args.algorithm,
-                root=args.root,
-                ranks=args.ranks,
-                chunks=args.chunks,
-                engine=args.engine,
-                protocol=args.protocol,
-            )
-            for nbytes in sizes
-        ]
-        # File outputs read the records of the same evaluations: they never change a time,
-        # and a result without records (NCCL's composed estimates) fails here, before
-        # anything is written.
-        if args.transfers or args.trace or (args.plot and not many):
-            recorded = [r.with_records() for r in results]
-    for result in recorded if args.transfers or args.trace else ():
-        if args.transfers is not None:
-            write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
-        if args.trace is not None:
-            write_trace(result, _per_size_path(args.trace, result.nbytes, many), result.network)
+    network = load_topology(args.topology)
+    results = [
+        simulate(
+            args.collective,
+            network,
+            nbytes,
+            algorithm=args.algorithm,
+            root=args.root,
+            ranks=args.ranks,
+            chunks=args.chunks,
+            engine=args.engine,
+            protocol=args.protocol,
+        )
+        for nbytes in sizes
+    ]
+    # File outputs read the records of the same evaluations: they never change a time, and a
+    # result without records (NCCL's composed estimates) fails here, before anything is written.
+    if args.transfers or args.trace or (args.plot and not many):
+        recorded = [r.with_records() for r in results]
+        for result in recorded:
+            if args.transfers is not None:
+                write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
+            if args.trace is not None:
+                write_trace(result, _per_size_path(args.trace, result.nbytes, many),
+                            result.network)
     if args.plot is not None:
         from commsim.plots import plot_busbw, plot_link_utilization
 
@@ -371,7 +374,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = build_parser(words)
         args = parser.parse_args(join_negative_values(parser, words))
         handler: Callable[[argparse.Namespace], int] = args.handler
-        return handler(args)
+        if getattr(args, "max_memory", None) is None:
+            return handler(args)
+        from commsim.budget import limited
+
+        with limited(_max_memory(args.max_memory)):
+            return handler(args)
     except _UsageError as exc:
         return _fail(str(exc))
     except SystemExit as exc:  # --help and --version exit 0 through argparse

@@ -63,3 +63,15 @@ def test_over_budget_contended_ring_is_refused(capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "1.0 kB budget (--max-memory)" in err
     assert main([*base, "--max-memory", "1GiB"]) == 0
+
+
+def test_replay_takes_max_memory_too(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:  # type: ignore[no-untyped-def]
+    """``replay`` runs the DES in this process: --max-memory bounds it the same way."""
+    workload = tmp_path / "ddp.yaml"
+    workload.write_text("kind: ddp\nlayers: 2\nforward_time: 1ms\nbackward_time: 2ms\n"
+                        "grad_bytes: 1MiB\nalgorithm: ring\nprotocol: none\n")
+    argv = ["replay", str(workload), "-t", "dgx-h100x2"]
+    assert main([*argv, "--max-memory", "1KiB"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-memory" in err
+    assert main([*argv, "--max-memory", "4GiB"]) == 0
