@@ -48,7 +48,7 @@ from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import ScheduleError, SpecError
-from commsim.network import Link, Network
+from commsim.network import DerivedLinks, Link, Network
 
 #: The composed (not scheduled) algorithm of this model; see NcclModel.pipelined_hierarchical.
 PIPELINED = "hierarchical_pipelined"
@@ -176,18 +176,19 @@ def protocol_network(
     network (its ``nccl`` block dropped), so it is timed as given."""
     del collective, multi_host  # the same factors for every collective since NCCL 2.19
     net_links = network_links(network)
-    links = tuple(
-        Link(
+
+    def scaled(i: int, link: Link) -> Link:
+        on_net = i in net_links
+        return Link(
             link.src,
             link.dst,
-            link.latency_s
-            * (protocol.network_latency if i in net_links else protocol.host_latency),
-            min(link.bandwidth_Bps * protocol.bandwidth * (channels if i in net_links else 1),
-                cap_Bps),
+            link.latency_s * (protocol.network_latency if on_net else protocol.host_latency),
+            min(link.bandwidth_Bps * protocol.bandwidth * (channels if on_net else 1), cap_Bps),
             link.label,
         )
-        for i, link in enumerate(network.links)
-    )
+
+    # each link is scaled when first read: closed forms read a few, a simulation all
+    links = DerivedLinks(network.links, scaled)
     meta = {k: v for k, v in network.meta.items() if k != "nccl"}
     return network.rebuilt(name=f"{network.name}+{protocol.name}", links=links, meta=meta)
 
@@ -261,17 +262,12 @@ class NcclModel:
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
             scaled = self._scaled(protocol, channels, cap)
             # The same devices and links, scaled: every protocol's network of the same ranks
-            # shares the unscaled structure (routes, links out of each device, hosts and
-            # reducing switches), computed once per group of ranks.
-            shared = self._memo.setdefault(("structure", ranks), ({}, [], {}))
-            routes, out, structure = shared
+            # shares one structure (routes, out-links, hosts, reducing switches, ...).
+            routes, structure = self._memo.setdefault(("structure", ranks), ({}, {}))
             net = Network(scaled.name, scaled.devices, scaled.links,
                           tuple(self.network.rank_devices[r] for r in ranks),
                           scaled.gamma_s_per_B, scaled.router, dict(scaled.meta),
-                          _routes=routes, _out=out, _derived=dict(structure))
-            if not structure:
-                net.reducing_switches_of()  # which computes the reduction switches and hosts
-                structure.update(net._derived)  # noqa: SLF001 - structure only, so far
+                          _routes=routes, _out=self.network.out_links, _structure=structure)
             self._cache[key] = net
         return self._cache[key]
 

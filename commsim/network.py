@@ -8,9 +8,9 @@ latencies plus its size over the narrowest hop's bandwidth, when uncontended.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar, overload
 
 from commsim.errors import SpecError
 
@@ -43,6 +43,71 @@ class Link:
     latency_s: float
     bandwidth_Bps: float
     label: str = ""
+
+
+class DerivedLinks(Sequence[Link]):
+    """Another network's links, each changed by ``make(index, link)`` when first read
+    (``make`` keeps the link's ends: only latency, bandwidth and label may change).
+
+    A view of a large network that changes every link (a protocol's latencies and bandwidths,
+    a reducing switch's ports) is built in constant time: a closed form reads the few links
+    on its representative paths, and only a simulation, which iterates them all, makes every
+    one (once). It compares equal to any sequence of the same links.
+    """
+
+    __slots__ = ("_all", "_base", "_make", "_made")
+
+    def __init__(self, base: Sequence[Link], make: Callable[[int, Link], Link]) -> None:
+        self._base, self._make = base, make
+        self._made: dict[int, Link] = {}
+        self._all: tuple[Link, ...] | None = None
+
+    def __len__(self) -> int:
+        return len(self._base)
+
+    @overload
+    def __getitem__(self, index: int) -> Link: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Link, ...]: ...
+    def __getitem__(self, index: int | slice) -> Link | tuple[Link, ...]:
+        if isinstance(index, slice):
+            return self.materialized()[index]
+        if self._all is not None:
+            return self._all[index]
+        if index < 0:
+            index += len(self._base)
+        link = self._made.get(index)
+        if link is None:
+            if len(self._made) > len(self._base) // 8:  # most will be read: make them all
+                return self.materialized()[index]
+            link = self._made[index] = self._make(index, self._base[index])
+        return link
+
+    @property
+    def ends(self) -> Sequence[Link]:
+        """The first links these derive from (through any chain of derived links): the same
+        ends (``src``, ``dst``), in the same order."""
+        base = self._base
+        return base.ends if isinstance(base, DerivedLinks) else base
+
+    def materialized(self) -> tuple[Link, ...]:
+        """Every link, made once."""
+        if self._all is None:
+            made, make = self._made, self._make
+            self._all = tuple(made.get(i) or make(i, link) for i, link in enumerate(self._base))
+            made.clear()
+        return self._all
+
+    def __iter__(self) -> Iterator[Link]:
+        return iter(self.materialized())
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Sequence):
+            return NotImplemented
+        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+
+    def __hash__(self) -> int:
+        return hash(self.materialized())
 
 
 def shortest_path_router(network: Network, src: int, dst: int) -> tuple[int, ...]:
@@ -83,7 +148,7 @@ class Network:
 
     name: str
     devices: tuple[Device, ...]
-    links: tuple[Link, ...]
+    links: Sequence[Link]
     rank_devices: tuple[int, ...]
     gamma_s_per_B: float = 0.0
     router: Router = shortest_path_router
@@ -93,6 +158,9 @@ class Network:
     )
     _out: list[list[int]] = field(default_factory=list, compare=False, repr=False)
     _derived: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
+    #: What depends only on the structure (devices, link ends, ranks, router), shared with the
+    #: views :meth:`rebuilt` makes of the same structure (see :meth:`structural`).
+    _structure: dict[Hashable, object] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def ranks(self) -> int:
@@ -103,10 +171,16 @@ class Network:
         """Link indices leaving each device, in index order (built once)."""
         if not self._out:
             out: list[list[int]] = [[] for _ in self.devices]
-            for index, link in enumerate(self.links):
+            for index, link in enumerate(self.ends()):
                 out[link.src].append(index)
             self._out.extend(out)
         return self._out
+
+    def ends(self) -> Sequence[Link]:
+        """Links with this network's ends (``src``, ``dst``), for structure only: derived
+        links' base, so that reading the structure makes no derived link."""
+        links = self.links
+        return links.ends if isinstance(links, DerivedLinks) else links
 
     def host_of(self, rank: int) -> int | None:
         """The host (server) of a rank's device, or None for a flat topology."""
@@ -125,7 +199,18 @@ class Network:
                 return None
             return tuple(int(self.host_of(r) or 0) for r in range(self.ranks))
 
-        return self.derived("rank_hosts", make)
+        return self.structural("rank_hosts", make)
+
+    def structural(self, key: Hashable, make: Callable[[], T]) -> T:
+        """``make()``, computed once per ``key`` for this network and every view of the same
+        structure (a protocol's or a reducing switch's scaled links on the same ranks): for
+        values that depend on the routes and link ends only, never on latencies or
+        bandwidths."""
+        try:
+            return self._structure[key]  # type: ignore[return-value]
+        except KeyError:
+            value = self._structure[key] = make()
+            return value
 
     def derived(self, key: Hashable, make: Callable[[], T]) -> T:
         """``make()``, computed once per ``key`` and kept with this network.
@@ -146,7 +231,7 @@ class Network:
         A schedule addresses them as endpoints after the ranks: endpoint ``ranks + k`` is
         ``reduction_switches[k]`` (see :meth:`endpoint_device`).
         """
-        return self.derived(
+        return self.structural(
             "reduction_switches",
             lambda: tuple(i for i, d in enumerate(self.devices) if d.reduction_Bps is not None),
         )
@@ -166,11 +251,18 @@ class Network:
         self,
         *,
         name: str | None = None,
-        links: tuple[Link, ...] | None = None,
+        links: Sequence[Link] | None = None,
         rank_devices: tuple[int, ...] | None = None,
         meta: dict[str, object] | None = None,
     ) -> Network:
-        """A fresh network (its own caches) like this one, with the given parts replaced."""
+        """A fresh network (its own caches) like this one, with the given parts replaced; with
+        the same ranks and links derived from these (:class:`DerivedLinks`), it shares this
+        one's structure: routes, out-links and :meth:`structural` values."""
+        same = rank_devices is None and (
+            links is None or (isinstance(links, DerivedLinks) and links.ends is self.ends()))
+        shared: dict[str, Any] = (
+            {"_routes": self._routes, "_out": self._out, "_structure": self._structure}
+            if same else {})
         return Network(
             self.name if name is None else name,
             self.devices,
@@ -179,6 +271,7 @@ class Network:
             self.gamma_s_per_B,
             self.router,
             dict(self.meta) if meta is None else meta,
+            **shared,
         )
 
     def reducing_view(self, switches: frozenset[int]) -> Network:
@@ -188,12 +281,14 @@ class Network:
 
         def make() -> Network:
             rate = {i: self.devices[i].reduction_Bps for i in switches}
-            links = tuple(
-                Link(link.src, link.dst, link.latency_s,
-                     rate.get(link.src) or rate.get(link.dst) or link.bandwidth_Bps, link.label)
-                for link in self.links
-            )
-            return self.rebuilt(links=links)
+
+            def port(_: int, link: Link) -> Link:
+                reduce = rate.get(link.src) or rate.get(link.dst)
+                if not reduce:
+                    return link
+                return Link(link.src, link.dst, link.latency_s, reduce, link.label)
+
+            return self.rebuilt(links=DerivedLinks(self.links, port))
 
         return self.derived(("reducing_view", switches), make)
 
@@ -208,12 +303,12 @@ class Network:
             if not reducing or self.ranks < 2:
                 return None, None
             endpoint = {device: self.ranks + k for k, device in enumerate(reducing)}
-            switches = set(endpoint)
+            switches, ends = set(endpoint), self.ends()
             host_switches: list[int] = []
             fabric: set[int] | None = None
             for rank in range(self.ranks):
                 device = self.rank_devices[rank]
-                near = {self.links[i].dst for i in self.out_links[device]} & switches
+                near = {ends[i].dst for i in self.out_links[device]} & switches
                 own = [d for d in sorted(near) if self.devices[d].host == self.devices[device].host]
                 if own:
                     host_switches.append(endpoint[own[0]])
@@ -224,7 +319,7 @@ class Network:
             fabric_switch = endpoint[min(fabric)] if fabric and multi_host else None
             return hosts, fabric_switch
 
-        return self.derived("reducing_switches_of", make)
+        return self.structural("reducing_switches_of", make)
 
     def route(self, src_rank: int, dst_rank: int) -> tuple[int, ...]:
         """Link indices from endpoint ``src_rank``'s device to ``dst_rank``'s (cached);

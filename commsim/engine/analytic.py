@@ -153,12 +153,17 @@ def _dbt_link_load(pairs: PairCosts) -> float:
     """Seconds per byte of a half-buffer on the double binary tree's busiest link: every tree
     edge carries a half up (reduce) and down (broadcast), over the edge's routes."""
     network = pairs.network
-    crossings: Counter[int] = Counter()
-    for parents in dbt_parents(pairs.ranks):
-        for child, parent in enumerate(parents):
-            if parent >= 0:
-                crossings.update(network.route(child, parent))
-                crossings.update(network.route(parent, child))
+
+    def count() -> Counter[int]:  # routes only: shared by views of the same structure
+        crossings: Counter[int] = Counter()
+        for parents in dbt_parents(pairs.ranks):
+            for child, parent in enumerate(parents):
+                if parent >= 0:
+                    crossings.update(network.route(child, parent))
+                    crossings.update(network.route(parent, child))
+        return crossings
+
+    crossings = network.structural(("dbt crossings", pairs.ranks), count)
     links = network.links
     return max((count / links[i].bandwidth_Bps for i, count in crossings.items()), default=0.0)
 
