@@ -21,7 +21,7 @@ from commsim.algorithms.innetwork import network_for
 from commsim.budget import budget_source, memory_budget
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing, simulate_des
-from commsim.engine.symmetry import symmetric_ring
+from commsim.engine.symmetry import symmetric_note
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.schedule import Schedule
@@ -120,7 +120,7 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
                 "simulated); use --engine des"
             )
         return Evaluation(time_s, chunks, view, schedule, timing)
-    note = None if records or _small(call, algo, chunks) else symmetric_ring(call, view, algo.name)
+    note = None if records or _small(call, algo, chunks) else symmetric_note(call, view, algo.name)
     if note is not None:  # the DES of a symmetric ring is its closed form, exactly
         return Evaluation(predict(call, view, algo.name), chunks, view, note=note)
     check_des_size(call, algo, chunks)

@@ -12,7 +12,7 @@ from commsim.algorithms.calls import make_call
 from commsim.engine import evaluate as evaluate_module
 from commsim.engine.analytic import predict
 from commsim.engine.evaluate import evaluate
-from commsim.engine.symmetry import symmetric_ring
+from commsim.engine.symmetry import symmetric_note
 from commsim.nccl import NcclModel
 from commsim.network import Device, Link, Network
 from commsim.topology import fully_connected, hierarchical, load_topology, ring, switch, torus
@@ -34,14 +34,14 @@ def _always_by_symmetry(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.mark.parametrize("name", sorted(SYMMETRIC))
-def test_symmetric_ring_equals_the_full_simulation(name: str) -> None:
+def test_symmetric_note_equals_the_full_simulation(name: str) -> None:
     """Every collective, sizes that do and do not divide evenly, default and forced chunks,
     a root other than 0: the one-representative time is the full DES's (to 1e-9)."""
     net = SYMMETRIC[name]()
     for coll, size, chunks in itertools.product(COLLECTIVES, (1 << 20, 1_000_003, 7),
                                                 (None, 1, 3)):
         call = make_call(coll, net, size, chunks=chunks, root=1)
-        assert symmetric_ring(call, net, "ring") is not None
+        assert symmetric_note(call, net, "ring") is not None
         full = evaluate(call, net, "ring", "des", records=True)
         fast = evaluate(call, net, "ring", "des")
         assert full.note is None and full.schedule is not None
@@ -58,7 +58,7 @@ def test_nccl_phase_groups_are_symmetric_and_exact() -> None:
     for ranks, protocol in itertools.product((host, rail), ("LL", "Simple")):
         view = model._net(ranks, model.protocol(protocol), 1)  # noqa: SLF001 - a phase's view
         call = make_call("all_reduce", view, 3 << 20)
-        assert symmetric_ring(call, view, "ring") is not None
+        assert symmetric_note(call, view, "ring") is not None
         full = evaluate(call, view, "ring", "des", records=True).time_s
         assert evaluate(call, view, "ring", "des").time_s == pytest.approx(full, rel=1e-9)
 
@@ -79,7 +79,7 @@ def test_a_ring_that_shares_a_link_is_simulated_in_full() -> None:
     closed form) runs in full."""
     net = _two_rings_over_shared_nics()
     call = make_call("all_reduce", net, 1 << 20)
-    assert symmetric_ring(call, net, "ring") is None
+    assert symmetric_note(call, net, "ring") is None
     done = evaluate(call, net, "ring", "des")
     assert done.note is None and done.schedule is not None
     assert done.time_s > predict(call, net, "ring") * 1.2
@@ -94,15 +94,15 @@ def test_rings_with_unlike_hops_are_simulated_in_full(make) -> None:  # type: ig
     wrap-around hops are longer): no symmetry claimed."""
     net = make()
     call = make_call("all_reduce", net, 1 << 20)
-    assert symmetric_ring(call, net, "ring") is None
+    assert symmetric_note(call, net, "ring") is None
     assert evaluate(call, net, "ring", "des").note is None
 
 
 def test_other_algorithms_are_not_claimed() -> None:
     net = ring(8, latency="1us", bandwidth="100GB/s")
     call = make_call("all_reduce", net, 1 << 20)
-    assert symmetric_ring(call, net, "ring_bidirectional") is None
-    assert symmetric_ring(call, net, "recursive_doubling") is None
+    assert symmetric_note(call, net, "ring_bidirectional") is None
+    assert symmetric_note(call, net, "recursive_doubling") is None
 
 
 def test_small_simulations_keep_their_records(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -116,7 +116,7 @@ def test_small_simulations_keep_their_records(monkeypatch: pytest.MonkeyPatch) -
     assert evaluate(call, net, "ring", "des").note is not None
 
 
-def test_replay_still_sees_contention_between_symmetric_rings() -> None:
+def test_replay_still_sees_contention_between_symmetric_notes() -> None:
     """A step with two groups' rings lowers their transfers (made when asked), so rings that
     are each symmetric alone still contend where their routes meet."""
     from commsim.replay.graph import GraphBuilder
@@ -131,3 +131,37 @@ def test_replay_still_sees_contention_between_symmetric_rings() -> None:
         return time_graph(b.build(), net).step_time_s
 
     assert step([(0, 2), (1, 3)]) > step([(0, 2)]) * 1.1
+
+
+HOSTS = {
+    "3x4": lambda: hierarchical(3, 4, intra=("1us", "100GB/s"), inter=("5us", "10GB/s")),
+    "5x2-gamma": lambda: hierarchical(5, 2, intra=("1us", "100GB/s"), inter=("5us", "10GB/s"),
+                                      gamma="0.1ns"),
+    "2x1": lambda: hierarchical(2, 1, intra=("1us", "100GB/s"), inter=("5us", "10GB/s")),
+    **{f"{p}x2": (lambda p=p: load_topology(f"{p}x2"))
+       for p in ("dgx-a100", "dgx-h100", "dgx2-v100", "gcp-a3-mega", "hgx-h800")},
+}
+
+
+@pytest.mark.parametrize("name", sorted(HOSTS))
+def test_symmetric_hosts_equal_the_full_simulation(name: str) -> None:
+    """``hierarchical`` over hosts of one size: where its host rings and rail rings are
+    claimed symmetric, the one-representative time is the full DES's (to 1e-9)."""
+    net = HOSTS[name]()
+    claimed = 0
+    for size, chunks in itertools.product((1 << 20, 1_000_003, 7), (None, 3)):
+        call = make_call("all_reduce", net, size, chunks=chunks)
+        full = evaluate(call, net, "hierarchical", "des", records=True).time_s
+        fast = evaluate(call, net, "hierarchical", "des")
+        claimed += fast.note is not None
+        assert fast.time_s == pytest.approx(full, rel=1e-9, abs=0.0)
+    assert claimed in (0, 6)
+    if name in ("3x4", "5x2-gamma", "2x1", "dgx-h100x2"):
+        assert claimed == 6
+
+
+def test_hosts_of_different_sizes_are_simulated_in_full() -> None:
+    """The first 12 ranks of two 8-GPU hosts: no symmetry claimed."""
+    net = load_topology("dgx-h100x2").with_ranks(12)
+    call = make_call("all_reduce", net, 1 << 20)
+    assert symmetric_note(call, net, "hierarchical") is None
