@@ -30,8 +30,23 @@ _LIMIT: ContextVar[int | None] = ContextVar("commsim_memory_budget", default=Non
 
 
 def available_bytes() -> int:
-    """The memory the system reports available now: ``MemAvailable`` (Linux), else the free
-    physical pages, else :data:`FALLBACK_BYTES`."""
+    """The memory available now: what the system reports (``MemAvailable`` on Linux, else the
+    free physical pages, else :data:`FALLBACK_BYTES`), at most this process's address-space
+    limit (``ulimit -v``) where one is set."""
+    return min(_system_available(), _address_space_limit())
+
+
+def _address_space_limit() -> int:
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    except (ImportError, OSError, ValueError):  # pragma: no cover - not POSIX
+        return FALLBACK_BYTES * 1024
+    return soft if soft > 0 else FALLBACK_BYTES * 1024  # RLIM_INFINITY is -1
+
+
+def _system_available() -> int:
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
             for line in meminfo:

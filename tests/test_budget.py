@@ -75,3 +75,12 @@ def test_replay_takes_max_memory_too(tmp_path, capsys: pytest.CaptureFixture[str
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--max-memory" in err
     assert main([*argv, "--max-memory", "4GiB"]) == 0
+
+
+def test_an_address_space_limit_bounds_the_default_budget() -> None:
+    """Under ``ulimit -v 4GiB`` the default budget is at most half of it."""
+    probe = ("import resource; resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30)); "
+             "from commsim.budget import memory_budget; print(memory_budget())")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          timeout=120, check=True)
+    assert 0 < int(done.stdout) <= 2 << 30
