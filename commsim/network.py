@@ -109,6 +109,10 @@ class DerivedLinks(Sequence[Link]):
     def __hash__(self) -> int:
         return hash(self.materialized())
 
+    def __reduce__(self) -> tuple[type, tuple[tuple[Link, ...]]]:
+        """Pickled as the plain tuple of its links (``make`` may be a local function)."""
+        return tuple, (self.materialized(),)
+
 
 def shortest_path_router(network: Network, src: int, dst: int) -> tuple[int, ...]:
     """Fewest hops (BFS), ties broken by the lowest link index: deterministic."""

@@ -4,6 +4,8 @@ eager copy, the same routes, and what depends only on routes computed once."""
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from commsim.nccl import NcclModel
@@ -25,6 +27,16 @@ def test_derived_links_equal_the_eager_copy() -> None:
     assert hash(lazy) == hash(eager) and lazy.ends is base
     many = DerivedLinks(base, _double)  # reading most links makes them all at once
     assert [many[i] for i in range(len(base))] == list(eager)
+    assert pickle.loads(pickle.dumps(DerivedLinks(base, _double))) == eager  # as a tuple
+
+
+def test_views_pickle() -> None:
+    """A network whose protocol views were made (kept with it) still pickles, for sweeps."""
+    net = load_topology("dgx-h100x2")
+    view = NcclModel.of(net).network_for(net.ranks, "ring", "LL")
+    copy = pickle.loads(pickle.dumps(view))
+    assert copy.links == view.links and copy.route(0, 9) == view.route(0, 9)
+    assert pickle.loads(pickle.dumps(net)).route(0, 9) == net.route(0, 9)
 
 
 def test_protocol_networks_scale_every_link_and_share_the_routes() -> None:
