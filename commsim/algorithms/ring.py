@@ -13,7 +13,7 @@ from commsim.algorithms.base import Call
 from commsim.algorithms.plan import Plan, Range, pipeline_chunks, split
 from commsim.collectives import Collective, segment
 from commsim.errors import ScheduleError
-from commsim.schedule import OpKind, Schedule
+from commsim.schedule import Columns, OpKind, Schedule
 
 NAME = "ring"
 #: Upper bound of the default piece count of the pipelined chains (broadcast, reduce).
@@ -62,6 +62,9 @@ def build(call: Call) -> Schedule:
     """The ring schedule of ``call`` (see the module docstring)."""
     p, n = call.ranks, call.nbytes
     chunks = call.chunks or default_chunks(call)
+    columnar = _columns(call, chunks)
+    if columnar is not None:
+        return Schedule.of_columns(call.collective, NAME, p, n, call.root, chunks, columnar)
     plan = Plan(p, n)
     ring: Ring = (range(p), [segment(r, p, n) for r in range(p)])
     coll = call.collective
@@ -79,6 +82,22 @@ def build(call: Call) -> Schedule:
     else:  # pragma: no cover - every collective is handled above
         raise ScheduleError(f"algorithm {NAME!r} cannot run {coll.value}")
     return plan.schedule(coll, NAME, p, call.root, chunks)
+
+
+def _columns(call: Call, chunks: int) -> Columns | None:
+    """The schedule :func:`build` describes, made as columns (None where a piece is empty)."""
+    import numpy as np  # NOTE: local, so that importing the registry stays cheap
+
+    from commsim.algorithms import columnar
+
+    p, n, coll = call.ranks, call.nbytes, call.collective
+    if coll is Collective.BROADCAST or coll is Collective.REDUCE:
+        first = call.root if coll is Collective.BROADCAST else call.root + 1
+        order = (first + np.arange(p, dtype=np.int64)) % p
+        return columnar.chain(order, n, chunks, coll is Collective.REDUCE)
+    phases = {Collective.ALL_GATHER: (False,), Collective.REDUCE_SCATTER: (True,),
+              Collective.ALL_REDUCE: (True, False)}[coll]
+    return columnar.ring_steps(p, n, chunks, phases)
 
 
 def _chain(plan: Plan, order: list[int], nbytes: int, chunks: int, op: OpKind) -> None:

@@ -334,8 +334,8 @@ def _weighted_max_min_rates(
     return rates
 
 
-def simulate_des(schedule: Schedule, network: Network) -> Timing:
-    """Time ``schedule`` on ``network`` with the discrete-event engine."""
+def check_fits(schedule: Schedule, network: Network) -> None:
+    """ValueError unless ``network`` has the ranks and reducing switches ``schedule`` uses."""
     if schedule.ranks > network.ranks:
         raise ValueError(f"schedule needs {schedule.ranks} ranks, network has {network.ranks}")
     if schedule.endpoints and (
@@ -346,4 +346,9 @@ def simulate_des(schedule: Schedule, network: Network) -> Timing:
             f"{schedule.ranks} ranks; network {network.name!r} has "
             f"{len(network.reduction_switches)} after {network.ranks}"
         )
+
+
+def simulate_des(schedule: Schedule, network: Network) -> Timing:
+    """Time ``schedule`` on ``network`` with the discrete-event engine."""
+    check_fits(schedule, network)
     return _Simulation(schedule.transfers, network).run()

@@ -19,7 +19,8 @@ from commsim.algorithms.base import Call
 from commsim.algorithms.estimate import estimate_transfers
 from commsim.algorithms.innetwork import network_for
 from commsim.engine.analytic import predict
-from commsim.engine.des import Timing, simulate_des
+from commsim.engine.des import Timing
+from commsim.engine.exact import time_schedule
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.schedule import Schedule
@@ -88,7 +89,7 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
             return Evaluation(time_s, chunks, view)
         check_des_size(call, algo, chunks)
         schedule = build_schedule(call, algo.name)
-        timing = simulate_des(schedule, view)
+        timing = time_schedule(schedule, view)
         if abs(timing.time_s - time_s) > RECORDS_RTOL * max(time_s, 1e-30):
             raise SpecError(
                 f"no transfers for {algo.name} with --engine analytic: the closed form "
@@ -98,5 +99,5 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
         return Evaluation(time_s, chunks, view, schedule, timing)
     check_des_size(call, algo, chunks)
     schedule = build_schedule(call, algo.name)
-    timing = simulate_des(schedule, view)
+    timing = time_schedule(schedule, view)
     return Evaluation(timing.time_s, chunks, view, schedule, timing)
