@@ -46,6 +46,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             build=ring.build,
             default_chunks=ring.default_chunks,
             nccl_family="ring",
+            columnar=True,
             summary="NCCL-style ring; pipelined chains for broadcast and reduce",
         ),
         Algorithm(

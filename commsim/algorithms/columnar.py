@@ -28,8 +28,12 @@ def _pieces(starts: np.ndarray, stops: np.ndarray, chunks: int) -> tuple[np.ndar
 
 def _deps(link_prev: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CSR of at most two dependencies per transfer (-1: none), each row sorted."""
-    pair = np.sort(np.stack([link_prev, data], axis=1), axis=1)
-    counts = (pair >= 0).sum(axis=1)
+    one = (link_prev < 0) | (data < 0)
+    pair = np.empty((len(data), 2), dtype=np.int64)
+    np.minimum(link_prev, data, out=pair[:, 0])
+    np.maximum(link_prev, data, out=pair[:, 1])
+    pair[one, 0] = -1                     # a missing one is -1: the other is the maximum
+    counts = 2 - one - (pair[:, 1] < 0)
     ptr = np.zeros(len(pair) + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
     flat = pair.ravel()
@@ -53,7 +57,9 @@ def ring_steps(ranks: int, nbytes: int, chunks: int, phases: tuple[bool, ...]) -
     local = g % steps
     reduce_step = np.repeat(np.array(phases, dtype=bool), steps)[:, None]
     block = np.where(reduce_step, i - local - 1, i - local) % p           # (G, p)
-    offset, size = _pieces(block * nbytes // p, (block + 1) * nbytes // p, c)
+    bounds = np.arange(p + 1, dtype=np.int64) * nbytes // p               # the segments
+    offset, size = _pieces(bounds[:-1], bounds[1:], c)                    # (p, c) per block
+    offset, size = offset[block], size[block]
     if size.min() <= 0:
         return None
     shape = size.shape                                                    # (G, p, c)

@@ -34,6 +34,7 @@ import os
 import numpy as np
 
 from commsim.engine.des import Timing, check_fits, simulate_des
+from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.schedule import Columns, Schedule
 
@@ -43,7 +44,16 @@ def _routes(cols: Columns, network: Network) -> tuple[np.ndarray, np.ndarray, np
     """Per transfer: its route's index among the distinct routes, its drain time and its
     latency (plus reduction); and per distinct route its link tuple."""
     width = int(max(cols.src.max(initial=0), cols.dst.max(initial=0))) + 1
-    pairs, which = np.unique(cols.src * width + cols.dst, return_inverse=True)
+    key = cols.src * width + cols.dst
+    if width * width <= 1 << 24:                      # a table instead of a sort
+        seen = np.zeros(width * width, dtype=bool)
+        seen[key] = True
+        pairs = np.flatnonzero(seen)
+        table = np.zeros(width * width, dtype=np.int64)
+        table[pairs] = np.arange(len(pairs))
+        which = table[key]
+    else:
+        pairs, which = np.unique(key, return_inverse=True)
     links = network.links
     paths: list[tuple[int, ...]] = []
     latency = np.empty(len(pairs))
@@ -100,47 +110,64 @@ def _longest_path(cols: Columns, drain: np.ndarray, delay: np.ndarray) -> tuple[
     """Start (the latest dependency's end, 0 without one) and end of every transfer."""
     n = len(cols)
     level = _levels(cols)
-    order = np.argsort(level, kind="stable")
-    bounds = np.flatnonzero(np.diff(level[order])) + 1
-    counts = np.diff(cols.dep_ptr)[order]
-    ptr = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(counts, out=ptr[1:])
-    gather = np.repeat(cols.dep_ptr[:-1][order] - ptr[:-1], counts) + np.arange(ptr[-1])
-    deps = cols.dep_idx[gather]                       # dependencies, in level order
+    steps = np.diff(level)
+    if (steps >= 0).all():                            # rows already in level order
+        order, contiguous = np.arange(n), True
+        bounds = np.flatnonzero(steps) + 1
+        counts = np.diff(cols.dep_ptr)
+        ptr, deps = cols.dep_ptr, cols.dep_idx
+    else:
+        order, contiguous = np.argsort(level, kind="stable"), False
+        bounds = np.flatnonzero(np.diff(level[order])) + 1
+        counts = np.diff(cols.dep_ptr)[order]
+        ptr = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        gather = np.repeat(cols.dep_ptr[:-1][order] - ptr[:-1], counts) + np.arange(ptr[-1])
+        deps = cols.dep_idx[gather]                   # dependencies, in level order
     start = np.zeros(n)
     end = np.zeros(n)
     edges = [0, *bounds.tolist(), n]
     for a, b in zip(edges[:-1], edges[1:], strict=True):
-        rows = order[a:b]
+        rows: slice | np.ndarray = slice(a, b) if contiguous else order[a:b]
         lo, hi = ptr[a], ptr[b]
         if hi > lo:
             waits = counts[a:b] > 0
-            firsts = ptr[a:b][waits] - lo
-            latest = np.maximum.reduceat(end[deps[lo:hi]], firsts)
+            latest = np.maximum.reduceat(end[deps[lo:hi]], ptr[a:b][waits] - lo)
             if waits.all():
                 start[rows] = latest
             else:
-                start[rows[waits]] = latest
+                start[order[a:b][waits]] = latest
         end[rows] = (start[rows] + drain[rows]) + delay[rows]
     return start, end
 
 
-def _uncontended(cols: Columns, which: np.ndarray, has_path: np.ndarray, start: np.ndarray,
+def _uncontended(which: np.ndarray, has_path: np.ndarray, start: np.ndarray,
                  drain_end: np.ndarray, paths: list[tuple[int, ...]]) -> bool:
     """Whether the drain intervals on every directed link are strictly apart."""
     lengths = np.array([len(path) for path in paths], dtype=np.int64)
-    path_ptr = np.zeros(len(paths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=path_ptr[1:])
     path_links = np.array([link for path in paths for link in path], dtype=np.int64)
-    rows = np.flatnonzero(has_path)
-    hops = lengths[which[rows]]
-    first = np.repeat(path_ptr[which[rows]] - np.cumsum(hops) + hops, hops)
-    link = path_links[first + np.arange(int(hops.sum()))]
-    row = np.repeat(rows, hops)
-    order = np.lexsort((start[row], link))
-    link, row = link[order], row[order]
-    same = link[1:] == link[:-1]
-    return bool(np.all(start[row[1:]][same] > drain_end[row[:-1]][same]))
+    if (lengths == 1).all():                          # one hop each (rings, full meshes)
+        link, rows = path_links[which], None
+    else:
+        path_ptr = np.zeros(len(paths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=path_ptr[1:])
+        rows = np.flatnonzero(has_path)
+        hops = lengths[which[rows]]
+        first = np.repeat(path_ptr[which[rows]] - np.cumsum(hops) + hops, hops)
+        link = path_links[first + np.arange(int(hops.sum()))]
+        rows = np.repeat(rows, hops)
+    # NOTE: the rows of one link usually come in start order already (a link's pieces
+    # follow each other), so a stable sort by link alone, then a check, saves a lexsort.
+    order = np.argsort(link.astype(np.int32), kind="stable")
+    row = order if rows is None else rows[order]
+    begin = start[row]
+    on = link[order]
+    other = on[1:] != on[:-1]                         # a new link begins: no constraint
+    if not (other | (begin[1:] >= begin[:-1])).all():
+        order = np.lexsort((begin, on))
+        row, begin, on = row[order], begin[order], on[order]
+        other = on[1:] != on[:-1]
+    return bool((other | (begin[1:] > drain_end[row][:-1])).all())
 
 
 def exact_timing(cols: Columns, network: Network) -> Timing | None:
@@ -150,7 +177,7 @@ def exact_timing(cols: Columns, network: Network) -> Timing | None:
         return Timing((), ())
     which, has_path, drain, delay, paths = _routes(cols, network)
     start, end = _longest_path(cols, drain, delay)
-    if not _uncontended(cols, which, has_path, start, start + drain, paths):
+    if not _uncontended(which, has_path, start, start + drain, paths):
         return None
     return Timing(tuple(start.tolist()), tuple(end.tolist()))
 
@@ -165,12 +192,20 @@ def full_des_forced() -> bool:
     return os.environ.get(FULL_DES_ENV, "") not in ("", "0")
 
 
-def time_schedule(schedule: Schedule, network: Network) -> Timing:
+def time_schedule(schedule: Schedule, network: Network, limit: int | None = None) -> Timing:
     """The DES's timing of ``schedule`` on ``network``: :func:`exact_timing` where it proves the
-    schedule uncontended, else (or when :func:`full_des_forced`) the event loop itself."""
+    schedule uncontended, else (or when :func:`full_des_forced`) the event loop itself;
+    SpecError when that would run more than ``limit`` transfers."""
     check_fits(schedule, network)
     if not full_des_forced():
         timing = exact_timing(schedule.columns, network)
         if timing is not None:
             return timing
+    if limit is not None and len(schedule) > limit:
+        raise SpecError(
+            f"{schedule.algorithm} {schedule.collective.value} on {schedule.ranks} ranks shares "
+            f"links, so its {len(schedule)} transfers need the discrete-event engine, more than "
+            f"the {limit:.0e} it runs in seconds: use --engine analytic (closed form), fewer "
+            "--chunks or fewer --ranks"
+        )
     return simulate_des(schedule, network)
