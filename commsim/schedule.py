@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, overload
 
 from commsim.collectives import Collective
+from commsim.gcpause import paused_gc
 
 if TYPE_CHECKING:
     import numpy as np
@@ -93,12 +94,13 @@ class Columns:
         ptr = self.dep_ptr.tolist()
         deps = self.dep_idx.tolist()
         ops = [OpKind.REDUCE if r else OpKind.COPY for r in self.reduce.tolist()]
-        return tuple(
-            Transfer(s, d, o, n, op, tuple(deps[ptr[i]:ptr[i + 1]]))
-            for i, (s, d, o, n, op) in enumerate(zip(
-                self.src.tolist(), self.dst.tolist(), self.offset.tolist(),
-                self.nbytes.tolist(), ops, strict=True))
-        )
+        with paused_gc():  # many long-lived objects: see commsim.gcpause
+            return tuple(
+                Transfer(s, d, o, n, op, tuple(deps[ptr[i]:ptr[i + 1]]))
+                for i, (s, d, o, n, op) in enumerate(zip(
+                    self.src.tolist(), self.dst.tolist(), self.offset.tolist(),
+                    self.nbytes.tolist(), ops, strict=True))
+            )
 
     @staticmethod
     def from_transfers(transfers: Sequence[Transfer]) -> Columns:

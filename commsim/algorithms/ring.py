@@ -60,11 +60,19 @@ def default_chunks(call: Call) -> int:
 
 def build(call: Call) -> Schedule:
     """The ring schedule of ``call`` (see the module docstring)."""
-    p, n = call.ranks, call.nbytes
     chunks = call.chunks or default_chunks(call)
     columnar = _columns(call, chunks)
     if columnar is not None:
-        return Schedule.of_columns(call.collective, NAME, p, n, call.root, chunks, columnar)
+        return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+                                   chunks, columnar)
+    return build_objects(call)
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one :class:`~commsim.schedule.Transfer` at a time, through a
+    :class:`Plan` (where a piece is empty; tests compare it with the columns elsewhere)."""
+    p, n = call.ranks, call.nbytes
+    chunks = call.chunks or default_chunks(call)
     plan = Plan(p, n)
     ring: Ring = (range(p), [segment(r, p, n) for r in range(p)])
     coll = call.collective

@@ -20,12 +20,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from heapq import heappop, heappush
+
 import simpy
 from simpy.events import NORMAL
 
 from commsim.gcpause import paused_gc
 from commsim.network import Network
-from commsim.schedule import OpKind, Schedule, Transfer
+from commsim.schedule import Columns, OpKind, Schedule, Transfer, TransferView
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,18 +111,31 @@ class _Simulation:
     #: switch it off to prove that).
     fast_path = True
 
-    def __init__(self, transfers: Sequence[Transfer], network: Network) -> None:
+    def __init__(self, transfers: Sequence[Transfer], network: Network,
+                 columns: Columns | None = None) -> None:
         self.transfers = transfers
         self.network = network
         self.env = simpy.Environment()
         n = len(transfers)
         self.start = [0.0] * n
         self.end = [0.0] * n
-        self.waiting = [len(t.deps) for t in transfers]
-        self.dependents: list[list[int]] = [[] for _ in range(n)]
-        for index, transfer in enumerate(transfers):
-            for dep in transfer.deps:
-                self.dependents[dep].append(index)
+        # per item: its fields as flat lists (read per event: no attribute lookups)
+        if columns is not None:
+            self.src: list[int] = columns.src.tolist()
+            self.dst: list[int] = columns.dst.tolist()
+            self.nbytes: list[float] = columns.nbytes.astype(float).tolist()
+            self.reduce: list[bool] = columns.reduce.tolist()
+            self.waiting, self.dependents = _dependents(columns)
+        else:
+            self.src = [getattr(t, "src", 0) for t in transfers]
+            self.dst = [getattr(t, "dst", 0) for t in transfers]
+            self.nbytes = [float(getattr(t, "nbytes", 0)) for t in transfers]
+            self.reduce = [getattr(t, "op", None) is OpKind.REDUCE for t in transfers]
+            self.waiting = [len(t.deps) for t in transfers]
+            self.dependents = [[] for _ in range(n)]
+            for index, transfer in enumerate(transfers):
+                for dep in transfer.deps:
+                    self.dependents[dep].append(index)
         # link id -> active flows on it, in insertion order (deterministic); empty when idle
         self.on_link: list[dict[int, _Flow]] = [{} for _ in network.links]
         self.capacity = [link.bandwidth_Bps for link in network.links]
@@ -129,6 +144,10 @@ class _Simulation:
         self.gamma = network.gamma_s_per_B
         # (event, priority, delay): SimPy's own scheduler, given the slotted events above
         self._schedule: Callable[[Any, Any, float], None] = self.env.schedule  # type: ignore[assignment]
+        # NOTE: the hot paths push onto SimPy's heap themselves, as ``env.schedule`` does
+        # (same key: time, priority, SimPy's own event counter), saving a call per event.
+        self._queue = self.env._queue
+        self._eid = self.env._eid
         self._on_drained = (self._drained,)
         self._on_arrival = (self._arrival,)
 
@@ -139,11 +158,23 @@ class _Simulation:
             for index, count in enumerate(self.waiting):
                 if count == 0:
                     self._start(index)
-            self.env.run()
+            self._loop()
         unfinished = [i for i, count in enumerate(self.waiting) if count > 0]
         if unfinished:  # only a malformed (cyclic) schedule gets here
             raise RuntimeError(f"transfers never became ready: {unfinished[:5]}")
         return Timing(tuple(self.start), tuple(self.end))
+
+    def _loop(self) -> None:
+        """``env.run()``, inlined: SimPy's ``step`` for events that always succeed (ours and
+        ``Timeout``), popped from its own heap in its own order."""
+        env = self.env
+        queue = env._queue
+        pop = heappop
+        while queue:
+            env._now, _, _, event = pop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            for callback in callbacks:
+                callback(event)
 
     # -- transfer life cycle -------------------------------------------------------------
     def _route(self, src: int, dst: int) -> tuple[tuple[int, ...], float, float]:
@@ -155,18 +186,17 @@ class _Simulation:
         return route
 
     def _start(self, index: int) -> None:
-        transfer = self.transfers[index]
-        env = self.env
-        now = env.now
+        now = self.env._now
         self.start[index] = float(now)
-        route = self.routes.get((transfer.src, transfer.dst))
+        key = (self.src[index], self.dst[index])
+        route = self.routes.get(key)
         if route is None:
-            route = self._route(transfer.src, transfer.dst)
+            route = self._route(*key)
         path = route[0]
         if not path:
-            self._arrive(index, transfer)
+            self._arrive(index)
             return
-        flow = _Flow(index, path, float(transfer.nbytes), now)
+        flow = _Flow(index, path, self.nbytes[index], now)
         on_link = self.on_link
         idle = True
         for link in path:
@@ -182,9 +212,8 @@ class _Simulation:
             rate = route[2]
             flow.rate = rate
             flow.version = 1
-            self._schedule(
-                _Drained(self._on_drained, flow), NORMAL, max(flow.remaining, 0.0) / rate
-            )
+            heappush(self._queue, (now + max(flow.remaining, 0.0) / rate, NORMAL,
+                                   next(self._eid), _Drained(self._on_drained, flow)))
             return
         self._reshare(path)
 
@@ -202,28 +231,31 @@ class _Simulation:
                 busy = True
         if busy:  # flows left behind on a shared link may speed up
             self._reshare(flow.links)
-        self._arrive(index, self.transfers[index], flow)
+        self._arrive(index, flow)
 
-    def _arrive(self, index: int, transfer: Transfer, flow: _Flow | None = None,
+    def _arrive(self, index: int, flow: _Flow | None = None,
                 latency: float | None = None) -> None:
         """The last byte has left: wait for the route's latency (and reduction), then end."""
         if latency is None:
             latency = flow.latency if flow is not None else None
-        delay = self.routes[(transfer.src, transfer.dst)][1] if latency is None else latency
+        dst = self.dst[index]
+        delay = self.routes[(self.src[index], dst)][1] if latency is None else latency
         # a switch reduces in hardware at line rate: gamma is the ranks' arithmetic only
-        if transfer.op is OpKind.REDUCE and transfer.dst < self.network.ranks:
-            delay += self.gamma * transfer.nbytes
+        if self.reduce[index] and dst < self.network.ranks:
+            delay += self.gamma * self.nbytes[index]
+        event: _Flow | _Arrival
         if flow is None:
-            self._schedule(_Arrival(self._on_arrival, index), NORMAL, delay)
+            event = _Arrival(self._on_arrival, index)
         else:
             flow.callbacks = self._on_arrival
-            self._schedule(flow, NORMAL, delay)
+            event = flow
+        heappush(self._queue, (self.env._now + delay, NORMAL, next(self._eid), event))
 
     def _arrival(self, event: _Flow | _Arrival) -> None:
         self._end(event.index)
 
     def _end(self, index: int) -> None:
-        self.end[index] = float(self.env.now)
+        self.end[index] = float(self.env._now)
         waiting = self.waiting
         for dependent in self.dependents[index]:
             waiting[dependent] -= 1
@@ -351,4 +383,19 @@ def check_fits(schedule: Schedule, network: Network) -> None:
 def simulate_des(schedule: Schedule, network: Network) -> Timing:
     """Time ``schedule`` on ``network`` with the discrete-event engine."""
     check_fits(schedule, network)
-    return _Simulation(schedule.transfers, network).run()
+    transfers = schedule.transfers
+    if isinstance(transfers, TransferView):  # columns: no object per transfer
+        return _Simulation(transfers, network, transfers.columns).run()
+    return _Simulation(transfers, network).run()
+
+
+def _dependents(columns: Columns) -> tuple[list[int], list[list[int]]]:
+    """Per transfer: how many dependencies it waits for, and the transfers that wait for it."""
+    import numpy as np
+
+    counts = np.diff(columns.dep_ptr)
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    order = np.argsort(columns.dep_idx, kind="stable")
+    bounds = np.searchsorted(columns.dep_idx[order], np.arange(len(counts) + 1)).tolist()
+    waiters = owner[order].tolist()
+    return counts.tolist(), [waiters[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
