@@ -18,9 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
-
 from heapq import heappop, heappush
+from typing import Any
 
 import simpy
 from simpy.events import NORMAL
@@ -142,11 +141,15 @@ class _Simulation:
         # (src rank, dst rank) -> (links, summed latency, narrowest bandwidth)
         self.routes: dict[tuple[int, int], tuple[tuple[int, ...], float, float]] = {}
         self.gamma = network.gamma_s_per_B
+        self.ranks = network.ranks
+        # (links, latency, narrowest bandwidth) of each transfer's route (None: found on start)
+        self.route_of: list[tuple[tuple[int, ...], float, float] | None] = (
+            [None] * n if columns is None else self._routes_of(columns))
         # (event, priority, delay): SimPy's own scheduler, given the slotted events above
         self._schedule: Callable[[Any, Any, float], None] = self.env.schedule  # type: ignore[assignment]
         # NOTE: the hot paths push onto SimPy's heap themselves, as ``env.schedule`` does
         # (same key: time, priority, SimPy's own event counter), saving a call per event.
-        self._queue = self.env._queue
+        self._queue: list[Any] = self.env._queue
         self._eid = self.env._eid
         self._on_drained = (self._drained,)
         self._on_arrival = (self._arrival,)
@@ -168,13 +171,23 @@ class _Simulation:
         """``env.run()``, inlined: SimPy's ``step`` for events that always succeed (ours and
         ``Timeout``), popped from its own heap in its own order."""
         env = self.env
-        queue = env._queue
+        queue: list[Any] = env._queue
         pop = heappop
         while queue:
+            event: Any
             env._now, _, _, event = pop(queue)
             callbacks, event.callbacks = event.callbacks, None
             for callback in callbacks:
                 callback(event)
+
+    def _routes_of(self, columns: Columns) -> list[tuple[tuple[int, ...], float, float] | None]:
+        """Every transfer's route, looked up once per distinct (src, dst) pair."""
+        import numpy as np
+
+        width = int(max(columns.src.max(initial=0), columns.dst.max(initial=0))) + 1
+        pairs, which = np.unique(columns.src * width + columns.dst, return_inverse=True)
+        found = [self._route(pair // width, pair % width) for pair in pairs.tolist()]
+        return [found[k] for k in which.reshape(-1).tolist()]
 
     # -- transfer life cycle -------------------------------------------------------------
     def _route(self, src: int, dst: int) -> tuple[tuple[int, ...], float, float]:
@@ -188,10 +201,11 @@ class _Simulation:
     def _start(self, index: int) -> None:
         now = self.env._now
         self.start[index] = float(now)
-        key = (self.src[index], self.dst[index])
-        route = self.routes.get(key)
+        route = self.route_of[index]
         if route is None:
-            route = self._route(*key)
+            key = (self.src[index], self.dst[index])
+            route = self.routes.get(key) or self._route(*key)
+            self.route_of[index] = route
         path = route[0]
         if not path:
             self._arrive(index)
@@ -239,9 +253,9 @@ class _Simulation:
         if latency is None:
             latency = flow.latency if flow is not None else None
         dst = self.dst[index]
-        delay = self.routes[(self.src[index], dst)][1] if latency is None else latency
+        delay = self.route_of[index][1] if latency is None else latency  # type: ignore[index]
         # a switch reduces in hardware at line rate: gamma is the ranks' arithmetic only
-        if self.reduce[index] and dst < self.network.ranks:
+        if self.reduce[index] and dst < self.ranks:
             delay += self.gamma * self.nbytes[index]
         event: _Flow | _Arrival
         if flow is None:
@@ -252,7 +266,13 @@ class _Simulation:
         heappush(self._queue, (self.env._now + delay, NORMAL, next(self._eid), event))
 
     def _arrival(self, event: _Flow | _Arrival) -> None:
-        self._end(event.index)
+        index = event.index  # NOTE: _end, inlined: one call less per transfer
+        self.end[index] = float(self.env._now)
+        waiting = self.waiting
+        for dependent in self.dependents[index]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                self._start(dependent)
 
     def _end(self, index: int) -> None:
         self.end[index] = float(self.env._now)
@@ -384,9 +404,12 @@ def simulate_des(schedule: Schedule, network: Network) -> Timing:
     """Time ``schedule`` on ``network`` with the discrete-event engine."""
     check_fits(schedule, network)
     transfers = schedule.transfers
-    if isinstance(transfers, TransferView):  # columns: no object per transfer
-        return _Simulation(transfers, network, transfers.columns).run()
-    return _Simulation(transfers, network).run()
+    with paused_gc():  # the per-transfer lists: many long-lived objects (commsim.gcpause)
+        if isinstance(transfers, TransferView):  # columns: no object per transfer
+            simulation = _Simulation(transfers, network, transfers.columns)
+        else:
+            simulation = _Simulation(transfers, network)
+    return simulation.run()
 
 
 def _dependents(columns: Columns) -> tuple[list[int], list[list[int]]]:

@@ -203,9 +203,10 @@ def time_schedule(schedule: Schedule, network: Network, limit: int | None = None
             return timing
     if limit is not None and len(schedule) > limit:
         raise SpecError(
-            f"{schedule.algorithm} {schedule.collective.value} on {schedule.ranks} ranks shares "
-            f"links, so its {len(schedule)} transfers need the discrete-event engine, more than "
-            f"the {limit:.0e} it runs in seconds: use --engine analytic (closed form), fewer "
+            f"{schedule.algorithm} {schedule.collective.value} on {schedule.ranks} ranks "
+            f"{'shares links' if not full_des_forced() else f'with {FULL_DES_ENV} set'}, so its "
+            f"{len(schedule)} transfers need the discrete-event engine, more than the "
+            f"{limit:.2g} it runs in seconds: use --engine analytic (closed form), fewer "
             "--chunks or fewer --ranks"
         )
     return simulate_des(schedule, network)

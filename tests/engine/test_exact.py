@@ -19,8 +19,16 @@ from commsim.collectives import Collective
 from commsim.engine import des, evaluate, exact
 from commsim.network import Network
 from commsim.schedule import Columns, OpKind, Schedule, Transfer
-from commsim.topology import (custom, fully_connected, hierarchical, list_presets, load_topology, ring,
-                              switch, torus)
+from commsim.topology import (
+    custom,
+    fully_connected,
+    hierarchical,
+    list_presets,
+    load_topology,
+    ring,
+    switch,
+    torus,
+)
 
 NETWORKS = [
     fully_connected(5, latency="1us", bandwidth="100GB/s", gamma=1e-12),
