@@ -83,6 +83,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             collectives=frozenset(Collective),
             build=bidirectional.build,
             default_chunks=bidirectional.default_chunks,
+            columnar=True,
             summary="half of every block clockwise, half counter-clockwise, both rings at once; "
             "two opposite chains for broadcast and reduce",
         ),

@@ -40,52 +40,83 @@ def _deps(link_prev: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return ptr, flat[flat >= 0]
 
 
-def ring_steps(ranks: int, nbytes: int, chunks: int, phases: tuple[bool, ...]) -> Columns | None:
-    """Ring reduce-scatter (phase ``True``) and/or all-gather (``False``) steps, one after the
-    other, as ``commsim.algorithms.ring`` emits them on the ring ``0 -> 1 -> ... -> p-1 -> 0``.
+def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks: int,
+               phases: tuple[bool, ...]) -> Columns | None:
+    """Reduce-scatter (phase ``True``) and/or all-gather (``False``) steps on rings of equal
+    length ``m``, one phase after the other, emitted in lockstep across the rings as
+    ``commsim.algorithms.ring.reduce_scatter_steps`` / ``all_gather_steps`` emit them.
 
-    Transfer ``(g, i, j)`` (global step ``g``, rank ``i``, piece ``j``) is row
-    ``(g p + i) c + j``; it follows piece ``j - 1`` (or the previous step's last piece) on its
-    link and the same piece from rank ``i - 1`` one step earlier.
+    ``rings[r]`` lists ring ``r``'s ranks in ring order; position ``k`` of it owns the bytes
+    ``[starts[r, k], stops[r, k])``. The rings must use distinct ordered pairs and disjoint
+    bytes (a ring's or a bidirectional ring's), so that a piece waits only on its own ring.
+    Transfer ``(g, r, i, j)`` (global step, ring, position, piece) is row
+    ``((g R + r) m + i) c + j``; it follows piece ``j - 1`` (or the previous step's last
+    piece) on its link and the same piece from position ``i - 1`` one step earlier.
     """
-    p, c = ranks, chunks
-    steps = p - 1
+    c = chunks
+    n_rings, m = rings.shape
+    steps = m - 1
     if steps < 1:
         return None
-    g = np.arange(steps * len(phases), dtype=np.int64)[:, None]          # (G, 1)
-    i = np.arange(p, dtype=np.int64)[None, :]                             # (1, p)
+    g = np.arange(steps * len(phases), dtype=np.int64)[:, None, None]    # (G, 1, 1)
+    i = np.arange(m, dtype=np.int64)[None, None, :]                       # (1, 1, m)
+    r = np.arange(n_rings, dtype=np.int64)[None, :, None]                 # (1, R, 1)
     local = g % steps
-    reduce_step = np.repeat(np.array(phases, dtype=bool), steps)[:, None]
-    block = np.where(reduce_step, i - local - 1, i - local) % p           # (G, p)
-    bounds = np.arange(p + 1, dtype=np.int64) * nbytes // p               # the segments
-    offset, size = _pieces(bounds[:-1], bounds[1:], c)                    # (p, c) per block
-    offset, size = offset[block], size[block]
+    reduce_step = np.repeat(np.array(phases, dtype=bool), steps)[:, None, None]
+    block = np.where(reduce_step, i - local - 1, i - local) % m          # (G, 1, m)
+    offset, size = _pieces(starts, stops, c)                              # (R, m, c)
+    offset, size = offset[r, block], size[r, block]                       # (G, R, m, c)
     if size.min() <= 0:
         return None
-    shape = size.shape                                                    # (G, p, c)
+    shape = size.shape
     row = np.arange(size.size, dtype=np.int64).reshape(shape)
-    link_prev = row - 1                                                   # (g, i, j - 1)
-    link_prev[1:, :, 0] = row[:-1, :, c - 1]                              # (g - 1, i, c - 1)
-    link_prev[0, :, 0] = -1
+    link_prev = row - 1                                                   # (g, r, i, j - 1)
+    link_prev[1:, :, :, 0] = row[:-1, :, :, c - 1]                        # (g - 1, r, i, c - 1)
+    link_prev[0, :, :, 0] = -1
     data = np.full(shape, -1, dtype=np.int64)
-    data[1:] = np.roll(row[:-1], 1, axis=1)                               # (g - 1, i - 1, j)
+    data[1:] = np.roll(row[:-1], 1, axis=2)                               # (g - 1, r, i - 1, j)
     ptr, idx = _deps(link_prev.ravel(), data.ravel())
-    src = np.broadcast_to(i[..., None], shape)
+    src = np.broadcast_to(rings[r, i][..., None], shape)
+    dst = np.broadcast_to(rings[r, (i + 1) % m][..., None], shape)
     level = np.broadcast_to(g[..., None] * c + np.arange(c), shape)
     return Columns(
-        src.ravel(), ((src + 1) % p).ravel(), offset.ravel(), size.ravel(),
+        src.ravel(), dst.ravel(), offset.ravel(), size.ravel(),
         np.broadcast_to(reduce_step[..., None], shape).ravel(), ptr, idx, level.ravel(),
     )
 
 
-def chain(order: np.ndarray, nbytes: int, chunks: int, reduce: bool) -> Columns | None:
-    """The pipelined chain ``order[0] -> order[1] -> ...`` of ``commsim.algorithms.ring``:
-    row ``j (m - 1) + k`` moves piece ``j`` from ``order[k]`` to ``order[k + 1]`` after piece
-    ``j - 1`` on the same link and piece ``j`` into ``order[k]``."""
+def concat(parts: list[Columns]) -> Columns:
+    """Schedules one after the other in row order (later rows' dependencies shifted)."""
+    shift = np.cumsum([0] + [len(part) for part in parts[:-1]])
+    ptr_shift = np.cumsum([0] + [len(part.dep_idx) for part in parts[:-1]])
+    levels = [part.level for part in parts]
+    return Columns(
+        *(np.concatenate([getattr(part, name) for part in parts])
+          for name in ("src", "dst", "offset", "nbytes", "reduce")),
+        np.concatenate([parts[0].dep_ptr[:1]] + [part.dep_ptr[1:] + k
+                                                 for part, k in zip(parts, ptr_shift,
+                                                                    strict=True)]),
+        np.concatenate([part.dep_idx + k for part, k in zip(parts, shift, strict=True)]),
+        None if any(level is None for level in levels) else np.concatenate(levels),  # type: ignore[arg-type]
+    )
+
+
+def segments(ranks: int, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every rank's segment ``[r n // p, (r + 1) n // p)`` (``collectives.segment``)."""
+    bounds = np.arange(ranks + 1, dtype=np.int64) * nbytes // ranks
+    return bounds[:-1], bounds[1:]
+
+
+def chain(order: np.ndarray, start: int, stop: int, chunks: int,
+          reduce: bool) -> Columns | None:
+    """The pipelined chain of bytes ``[start, stop)`` along ``order[0] -> order[1] -> ...``
+    of ``commsim.algorithms.ring``: row ``j (m - 1) + k`` moves piece ``j`` from
+    ``order[k]`` to ``order[k + 1]`` after piece ``j - 1`` on the same link and piece ``j``
+    into ``order[k]``."""
     hops = len(order) - 1
     if hops < 1:
         return None
-    offset, size = _pieces(np.zeros(1, dtype=np.int64), np.full(1, nbytes, dtype=np.int64),
+    offset, size = _pieces(np.full(1, start, dtype=np.int64), np.full(1, stop, dtype=np.int64),
                            chunks)
     if size.min() <= 0:
         return None

@@ -50,6 +50,12 @@ def _ring_steps(plan: Plan, rings: Sequence[Ring], chunks: int, op: OpKind, shif
                 plan.send_pieces(ranks[i], ranks[(i + 1) % m], [block], op, chunks)
 
 
+#: The ring collectives as phases of :func:`commsim.algorithms.columnar.ring_steps`
+#: (``True``: a reduce-scatter phase, ``False``: an all-gather phase).
+PHASES = {Collective.ALL_GATHER: (False,), Collective.REDUCE_SCATTER: (True,),
+          Collective.ALL_REDUCE: (True, False)}
+
+
 def default_chunks(call: Call) -> int:
     """1 (one segment per step), except the chains: ``ceil(n / 512 KiB)`` pieces, at most
     ``max(64, 4 (p - 1))`` so that a long chain's fill time stays small beside its pieces."""
@@ -102,10 +108,10 @@ def _columns(call: Call, chunks: int) -> Columns | None:
     if coll is Collective.BROADCAST or coll is Collective.REDUCE:
         first = call.root if coll is Collective.BROADCAST else call.root + 1
         order = (first + np.arange(p, dtype=np.int64)) % p
-        return columnar.chain(order, n, chunks, coll is Collective.REDUCE)
-    phases = {Collective.ALL_GATHER: (False,), Collective.REDUCE_SCATTER: (True,),
-              Collective.ALL_REDUCE: (True, False)}[coll]
-    return columnar.ring_steps(p, n, chunks, phases)
+        return columnar.chain(order, 0, n, chunks, coll is Collective.REDUCE)
+    starts, stops = columnar.segments(p, n)
+    return columnar.ring_steps(np.arange(p, dtype=np.int64)[None, :], starts[None, :],
+                               stops[None, :], chunks, PHASES[coll])
 
 
 def _chain(plan: Plan, order: list[int], nbytes: int, chunks: int, op: OpKind) -> None:

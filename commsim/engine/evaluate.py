@@ -36,7 +36,7 @@ MAX_DES_TRANSFERS = 2_000_000
 #: The same for an algorithm built as columns (``Algorithm.columnar``): timed exactly in numpy
 #: when uncontended (:mod:`commsim.engine.exact`), about 1 s per million transfers; a contended
 #: one is still refused beyond :data:`MAX_DES_TRANSFERS` once built.
-MAX_COLUMNAR_TRANSFERS = 8_000_000
+MAX_COLUMNAR_TRANSFERS = 4_000_000
 #: The most transfers of a columnar schedule the event loop runs (contended, or forced with
 #: ``COMMSIM_FULL_DES``): it reads the columns without an object per transfer, so about 4 us
 #: each.
