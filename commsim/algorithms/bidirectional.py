@@ -101,9 +101,9 @@ def _columns(call: Call, chunks: int) -> Columns | None:
             return columnar.chain(cw, 0, n, chunks, reduce)
         ccw = (root - reduce - k) % p
         first, second = halves((0, n))
-        parts = [columnar.chain(cw, *first, chunks, reduce),
-                 columnar.chain(ccw, *second, chunks, reduce)]
-        return None if parts[0] is None or parts[1] is None else columnar.concat(parts)
+        one = columnar.chain(cw, *first, chunks, reduce)
+        two = columnar.chain(ccw, *second, chunks, reduce)
+        return None if one is None or two is None else columnar.concat([one, two])
     starts, stops = columnar.segments(p, n)
     if p < 3:
         rings, lo, hi = k[None, :], starts[None, :], stops[None, :]

@@ -90,14 +90,17 @@ def concat(parts: list[Columns]) -> Columns:
     shift = np.cumsum([0] + [len(part) for part in parts[:-1]])
     ptr_shift = np.cumsum([0] + [len(part.dep_idx) for part in parts[:-1]])
     levels = [part.level for part in parts]
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(part, name) for part in parts])
+
     return Columns(
-        *(np.concatenate([getattr(part, name) for part in parts])
-          for name in ("src", "dst", "offset", "nbytes", "reduce")),
+        joined("src"), joined("dst"), joined("offset"), joined("nbytes"), joined("reduce"),
         np.concatenate([parts[0].dep_ptr[:1]] + [part.dep_ptr[1:] + k
                                                  for part, k in zip(parts, ptr_shift,
                                                                     strict=True)]),
         np.concatenate([part.dep_idx + k for part, k in zip(parts, shift, strict=True)]),
-        None if any(level is None for level in levels) else np.concatenate(levels),  # type: ignore[arg-type]
+        None if any(level is None for level in levels) else joined("level"),
     )
 
 
