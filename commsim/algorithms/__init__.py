@@ -100,6 +100,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             name=hierarchical.NAME,
             collectives=frozenset({Collective.ALL_REDUCE}),
             build=hierarchical.build,
+            columnar=True,
             default_chunks=hierarchical.default_chunks,
             needs_hosts=True,
             summary="intra-host ring reduce-scatter, inter-host rail all-reduce, intra-host "

@@ -138,3 +138,32 @@ def chain(order: np.ndarray, start: int, stop: int, chunks: int,
         np.broadcast_to(size.reshape(chunks, 1), shape).ravel(),
         np.full(chunks * hops, reduce, dtype=bool), ptr, idx, level.ravel(),
     )
+
+
+def with_deps(cols: Columns, extra_rows: np.ndarray, extra_deps: np.ndarray) -> Columns:
+    """``cols`` with the dependencies ``extra_deps[k]`` added to rows ``extra_rows[k]`` (each
+    row's list kept sorted, without repeats)."""
+    counts = np.diff(cols.dep_ptr)
+    rows = np.concatenate([np.repeat(np.arange(len(cols), dtype=np.int64), counts), extra_rows])
+    deps = np.concatenate([cols.dep_idx, extra_deps])
+    order = np.lexsort((deps, rows))
+    rows, deps = rows[order], deps[order]
+    keep = np.ones(len(rows), dtype=bool)
+    keep[1:] = (rows[1:] != rows[:-1]) | (deps[1:] != deps[:-1])
+    rows, deps = rows[keep], deps[keep]
+    ptr = np.zeros(len(cols) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=len(cols)), out=ptr[1:])
+    return Columns(cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce, ptr, deps,
+                   cols.level)
+
+
+def overlapping(starts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray,
+                                                                               np.ndarray]:
+    """For each range ``[lo[k], hi[k])`` (non-empty), the indices of the pieces whose sorted
+    ``starts`` tile the buffer and overlap it: (which range, which piece) pairs."""
+    first = np.searchsorted(starts, lo, side="right") - 1
+    last = np.searchsorted(starts, hi - 1, side="right") - 1
+    sizes = last - first + 1
+    owner = np.repeat(np.arange(len(lo), dtype=np.int64), sizes)
+    piece = np.repeat(first - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+    return owner, piece
