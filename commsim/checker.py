@@ -39,6 +39,7 @@ commsim.errors.ScheduleError: broadcast: rank 1 holds nothing on bytes [0, 4) in
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 
 from commsim.collectives import Collective, segment
 from commsim.errors import ScheduleError
@@ -104,7 +105,7 @@ def _check_shape(schedule: Schedule) -> None:
                 )
 
 
-def _ancestors(transfers: tuple[Transfer, ...]) -> list[int]:
+def _ancestors(transfers: Sequence[Transfer]) -> list[int]:
     """Bitset of the transitive dependencies of every transfer."""
     out: list[int] = []
     for t in transfers:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from commsim.network import Network
 from commsim.results import TRANSFER_COLUMNS, Result
-from commsim.schedule import Transfer
+from commsim.schedule import OpKind, Transfer
 from commsim.trace_events import Slice, TraceEvents, ns, write_trace_json
 from commsim.units import format_size
 
@@ -45,15 +45,19 @@ def write_transfers_csv(result: Result, path: str | Path) -> Path:
     Floats are written with :func:`repr`, so they read back exactly: the largest ``end_s``
     equals ``result.time_s``. Rows are in schedule order.
     """
-    transfers, start, end = _records(result)
+    _records(result)  # the error when there are none
+    assert result.schedule is not None and result.timing is not None
+    # NOTE: read as columns: a columnar schedule then never makes an object per transfer
+    cols = result.schedule.columns
+    ops = [OpKind.REDUCE.value if r else OpKind.COPY.value for r in cols.reduce.tolist()]
     path = Path(path)
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle, lineterminator="\n")
         writer.writerow(TRANSFER_COLUMNS)
-        for t, s, e in zip(transfers, start, end, strict=True):
-            writer.writerow(
-                (t.src, t.dst, repr(float(s)), repr(float(e)), t.nbytes, t.offset, t.op.value)
-            )
+        writer.writerows(zip(cols.src.tolist(), cols.dst.tolist(),
+                             map(repr, map(float, result.timing.start_s)),
+                             map(repr, map(float, result.timing.end_s)),
+                             cols.nbytes.tolist(), cols.offset.tolist(), ops, strict=True))
     return path
 
 

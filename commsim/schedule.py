@@ -6,11 +6,16 @@ Nothing here knows about time or the network.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING, overload
 
 from commsim.collectives import Collective
+from commsim.gcpause import paused_gc
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: A handle returned by :meth:`ScheduleBuilder.add`: the ids of real transfers that must end
 #: before whatever depends on the handle may start. A dropped zero-byte transfer passes its
@@ -47,6 +52,123 @@ class Transfer:
     deps: tuple[int, ...] = ()
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class Columns:
+    """A schedule's transfers as columns (numpy arrays, one row per transfer).
+
+    ``src``, ``dst``, ``offset``, ``nbytes`` (int64) and ``reduce`` (bool: op ``reduce``) are
+    :class:`Transfer`'s fields; the dependencies are CSR: transfer ``i`` waits for
+    ``dep_idx[dep_ptr[i]:dep_ptr[i + 1]]``, sorted, each an earlier transfer. ``level``, when a
+    builder knows it, is a step index per transfer larger than every dependency's (the
+    evaluators then skip computing one).
+
+    >>> cols = Columns.from_transfers([Transfer(0, 1, 0, 8, OpKind.COPY),
+    ...                                Transfer(1, 2, 0, 8, OpKind.REDUCE, (0,))])
+    >>> cols.dep_ptr.tolist(), cols.dep_idx.tolist(), cols.transfer(1) == Transfer(
+    ...     1, 2, 0, 8, OpKind.REDUCE, (0,))
+    ([0, 0, 1], [0], True)
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    offset: np.ndarray
+    nbytes: np.ndarray
+    reduce: np.ndarray
+    dep_ptr: np.ndarray
+    dep_idx: np.ndarray
+    level: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    def transfer(self, index: int) -> Transfer:
+        """Row ``index`` as a :class:`Transfer`."""
+        lo, hi = int(self.dep_ptr[index]), int(self.dep_ptr[index + 1])
+        return Transfer(int(self.src[index]), int(self.dst[index]), int(self.offset[index]),
+                        int(self.nbytes[index]),
+                        OpKind.REDUCE if self.reduce[index] else OpKind.COPY,
+                        tuple(self.dep_idx[lo:hi].tolist()))
+
+    def to_transfers(self) -> tuple[Transfer, ...]:
+        """Every row as a :class:`Transfer`, in order."""
+        ptr = self.dep_ptr.tolist()
+        deps = self.dep_idx.tolist()
+        ops = [OpKind.REDUCE if r else OpKind.COPY for r in self.reduce.tolist()]
+        with paused_gc():  # many long-lived objects: see commsim.gcpause
+            return tuple(
+                Transfer(s, d, o, n, op, tuple(deps[ptr[i]:ptr[i + 1]]))
+                for i, (s, d, o, n, op) in enumerate(zip(
+                    self.src.tolist(), self.dst.tolist(), self.offset.tolist(),
+                    self.nbytes.tolist(), ops, strict=True))
+            )
+
+    @staticmethod
+    def from_transfers(transfers: Sequence[Transfer]) -> Columns:
+        """The columns of ``transfers`` (the adapter for schedules built one object at a time)."""
+        import numpy as np
+
+        if isinstance(transfers, TransferView):
+            return transfers.columns
+        counts = [len(t.deps) for t in transfers]
+        ptr = np.zeros(len(transfers) + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        deps = [d for t in transfers for d in t.deps]
+
+        def column(values: list[int]) -> np.ndarray:
+            return np.array(values, dtype=np.int64)
+
+        return Columns(
+            column([t.src for t in transfers]), column([t.dst for t in transfers]),
+            column([t.offset for t in transfers]), column([t.nbytes for t in transfers]),
+            np.array([t.op is OpKind.REDUCE for t in transfers], dtype=bool),
+            ptr, column(deps),
+        )
+
+
+class TransferView(Sequence[Transfer]):
+    """The transfers of a columnar schedule as a sequence of :class:`Transfer`, made only when
+    read (and then kept): a schedule built as columns never pays for objects it is not asked
+    for. Equal to the tuple of the same transfers."""
+
+    __slots__ = ("columns", "_made")
+
+    def __init__(self, columns: Columns) -> None:
+        self.columns = columns
+        self._made: tuple[Transfer, ...] | None = None
+
+    def materialised(self) -> tuple[Transfer, ...]:
+        if self._made is None:
+            self._made = self.columns.to_transfers()
+        return self._made
+
+    def __len__(self) -> int:
+        return len(self.columns)
+
+    @overload
+    def __getitem__(self, index: int) -> Transfer: ...
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Transfer, ...]: ...
+    def __getitem__(self, index: int | slice) -> Transfer | tuple[Transfer, ...]:
+        if isinstance(index, slice):
+            return self.materialised()[index]
+        if self._made is not None:
+            return self._made[index]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        return self.columns.transfer(index % len(self))
+
+    def __iter__(self) -> Iterator[Transfer]:
+        return iter(self.materialised())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, TransferView):
+            other = other.materialised()
+        return isinstance(other, tuple) and self.materialised() == other
+
+    def __hash__(self) -> int:
+        return hash(self.materialised())
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """A collective call lowered to transfers between ranks ``0..ranks-1``.
@@ -62,11 +184,29 @@ class Schedule:
     nbytes: int
     root: int
     chunks: int
-    transfers: tuple[Transfer, ...]
+    #: A tuple, or a :class:`TransferView` of :attr:`columns` for a schedule built as columns.
+    transfers: Sequence[Transfer]
     endpoints: int = 0
+    _columns: list[Columns] = field(default_factory=list, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.transfers)
+
+    @property
+    def columns(self) -> Columns:
+        """The transfers as :class:`Columns` (made once from the objects when built that way)."""
+        if isinstance(self.transfers, TransferView):
+            return self.transfers.columns
+        if not self._columns:
+            self._columns.append(Columns.from_transfers(self.transfers))
+        return self._columns[0]
+
+    @staticmethod
+    def of_columns(collective: Collective, algorithm: str, ranks: int, nbytes: int, root: int,
+                   chunks: int, columns: Columns, endpoints: int = 0) -> Schedule:
+        """A schedule whose transfers are ``columns``."""
+        return Schedule(collective, algorithm, ranks, nbytes, root, chunks,
+                        TransferView(columns), endpoints)
 
 
 @dataclass(slots=True)

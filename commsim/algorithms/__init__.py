@@ -46,6 +46,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             build=ring.build,
             default_chunks=ring.default_chunks,
             nccl_family="ring",
+            columnar=True,
             summary="NCCL-style ring; pipelined chains for broadcast and reduce",
         ),
         Algorithm(
@@ -82,6 +83,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             collectives=frozenset(Collective),
             build=bidirectional.build,
             default_chunks=bidirectional.default_chunks,
+            columnar=True,
             summary="half of every block clockwise, half counter-clockwise, both rings at once; "
             "two opposite chains for broadcast and reduce",
         ),
@@ -98,6 +100,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             name=hierarchical.NAME,
             collectives=frozenset({Collective.ALL_REDUCE}),
             build=hierarchical.build,
+            columnar=True,
             default_chunks=hierarchical.default_chunks,
             needs_hosts=True,
             summary="intra-host ring reduce-scatter, inter-host rail all-reduce, intra-host "

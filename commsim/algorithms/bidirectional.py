@@ -29,7 +29,7 @@ from commsim.algorithms.plan import Plan, Range, pipeline_chunks, split
 from commsim.algorithms.ring import Ring, all_gather_steps, reduce_scatter_steps
 from commsim.collectives import Collective, segment
 from commsim.errors import ScheduleError
-from commsim.schedule import OpKind, Schedule
+from commsim.schedule import Columns, OpKind, Schedule
 
 NAME = "ring_bidirectional"
 
@@ -78,6 +78,46 @@ def default_chunks(call: Call) -> int:
 
 def build(call: Call) -> Schedule:
     """The bidirectional ring schedule of ``call`` (see the module docstring)."""
+    chunks = call.chunks or default_chunks(call)
+    columnar = _columns(call, chunks)
+    if columnar is not None:
+        return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+                                   chunks, columnar)
+    return build_objects(call)
+
+
+def _columns(call: Call, chunks: int) -> Columns | None:
+    """The schedule :func:`build` describes, made as columns (None where a piece is empty)."""
+    import numpy as np  # NOTE: local, so that importing the registry stays cheap
+
+    from commsim.algorithms import columnar
+
+    p, n, coll, root = call.ranks, call.nbytes, call.collective, call.root
+    k = np.arange(p, dtype=np.int64)
+    if coll.rooted:
+        reduce = coll is Collective.REDUCE
+        cw = (root + reduce + k) % p
+        if p < 3:
+            return columnar.chain(cw, 0, n, chunks, reduce)
+        ccw = (root - reduce - k) % p
+        first, second = halves((0, n))
+        one = columnar.chain(cw, *first, chunks, reduce)
+        two = columnar.chain(ccw, *second, chunks, reduce)
+        return None if one is None or two is None else columnar.concat([one, two])
+    starts, stops = columnar.segments(p, n)
+    if p < 3:
+        rings, lo, hi = k[None, :], starts[None, :], stops[None, :]
+    else:
+        mid = starts + (stops - starts) // 2                      # halves() of every block
+        ccw = -k % p                                              # counter_clockwise(p)
+        rings = np.stack([k, ccw])
+        lo, hi = np.stack([starts, mid[ccw]]), np.stack([mid, stops[ccw]])
+    return columnar.ring_steps(rings, lo, hi, chunks, ring.PHASES[coll])
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one transfer at a time through a :class:`Plan` (where a piece is empty;
+    tests compare it with the columns elsewhere)."""
     p, n = call.ranks, call.nbytes
     chunks = call.chunks or default_chunks(call)
     plan = Plan(p, n)

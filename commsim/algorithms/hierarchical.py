@@ -68,6 +68,20 @@ def default_chunks(call: Call) -> int:
 
 def build(call: Call) -> Schedule:
     """The hierarchical all-reduce of ``call`` with ring rails (see the module docstring)."""
+    if call.collective is Collective.ALL_REDUCE and call.hosts is not None:
+        chunks = call.chunks or default_chunks(call)
+        from commsim.algorithms.hierarchical_columns import ring_rails_columns
+
+        columnar = ring_rails_columns(host_groups(call.hosts), call.nbytes, chunks)
+        if columnar is not None:
+            return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes,
+                                       call.root, chunks, columnar)
+    return build_objects(call)
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one transfer at a time through a :class:`Plan` (hosts of unequal size,
+    empty pieces; tests compare it with the columns elsewhere)."""
     return _build(call, NAME, _ring_rails)
 
 

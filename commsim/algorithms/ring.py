@@ -13,7 +13,7 @@ from commsim.algorithms.base import Call
 from commsim.algorithms.plan import Plan, Range, pipeline_chunks, split
 from commsim.collectives import Collective, segment
 from commsim.errors import ScheduleError
-from commsim.schedule import OpKind, Schedule
+from commsim.schedule import Columns, OpKind, Schedule
 
 NAME = "ring"
 #: Upper bound of the default piece count of the pipelined chains (broadcast, reduce).
@@ -50,6 +50,12 @@ def _ring_steps(plan: Plan, rings: Sequence[Ring], chunks: int, op: OpKind, shif
                 plan.send_pieces(ranks[i], ranks[(i + 1) % m], [block], op, chunks)
 
 
+#: The ring collectives as phases of :func:`commsim.algorithms.columnar.ring_steps`
+#: (``True``: a reduce-scatter phase, ``False``: an all-gather phase).
+PHASES = {Collective.ALL_GATHER: (False,), Collective.REDUCE_SCATTER: (True,),
+          Collective.ALL_REDUCE: (True, False)}
+
+
 def default_chunks(call: Call) -> int:
     """1 (one segment per step), except the chains: ``ceil(n / 512 KiB)`` pieces, at most
     ``max(64, 4 (p - 1))`` so that a long chain's fill time stays small beside its pieces."""
@@ -60,6 +66,17 @@ def default_chunks(call: Call) -> int:
 
 def build(call: Call) -> Schedule:
     """The ring schedule of ``call`` (see the module docstring)."""
+    chunks = call.chunks or default_chunks(call)
+    columnar = _columns(call, chunks)
+    if columnar is not None:
+        return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+                                   chunks, columnar)
+    return build_objects(call)
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one :class:`~commsim.schedule.Transfer` at a time, through a
+    :class:`Plan` (where a piece is empty; tests compare it with the columns elsewhere)."""
     p, n = call.ranks, call.nbytes
     chunks = call.chunks or default_chunks(call)
     plan = Plan(p, n)
@@ -79,6 +96,22 @@ def build(call: Call) -> Schedule:
     else:  # pragma: no cover - every collective is handled above
         raise ScheduleError(f"algorithm {NAME!r} cannot run {coll.value}")
     return plan.schedule(coll, NAME, p, call.root, chunks)
+
+
+def _columns(call: Call, chunks: int) -> Columns | None:
+    """The schedule :func:`build` describes, made as columns (None where a piece is empty)."""
+    import numpy as np  # NOTE: local, so that importing the registry stays cheap
+
+    from commsim.algorithms import columnar
+
+    p, n, coll = call.ranks, call.nbytes, call.collective
+    if coll is Collective.BROADCAST or coll is Collective.REDUCE:
+        first = call.root if coll is Collective.BROADCAST else call.root + 1
+        order = (first + np.arange(p, dtype=np.int64)) % p
+        return columnar.chain(order, 0, n, chunks, coll is Collective.REDUCE)
+    starts, stops = columnar.segments(p, n)
+    return columnar.ring_steps(np.arange(p, dtype=np.int64)[None, :], starts[None, :],
+                               stops[None, :], chunks, PHASES[coll])
 
 
 def _chain(plan: Plan, order: list[int], nbytes: int, chunks: int, op: OpKind) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import Any
 
 import simpy
@@ -25,7 +26,7 @@ from simpy.events import NORMAL
 
 from commsim.gcpause import paused_gc
 from commsim.network import Network
-from commsim.schedule import OpKind, Schedule, Transfer
+from commsim.schedule import Columns, OpKind, Schedule, Transfer, TransferView
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,26 +110,47 @@ class _Simulation:
     #: switch it off to prove that).
     fast_path = True
 
-    def __init__(self, transfers: Sequence[Transfer], network: Network) -> None:
+    def __init__(self, transfers: Sequence[Transfer], network: Network,
+                 columns: Columns | None = None) -> None:
         self.transfers = transfers
         self.network = network
         self.env = simpy.Environment()
         n = len(transfers)
         self.start = [0.0] * n
         self.end = [0.0] * n
-        self.waiting = [len(t.deps) for t in transfers]
-        self.dependents: list[list[int]] = [[] for _ in range(n)]
-        for index, transfer in enumerate(transfers):
-            for dep in transfer.deps:
-                self.dependents[dep].append(index)
+        # per item: its fields as flat lists (read per event: no attribute lookups)
+        if columns is not None:
+            self.src: list[int] = columns.src.tolist()
+            self.dst: list[int] = columns.dst.tolist()
+            self.nbytes: list[float] = columns.nbytes.astype(float).tolist()
+            self.reduce: list[bool] = columns.reduce.tolist()
+            self.waiting, self.dependents = _dependents(columns)
+        else:
+            self.src = [getattr(t, "src", 0) for t in transfers]
+            self.dst = [getattr(t, "dst", 0) for t in transfers]
+            self.nbytes = [float(getattr(t, "nbytes", 0)) for t in transfers]
+            self.reduce = [getattr(t, "op", None) is OpKind.REDUCE for t in transfers]
+            self.waiting = [len(t.deps) for t in transfers]
+            self.dependents = [[] for _ in range(n)]
+            for index, transfer in enumerate(transfers):
+                for dep in transfer.deps:
+                    self.dependents[dep].append(index)
         # link id -> active flows on it, in insertion order (deterministic); empty when idle
         self.on_link: list[dict[int, _Flow]] = [{} for _ in network.links]
         self.capacity = [link.bandwidth_Bps for link in network.links]
         # (src rank, dst rank) -> (links, summed latency, narrowest bandwidth)
         self.routes: dict[tuple[int, int], tuple[tuple[int, ...], float, float]] = {}
         self.gamma = network.gamma_s_per_B
+        self.ranks = network.ranks
+        # (links, latency, narrowest bandwidth) of each transfer's route (None: found on start)
+        self.route_of: list[tuple[tuple[int, ...], float, float] | None] = (
+            [None] * n if columns is None else self._routes_of(columns))
         # (event, priority, delay): SimPy's own scheduler, given the slotted events above
         self._schedule: Callable[[Any, Any, float], None] = self.env.schedule  # type: ignore[assignment]
+        # NOTE: the hot paths push onto SimPy's heap themselves, as ``env.schedule`` does
+        # (same key: time, priority, SimPy's own event counter), saving a call per event.
+        self._queue: list[Any] = self.env._queue
+        self._eid = self.env._eid
         self._on_drained = (self._drained,)
         self._on_arrival = (self._arrival,)
 
@@ -139,11 +161,33 @@ class _Simulation:
             for index, count in enumerate(self.waiting):
                 if count == 0:
                     self._start(index)
-            self.env.run()
+            self._loop()
         unfinished = [i for i, count in enumerate(self.waiting) if count > 0]
         if unfinished:  # only a malformed (cyclic) schedule gets here
             raise RuntimeError(f"transfers never became ready: {unfinished[:5]}")
         return Timing(tuple(self.start), tuple(self.end))
+
+    def _loop(self) -> None:
+        """``env.run()``, inlined: SimPy's ``step`` for events that always succeed (ours and
+        ``Timeout``), popped from its own heap in its own order."""
+        env = self.env
+        queue: list[Any] = env._queue
+        pop = heappop
+        while queue:
+            event: Any
+            env._now, _, _, event = pop(queue)
+            callbacks, event.callbacks = event.callbacks, None
+            for callback in callbacks:
+                callback(event)
+
+    def _routes_of(self, columns: Columns) -> list[tuple[tuple[int, ...], float, float] | None]:
+        """Every transfer's route, looked up once per distinct (src, dst) pair."""
+        import numpy as np
+
+        width = int(max(columns.src.max(initial=0), columns.dst.max(initial=0))) + 1
+        pairs, which = np.unique(columns.src * width + columns.dst, return_inverse=True)
+        found = [self._route(pair // width, pair % width) for pair in pairs.tolist()]
+        return [found[k] for k in which.reshape(-1).tolist()]
 
     # -- transfer life cycle -------------------------------------------------------------
     def _route(self, src: int, dst: int) -> tuple[tuple[int, ...], float, float]:
@@ -155,18 +199,18 @@ class _Simulation:
         return route
 
     def _start(self, index: int) -> None:
-        transfer = self.transfers[index]
-        env = self.env
-        now = env.now
+        now = self.env._now
         self.start[index] = float(now)
-        route = self.routes.get((transfer.src, transfer.dst))
+        route = self.route_of[index]
         if route is None:
-            route = self._route(transfer.src, transfer.dst)
+            key = (self.src[index], self.dst[index])
+            route = self.routes.get(key) or self._route(*key)
+            self.route_of[index] = route
         path = route[0]
         if not path:
-            self._arrive(index, transfer)
+            self._arrive(index)
             return
-        flow = _Flow(index, path, float(transfer.nbytes), now)
+        flow = _Flow(index, path, self.nbytes[index], now)
         on_link = self.on_link
         idle = True
         for link in path:
@@ -182,9 +226,8 @@ class _Simulation:
             rate = route[2]
             flow.rate = rate
             flow.version = 1
-            self._schedule(
-                _Drained(self._on_drained, flow), NORMAL, max(flow.remaining, 0.0) / rate
-            )
+            heappush(self._queue, (now + max(flow.remaining, 0.0) / rate, NORMAL,
+                                   next(self._eid), _Drained(self._on_drained, flow)))
             return
         self._reshare(path)
 
@@ -202,28 +245,37 @@ class _Simulation:
                 busy = True
         if busy:  # flows left behind on a shared link may speed up
             self._reshare(flow.links)
-        self._arrive(index, self.transfers[index], flow)
+        self._arrive(index, flow)
 
-    def _arrive(self, index: int, transfer: Transfer, flow: _Flow | None = None,
+    def _arrive(self, index: int, flow: _Flow | None = None,
                 latency: float | None = None) -> None:
         """The last byte has left: wait for the route's latency (and reduction), then end."""
         if latency is None:
             latency = flow.latency if flow is not None else None
-        delay = self.routes[(transfer.src, transfer.dst)][1] if latency is None else latency
+        dst = self.dst[index]
+        delay = self.route_of[index][1] if latency is None else latency  # type: ignore[index]
         # a switch reduces in hardware at line rate: gamma is the ranks' arithmetic only
-        if transfer.op is OpKind.REDUCE and transfer.dst < self.network.ranks:
-            delay += self.gamma * transfer.nbytes
+        if self.reduce[index] and dst < self.ranks:
+            delay += self.gamma * self.nbytes[index]
+        event: _Flow | _Arrival
         if flow is None:
-            self._schedule(_Arrival(self._on_arrival, index), NORMAL, delay)
+            event = _Arrival(self._on_arrival, index)
         else:
             flow.callbacks = self._on_arrival
-            self._schedule(flow, NORMAL, delay)
+            event = flow
+        heappush(self._queue, (self.env._now + delay, NORMAL, next(self._eid), event))
 
     def _arrival(self, event: _Flow | _Arrival) -> None:
-        self._end(event.index)
+        index = event.index  # NOTE: _end, inlined: one call less per transfer
+        self.end[index] = float(self.env._now)
+        waiting = self.waiting
+        for dependent in self.dependents[index]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                self._start(dependent)
 
     def _end(self, index: int) -> None:
-        self.end[index] = float(self.env.now)
+        self.end[index] = float(self.env._now)
         waiting = self.waiting
         for dependent in self.dependents[index]:
             waiting[dependent] -= 1
@@ -334,8 +386,8 @@ def _weighted_max_min_rates(
     return rates
 
 
-def simulate_des(schedule: Schedule, network: Network) -> Timing:
-    """Time ``schedule`` on ``network`` with the discrete-event engine."""
+def check_fits(schedule: Schedule, network: Network) -> None:
+    """ValueError unless ``network`` has the ranks and reducing switches ``schedule`` uses."""
     if schedule.ranks > network.ranks:
         raise ValueError(f"schedule needs {schedule.ranks} ranks, network has {network.ranks}")
     if schedule.endpoints and (
@@ -346,4 +398,27 @@ def simulate_des(schedule: Schedule, network: Network) -> Timing:
             f"{schedule.ranks} ranks; network {network.name!r} has "
             f"{len(network.reduction_switches)} after {network.ranks}"
         )
-    return _Simulation(schedule.transfers, network).run()
+
+
+def simulate_des(schedule: Schedule, network: Network) -> Timing:
+    """Time ``schedule`` on ``network`` with the discrete-event engine."""
+    check_fits(schedule, network)
+    transfers = schedule.transfers
+    with paused_gc():  # the per-transfer lists: many long-lived objects (commsim.gcpause)
+        if isinstance(transfers, TransferView):  # columns: no object per transfer
+            simulation = _Simulation(transfers, network, transfers.columns)
+        else:
+            simulation = _Simulation(transfers, network)
+    return simulation.run()
+
+
+def _dependents(columns: Columns) -> tuple[list[int], list[list[int]]]:
+    """Per transfer: how many dependencies it waits for, and the transfers that wait for it."""
+    import numpy as np
+
+    counts = np.diff(columns.dep_ptr)
+    owner = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+    order = np.argsort(columns.dep_idx, kind="stable")
+    bounds = np.searchsorted(columns.dep_idx[order], np.arange(len(counts) + 1)).tolist()
+    waiters = owner[order].tolist()
+    return counts.tolist(), [waiters[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]

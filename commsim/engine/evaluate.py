@@ -20,7 +20,8 @@ from commsim.algorithms.estimate import estimate_des_bytes, estimate_transfers
 from commsim.algorithms.innetwork import network_for
 from commsim.budget import budget_source, memory_budget
 from commsim.engine.analytic import predict
-from commsim.engine.des import Timing, simulate_des
+from commsim.engine.des import Timing
+from commsim.engine.exact import time_schedule
 from commsim.engine.symmetry import symmetric_note
 from commsim.errors import SpecError
 from commsim.network import Network
@@ -34,9 +35,17 @@ RECORDS_RTOL = 1e-9
 #: before anything is built): about 10 s and 2 GB on two cores. Beyond it the call is refused
 #: in one line rather than running for minutes.
 MAX_DES_TRANSFERS = 2_000_000
+#: The same for an algorithm built as columns (``Algorithm.columnar``): timed exactly in numpy
+#: when uncontended (:mod:`commsim.engine.exact`), about 1 s per million transfers; a contended
+#: one is still refused beyond :data:`MAX_DES_TRANSFERS` once built.
+MAX_COLUMNAR_TRANSFERS = 4_000_000
+#: The most transfers of a columnar schedule the event loop runs (contended, or forced with
+#: ``COMMSIM_FULL_DES``): it reads the columns without an object per transfer, so about 4 us
+#: each.
+MAX_COLUMNAR_DES_TRANSFERS = 2_500_000
 #: From this many transfers (an estimate) on, or beyond the memory budget, a symmetric ring's
-#: DES time is had from one representative (:mod:`commsim.engine.symmetry`, exact); smaller
-#: simulations just run, so their results carry their records.
+#: DES time is had from one representative (:mod:`commsim.engine.symmetry`, exact), whether or
+#: not records are asked for (records never change a time); smaller simulations just run.
 SYMMETRY_MIN_TRANSFERS = 50_000
 
 
@@ -70,11 +79,12 @@ def check_des_size(call: Call, algo: Algorithm, chunks: int) -> None:
     """SpecError, in one line, when simulating ``call`` by ``algo`` would exceed
     :data:`MAX_DES_TRANSFERS` (seconds) or the memory budget (:mod:`commsim.budget`)."""
     transfers = estimate_transfers(call, algo.name, chunks)
+    limit = MAX_COLUMNAR_TRANSFERS if algo.columnar else MAX_DES_TRANSFERS
     what = (f"simulating {algo.name} {call.collective.value} on {call.ranks} ranks in "
             f"{chunks} piece(s) would take about {transfers:.3g} transfers")
     options = "use --engine analytic (closed form), fewer --chunks or fewer --ranks"
-    if transfers > MAX_DES_TRANSFERS:
-        raise SpecError(f"{what}, more than the {MAX_DES_TRANSFERS:.0e} the discrete-event "
+    if transfers > limit:
+        raise SpecError(f"{what}, more than the {limit:.0e} the discrete-event "
                         f"engine runs in seconds: {options}")
     need, budget = estimate_des_bytes(transfers), memory_budget()
     if need > budget:
@@ -94,6 +104,10 @@ def _mb(nbytes: int) -> str:
     return f"{nbytes / 1e6:.0f} MB" if nbytes >= 10**6 else f"{nbytes / 1e3:.1f} kB"
 
 
+def _des_limit(algo: Algorithm) -> int:
+    return MAX_COLUMNAR_DES_TRANSFERS if algo.columnar else MAX_DES_TRANSFERS
+
+
 def evaluate(call: Call, network: Network, algorithm: str, engine: str,
              records: bool = False) -> Evaluation:
     """Time ``call`` run by ``algorithm`` on ``network`` with ``engine``.
@@ -107,23 +121,24 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
     chunks = call.chunks if call.chunks is not None else algo.default_chunks(call)
     view = network_for(call, network, algo.name)
     if check_engine(engine) == "analytic":
-        time_s = predict(call, view, algo.name)
-        if not records:
-            return Evaluation(time_s, chunks, view)
-        check_des_size(call, algo, chunks)
-        schedule = build_schedule(call, algo.name)
-        timing = simulate_des(schedule, view)
-        if abs(timing.time_s - time_s) > RECORDS_RTOL * max(time_s, 1e-30):
-            raise SpecError(
-                f"no transfers for {algo.name} with --engine analytic: the closed form "
-                f"({time_s:.6g} s) ignores contention the schedule has ({timing.time_s:.6g} s "
-                "simulated); use --engine des"
-            )
-        return Evaluation(time_s, chunks, view, schedule, timing)
-    note = None if records or _small(call, algo, chunks) else symmetric_note(call, view, algo.name)
-    if note is not None:  # the DES of a symmetric ring is its closed form, exactly
-        return Evaluation(predict(call, view, algo.name), chunks, view, note=note)
+        time_s, note = predict(call, view, algo.name), None
+    else:
+        note = None if _small(call, algo, chunks) else symmetric_note(call, view, algo.name)
+        if note is None:  # the DES runs (or its exact uncontended evaluation)
+            check_des_size(call, algo, chunks)
+            schedule = build_schedule(call, algo.name)
+            timing = time_schedule(schedule, view, _des_limit(algo))
+            return Evaluation(timing.time_s, chunks, view, schedule, timing)
+        time_s = predict(call, view, algo.name)  # a symmetric ring's DES is its closed form
+    if not records:
+        return Evaluation(time_s, chunks, view, note=note)
     check_des_size(call, algo, chunks)
     schedule = build_schedule(call, algo.name)
-    timing = simulate_des(schedule, view)
-    return Evaluation(timing.time_s, chunks, view, schedule, timing)
+    timing = time_schedule(schedule, view, _des_limit(algo))
+    if abs(timing.time_s - time_s) > RECORDS_RTOL * max(time_s, 1e-30):
+        raise SpecError(
+            f"no transfers for {algo.name} with --engine analytic: the closed form "
+            f"({time_s:.6g} s) ignores contention the schedule has ({timing.time_s:.6g} s "
+            "simulated); use --engine des"
+        )
+    return Evaluation(time_s, chunks, view, schedule, timing, note=note)

@@ -98,7 +98,7 @@ class _TaskSimulation(_Simulation):
         self.start[index] = float(now)
         path, latency, narrowest, weights = self._view_route(item)
         if not path:
-            self._arrive(index, item, latency=latency)  # type: ignore[arg-type]
+            self._arrive(index, latency=latency)
             return
         flow = _Flow(index, path, float(item.nbytes), now)
         flow.weights = weights

@@ -1,0 +1,169 @@
+"""Vectorised builders: ring and chain schedules made as :class:`~commsim.schedule.Columns`.
+
+They give exactly the transfers, in the same order and with the same dependencies, that
+:class:`~commsim.algorithms.plan.Plan` gives one object at a time (tests compare the two), in
+a few numpy operations per schedule instead of several Python calls per transfer. Two
+dependencies per transfer are all a ring or chain has: the previous piece on its link and the
+piece that brought the data (the ``Plan`` rules).
+
+A zero-byte piece is dropped by ``Plan`` and stands for its own dependencies; these builders
+return None when any piece would be empty (a buffer smaller than ``ranks x chunks`` bytes,
+small and quick to build the object way) so that every row here is a real transfer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commsim.schedule import Columns
+
+
+def _pieces(starts: np.ndarray, stops: np.ndarray, chunks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and sizes of the floor pieces (``plan.split``) of ranges, shape ``(..., chunks)``."""
+    length = (stops - starts)[..., None]
+    j = np.arange(chunks + 1, dtype=np.int64)
+    cuts = starts[..., None] + j * length // chunks
+    return cuts[..., :-1], np.diff(cuts, axis=-1)
+
+
+def _deps(link_prev: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of at most two dependencies per transfer (-1: none), each row sorted."""
+    one = (link_prev < 0) | (data < 0)
+    pair = np.empty((len(data), 2), dtype=np.int64)
+    np.minimum(link_prev, data, out=pair[:, 0])
+    np.maximum(link_prev, data, out=pair[:, 1])
+    pair[one, 0] = -1                     # a missing one is -1: the other is the maximum
+    counts = 2 - one - (pair[:, 1] < 0)
+    ptr = np.zeros(len(pair) + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    flat = pair.ravel()
+    return ptr, flat[flat >= 0]
+
+
+def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks: int,
+               phases: tuple[bool, ...]) -> Columns | None:
+    """Reduce-scatter (phase ``True``) and/or all-gather (``False``) steps on rings of equal
+    length ``m``, one phase after the other, emitted in lockstep across the rings as
+    ``commsim.algorithms.ring.reduce_scatter_steps`` / ``all_gather_steps`` emit them.
+
+    ``rings[r]`` lists ring ``r``'s ranks in ring order; position ``k`` of it owns the bytes
+    ``[starts[r, k], stops[r, k])``. The rings must use distinct ordered pairs and disjoint
+    bytes (a ring's or a bidirectional ring's), so that a piece waits only on its own ring.
+    Transfer ``(g, r, i, j)`` (global step, ring, position, piece) is row
+    ``((g R + r) m + i) c + j``; it follows piece ``j - 1`` (or the previous step's last
+    piece) on its link and the same piece from position ``i - 1`` one step earlier.
+    """
+    c = chunks
+    n_rings, m = rings.shape
+    steps = m - 1
+    if steps < 1:
+        return None
+    g = np.arange(steps * len(phases), dtype=np.int64)[:, None, None]    # (G, 1, 1)
+    i = np.arange(m, dtype=np.int64)[None, None, :]                       # (1, 1, m)
+    r = np.arange(n_rings, dtype=np.int64)[None, :, None]                 # (1, R, 1)
+    local = g % steps
+    reduce_step = np.repeat(np.array(phases, dtype=bool), steps)[:, None, None]
+    block = np.where(reduce_step, i - local - 1, i - local) % m          # (G, 1, m)
+    offset, size = _pieces(starts, stops, c)                              # (R, m, c)
+    offset, size = offset[r, block], size[r, block]                       # (G, R, m, c)
+    if size.min() <= 0:
+        return None
+    shape = size.shape
+    row = np.arange(size.size, dtype=np.int64).reshape(shape)
+    link_prev = row - 1                                                   # (g, r, i, j - 1)
+    link_prev[1:, :, :, 0] = row[:-1, :, :, c - 1]                        # (g - 1, r, i, c - 1)
+    link_prev[0, :, :, 0] = -1
+    data = np.full(shape, -1, dtype=np.int64)
+    data[1:] = np.roll(row[:-1], 1, axis=2)                               # (g - 1, r, i - 1, j)
+    ptr, idx = _deps(link_prev.ravel(), data.ravel())
+    src = np.broadcast_to(rings[r, i][..., None], shape)
+    dst = np.broadcast_to(rings[r, (i + 1) % m][..., None], shape)
+    level = np.broadcast_to(g[..., None] * c + np.arange(c), shape)
+    return Columns(
+        src.ravel(), dst.ravel(), offset.ravel(), size.ravel(),
+        np.broadcast_to(reduce_step[..., None], shape).ravel(), ptr, idx, level.ravel(),
+    )
+
+
+def concat(parts: list[Columns]) -> Columns:
+    """Schedules one after the other in row order (later rows' dependencies shifted)."""
+    shift = np.cumsum([0] + [len(part) for part in parts[:-1]])
+    ptr_shift = np.cumsum([0] + [len(part.dep_idx) for part in parts[:-1]])
+    levels = [part.level for part in parts]
+
+    def joined(name: str) -> np.ndarray:
+        return np.concatenate([getattr(part, name) for part in parts])
+
+    return Columns(
+        joined("src"), joined("dst"), joined("offset"), joined("nbytes"), joined("reduce"),
+        np.concatenate([parts[0].dep_ptr[:1]] + [part.dep_ptr[1:] + k
+                                                 for part, k in zip(parts, ptr_shift,
+                                                                    strict=True)]),
+        np.concatenate([part.dep_idx + k for part, k in zip(parts, shift, strict=True)]),
+        None if any(level is None for level in levels) else joined("level"),
+    )
+
+
+def segments(ranks: int, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every rank's segment ``[r n // p, (r + 1) n // p)`` (``collectives.segment``)."""
+    bounds = np.arange(ranks + 1, dtype=np.int64) * nbytes // ranks
+    return bounds[:-1], bounds[1:]
+
+
+def chain(order: np.ndarray, start: int, stop: int, chunks: int,
+          reduce: bool) -> Columns | None:
+    """The pipelined chain of bytes ``[start, stop)`` along ``order[0] -> order[1] -> ...``
+    of ``commsim.algorithms.ring``: row ``j (m - 1) + k`` moves piece ``j`` from
+    ``order[k]`` to ``order[k + 1]`` after piece ``j - 1`` on the same link and piece ``j``
+    into ``order[k]``."""
+    hops = len(order) - 1
+    if hops < 1:
+        return None
+    offset, size = _pieces(np.full(1, start, dtype=np.int64), np.full(1, stop, dtype=np.int64),
+                           chunks)
+    if size.min() <= 0:
+        return None
+    shape = (chunks, hops)
+    row = np.arange(chunks * hops, dtype=np.int64).reshape(shape)
+    link_prev = np.full(shape, -1, dtype=np.int64)
+    link_prev[1:] = row[:-1]
+    data = np.full(shape, -1, dtype=np.int64)
+    data[:, 1:] = row[:, :-1]
+    ptr, idx = _deps(link_prev.ravel(), data.ravel())
+    k = np.broadcast_to(np.arange(hops, dtype=np.int64), shape)
+    level = k + np.arange(chunks, dtype=np.int64)[:, None]
+    return Columns(
+        order[:-1][k].ravel(), order[1:][k].ravel(),
+        np.broadcast_to(offset.reshape(chunks, 1), shape).ravel(),
+        np.broadcast_to(size.reshape(chunks, 1), shape).ravel(),
+        np.full(chunks * hops, reduce, dtype=bool), ptr, idx, level.ravel(),
+    )
+
+
+def with_deps(cols: Columns, extra_rows: np.ndarray, extra_deps: np.ndarray) -> Columns:
+    """``cols`` with the dependencies ``extra_deps[k]`` added to rows ``extra_rows[k]`` (each
+    row's list kept sorted, without repeats)."""
+    counts = np.diff(cols.dep_ptr)
+    rows = np.concatenate([np.repeat(np.arange(len(cols), dtype=np.int64), counts), extra_rows])
+    deps = np.concatenate([cols.dep_idx, extra_deps])
+    order = np.lexsort((deps, rows))
+    rows, deps = rows[order], deps[order]
+    keep = np.ones(len(rows), dtype=bool)
+    keep[1:] = (rows[1:] != rows[:-1]) | (deps[1:] != deps[:-1])
+    rows, deps = rows[keep], deps[keep]
+    ptr = np.zeros(len(cols) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=len(cols)), out=ptr[1:])
+    return Columns(cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce, ptr, deps,
+                   cols.level)
+
+
+def overlapping(starts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray,
+                                                                               np.ndarray]:
+    """For each range ``[lo[k], hi[k])`` (non-empty), the indices of the pieces whose sorted
+    ``starts`` tile the buffer and overlap it: (which range, which piece) pairs."""
+    first = np.searchsorted(starts, lo, side="right") - 1
+    last = np.searchsorted(starts, hi - 1, side="right") - 1
+    sizes = last - first + 1
+    owner = np.repeat(np.arange(len(lo), dtype=np.int64), sizes)
+    piece = np.repeat(first - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+    return owner, piece
