@@ -21,7 +21,7 @@ from commsim.algorithms.innetwork import network_for
 from commsim.budget import budget_source, memory_budget
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing
-from commsim.engine.exact import time_schedule
+from commsim.engine.exact import full_des_forced, time_schedule
 from commsim.engine.symmetry import symmetric_note
 from commsim.errors import SpecError
 from commsim.network import Network
@@ -123,7 +123,8 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
     if check_engine(engine) == "analytic":
         time_s, note = predict(call, view, algo.name), None
     else:
-        note = None if _small(call, algo, chunks) else symmetric_note(call, view, algo.name)
+        note = (None if _small(call, algo, chunks) or full_des_forced()
+                else symmetric_note(call, view, algo.name))
         if note is None:  # the DES runs (or its exact uncontended evaluation)
             check_des_size(call, algo, chunks)
             schedule = build_schedule(call, algo.name)
