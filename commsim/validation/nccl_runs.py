@@ -89,7 +89,8 @@ def parse_nccl_tests_runs(
         try:
             logs.append(parse_nccl_tests(part, source, partial=partial))
         except ParseError as exc:
-            raise ParseError(f"{exc} (run {number} of {len(runs)}, from line {start + 1})") from None
+            where = f"run {number} of {len(runs)}, from line {start + 1}"
+            raise ParseError(f"{exc} ({where})") from None
     return tuple(logs)
 
 
