@@ -12,8 +12,8 @@ file.
 
 >>> two = '''# nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20
 ... #  size count type redop root time algbw busbw #wrong time algbw busbw #wrong
-...       8     2 float  sum   -1 10.0  0.00  0.00      0 10.0  0.00  0.00      0
-... # Avg bus bandwidth    : 0
+... 1048576 262144 float sum -1 20.00 52.43 91.75    0 20.00 52.43 91.75    0
+... # Avg bus bandwidth    : 91.75
 ... Running: ./build/broadcast_perf
 ... # nThread 1 nGpus 2 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 5 iters: 20
 ... #  Rank  0 Group  0 Pid 1 on h device  0 [0x07] GPU
@@ -23,7 +23,7 @@ file.
 ... # Avg bus bandwidth    : 0
 ... '''
 >>> [(run.collective.value, run.ranks, run.rows[0].line) for run in parse_nccl_tests_runs(two)]
-[('all_reduce', 2, 3), ('broadcast', 2, 10)]
+[('all_reduce', 8, 3), ('broadcast', 2, 10)]
 """
 
 from __future__ import annotations
