@@ -61,6 +61,7 @@ class Case:
     why: str
     fallback: str | None = None
     machine: str | None = None  # logs of one machine share it (the cross-collective mode)
+    algorithm: str = "nccl"  # "ring" where the run forced NCCL_ALGO=RING
 
 
 _DGX1 = "dgx1-v100"  # DGX-1 hybrid cube-mesh: not shipped yet, dgx2-v100 stands in
@@ -69,6 +70,8 @@ CASES = (
          "OCI BM.GPU4.8: 8 A100 on NVSwitch, 200 Gb/s of RDMA per GPU, as a DGX A100"),
     Case("a100-sxm4-40gb_8gpu_1node_allreduce_unresolved-test-fixture.txt", "dgx-a100",
          "8 A100 with DGX/HGX A100 PCI ids"),
+    Case("a100-pcie-40gb_4gpu_1node_allreduce_unresolved-sm02.txt", "pcie-gen4-8gpu",
+         "4 A100 PCIe, no NVLink (and apparently no P2P: 5 GB/s)"),
     Case("a100-sxm4-80gb_128gpu_16node_ib_allreduce_coreweave-22df9b7.txt", "dgx-a100x16",
          "16 HGX A100 nodes on InfiniBand"),
     Case("a100-sxm4-80gb_32gpu-inferred_multinode_ib-sharp_allreduce_coreweave-703d6eb.txt",
@@ -83,11 +86,18 @@ CASES = (
          "2 DGX H100; fabric not stated; noisy mid sizes"),
     Case("h100-sxm_16gpu_2node_ib-8nic_allreduce_unresolved-multinode-readme.txt", "dgx-h100x2",
          "2 x 8 H100 with 8 InfiniBand HCAs per node"),
+    Case("h100-sxm_16gpu_2node_ib-ndr_allreduce-srun_nccl-tests-issue290.txt", "dgx-h100x2",
+         "2 x 8 H100 (HGX), InfiniBand NDR 400 Gb/s, ConnectX-7"),
+    Case("h100-sxm_16gpu_2node_ib-ndr_allreduce-ring_nccl-tests-issue290.txt", "dgx-h100x2",
+         "the same 2 nodes with NCCL_ALGO=RING: predicted with the ring forced too",
+         algorithm="ring"),
     Case("h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allgather_unresolved-slurm1790.txt",
          "gcp-a3-megax2", "2 GCP A3 Mega VMs (8 x 200 Gb/s GPUDirect-TCPXO each)",
          machine="GCP A3 Mega x2 (two clusters)"),
     Case("h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allreduce_lessizzmore.txt", "gcp-a3-megax2",
          "2 GCP A3 Mega VMs", machine="GCP A3 Mega x2 (two clusters)"),
+    Case("h100-sxm_8gpu_1node_allreduce-nvls_nccl-tests-issue290.txt", "dgx-h100",
+         "8 H100 (HGX) on NVSwitch, NVLS in use per the maintainer"),
     Case("h100-sxm_8gpu_1node_allreduce_unresolved-single-node-readme.txt", "dgx-h100",
          "8 H100 with DGX/HGX H100 PCI ids"),
     Case("h100-sxm_96gpu-inferred_multinode_ib-sharp-collnetchain_allreduce_coreweave-fb4787c.txt",
@@ -114,12 +124,14 @@ DUPLICATES = {
         "run 5 of the 5-collective DGX-2 log",
 }
 
-#: Hardware families, by the GPU names that belong to them (matched case-insensitively).
+#: Hardware families, by the GPU names that belong to them (matched case-insensitively, first
+#: family first): PCIe cards of any architecture form one family (no NVLink/NVSwitch fabric),
+#: the SXM parts one per architecture.
 FAMILIES = (
+    ("PCIe", ("PCIe", "GeForce", "RTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4")),
     ("Volta", ("V100",)),
-    ("Ampere", ("A100", "A800", "A40", "A30", "A10")),
+    ("Ampere", ("A100", "A800", "A30")),
     ("Hopper", ("H100", "H800", "H200", "H20")),
-    ("Ada (PCIe)", ("RTX 4090", "L40", "L4", "RTX 6000 Ada")),
     ("Blackwell", ("B200", "B100", "GB200")),
 )
 _DEVICE = re.compile(r"Rank\s+\d+\s.*device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
@@ -133,7 +145,7 @@ def family_of(text: str) -> str:
     names += [m.group(1) for m in map(_HARDWARE.match, text.splitlines()) if m]
     for name in names:
         for family, gpus in FAMILIES:
-            if any(re.search(rf"\b{re.escape(gpu)}", name, re.IGNORECASE) for gpu in gpus):
+            if any(re.search(rf"\b{re.escape(gpu)}\b", name, re.IGNORECASE) for gpu in gpus):
                 return family
     return "other"
 
@@ -182,7 +194,8 @@ def run_cases(fast: bool) -> list[Result]:
             label = case.log.removesuffix(".txt")
             if len(runs) > 1:
                 label += f" [{log.collective.value}]"
-            report = validate(rows, preset, algorithm="nccl", engine="auto", source=case.log)
+            report = validate(rows, preset, algorithm=case.algorithm, engine="auto",
+                              source=case.log)
             results.append(Result(label, case, preset, family_of(text), log, report))
         print(f"{case.log}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return results
@@ -307,13 +320,14 @@ def write_plots(results: list[Result]) -> list[tuple[str, Path]]:
 
 
 def mapping_table() -> list[list[str]]:
-    table = [["log", "preset", "why"]]
+    table = [["log", "preset", "algorithm", "why"]]
     for case in CASES:
         preset = _preset(case)
         note = "" if preset == case.preset else f" (TODO: `{case.preset}` is not shipped yet)"
-        table.append([case.log.removesuffix(".txt"), f"`{preset}`{note}", case.why])
+        table.append([case.log.removesuffix(".txt"), f"`{preset}`{note}", case.algorithm,
+                      case.why])
     for log, why in DUPLICATES.items():
-        table.append([log.removesuffix(".txt"), "not counted", why])
+        table.append([log.removesuffix(".txt"), "not counted", "–", why])
     return table
 
 

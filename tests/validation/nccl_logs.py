@@ -47,6 +47,14 @@ LOGS = {
     "h100-sxm_8gpu_1node_allreduce_unresolved-single-node-readme.txt": ("all_reduce", 8, 4, 1),
     "h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt": ("broadcast", 8, 30, 1),
     "v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116.txt": ("all_reduce", 4, 29, 1),
+    "a100-pcie-40gb_4gpu_1node_allreduce_unresolved-sm02.txt": ("all_reduce", 4, 25, 1),
+    "h100-sxm_8gpu_1node_allreduce-nvls_nccl-tests-issue290.txt": ("all_reduce", 8, 6, 1),
+    "h100-sxm_16gpu_2node_ib-ndr_allreduce-srun_nccl-tests-issue290.txt": (
+        "all_reduce", 16, 11, 2,
+    ),
+    "h100-sxm_16gpu_2node_ib-ndr_allreduce-ring_nccl-tests-issue290.txt": (
+        "all_reduce", 16, 11, 2,
+    ),
     "v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt": (
         "all_reduce", 8, 25, 1,
     ),
