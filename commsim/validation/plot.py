@@ -85,8 +85,8 @@ def save_labelled_plot(
     lines = -(-len(panels) // columns)
     fig = Figure(figsize=(5.0 * columns, 3.8 * lines), layout="constrained")
     for index, (label, rows) in enumerate(panels, start=1):
-        title = "\n".join(textwrap.wrap(label, 60, break_on_hyphens=False))
-        _draw(fig.add_subplot(lines, columns, index), rows, title, log_y=True)
+        heading = "\n".join(textwrap.wrap(label, 60, break_on_hyphens=False))
+        _draw(fig.add_subplot(lines, columns, index), rows, heading, log_y=True)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.savefig(Path(path), format="png", dpi=80, metadata={"Software": None})
