@@ -1,199 +1,378 @@
-"""Presets vs real nccl-tests logs: regenerate the tables and plots of docs/validation.md.
+"""Presets vs real nccl-tests logs, uncalibrated: per log, per hardware family, overall.
 
-Run: ``.venv/bin/python benchmarks/validate_presets.py [--skip-calibration]``
+Run: ``.venv/bin/python benchmarks/validate_presets.py [--fast] [--no-write] [--skip-cross]``
 
-For every log in ``tests/data/nccl-tests`` (copies of the shared logs, provenance included) it
-runs what ``commsim validate nccl-tests LOG --topology PRESET`` runs (NCCL's algorithms and
-protocols, ``--algorithm nccl``; ``auto`` engine), writes the plot to
-``docs/img/validation-<log>.png``, and, unless skipped, calibrates the preset's link classes
-on the even-numbered sizes and checks them on the odd-numbered ones (``calibrate --sizes``,
-then ``validate --sizes``). The tables between the ``<!-- presets:begin -->`` and
-``<!-- presets:end -->`` markers of docs/validation.md are rewritten; nothing else is.
-Deterministic: the same code gives the same tables and PNGs.
+Every run of every log in ``tests/data/nccl-tests`` (a log of several runs counts each run) is
+predicted on the preset that matches its hardware (:data:`CASES`, the mapping table, with the
+reason for each choice) under NCCL's model (``--algorithm nccl``, engine ``auto``), with no
+parameter fitted to any log. It prints three tables of |time error| =
+``|predicted - measured| / measured``:
+
+1. per log: median and worst |error| below 1 MiB and at 1 MiB and above;
+2. per hardware family (:func:`family_of`: the GPU the log's device lines name, else its
+   provenance header's ``HARDWARE:`` line): the median over all rows of the family's logs per
+   band, and the log with the worst median in that band;
+3. overall: the median over every row.
+
+A second mode (skipped by ``--skip-cross``) takes each machine with several collectives
+(:data:`MACHINES`), calibrates the preset's link classes on one collective (``calibrate``, all
+its sizes) and predicts the machine's other collectives, printing the median |error| on what
+was not fitted. ``--fast`` keeps four sizes of each run and skips plots and docs: the table's
+structure, for tests, not its figures. Otherwise the tables (markdown) and one
+measured-vs-predicted plot per family (``docs/img/validation-family-<family>.png``) are written
+between the ``<!-- presets:begin -->`` / ``<!-- presets:end -->`` markers of docs/validation.md.
+Deterministic: the same code and logs give the same tables and PNGs.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import statistics
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from commsim.units import format_size
+from commsim.topology.presets import preset_names
 from commsim.validation.calibrate import calibrate
-from commsim.validation.measurements import filter_rows
-from commsim.validation.nccl_tests import read_nccl_tests
-from commsim.validation.plot import save_plot
-from commsim.validation.validate import ValidationReport, validate
+from commsim.validation.measurements import Measurement, filter_rows
+from commsim.validation.nccl_runs import parse_nccl_tests_runs
+from commsim.validation.nccl_tests import NcclTestsLog, read_text
+from commsim.validation.plot import save_labelled_plot
+from commsim.validation.validate import ValidationReport, ValidationRow, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "tests" / "data" / "nccl-tests"
 DOC = ROOT / "docs" / "validation.md"
 IMG = ROOT / "docs" / "img"
 BEGIN, END = "<!-- presets:begin -->", "<!-- presets:end -->"
+SPLIT = 1 << 20  # the size bands: < 1 MiB, >= 1 MiB
 
 
 @dataclass(frozen=True)
 class Case:
-    """A log, the preset it is compared with, and why that preset."""
+    """A log, the preset matching its hardware, and why; ``fallback`` is used (and said so)
+    while ``preset`` is not shipped yet."""
 
     log: str
     preset: str
     why: str
+    fallback: str | None = None
+    machine: str | None = None  # logs of one machine share it (the cross-collective mode)
+    algorithm: str = "nccl"  # "ring" where the run forced NCCL_ALGO=RING
 
 
+_DGX1 = "dgx1-v100"  # DGX-1 hybrid cube-mesh: not shipped yet, dgx2-v100 stands in
 CASES = (
     Case("a100-sxm4-40gb_16gpu_2node_oci-roce_allreduce_ocitutorials.txt", "dgx-a100x2",
-         "OCI BM.GPU4.8 = 8 A100 on NVSwitch with 200 Gb/s of RDMA per GPU, as a DGX A100"),
+         "OCI BM.GPU4.8: 8 A100 on NVSwitch, 200 Gb/s of RDMA per GPU, as a DGX A100"),
+    Case("a100-sxm4-40gb_8gpu_1node_allreduce_unresolved-test-fixture.txt", "dgx-a100",
+         "8 A100 with DGX/HGX A100 PCI ids"),
+    Case("a100-pcie-40gb_4gpu_1node_allreduce_unresolved-sm02.txt", "pcie-gen4-8gpu",
+         "4 A100 PCIe, no NVLink (and apparently no P2P: 5 GB/s)"),
     Case("a100-sxm4-80gb_128gpu_16node_ib_allreduce_coreweave-22df9b7.txt", "dgx-a100x16",
          "16 HGX A100 nodes on InfiniBand"),
     Case("a100-sxm4-80gb_32gpu-inferred_multinode_ib-sharp_allreduce_coreweave-703d6eb.txt",
-         "dgx-a100x4+sharp",
-         "4 HGX A100 nodes (32 ranks from busbw/algbw) on InfiniBand + SHARP"),
+         "dgx-a100x4+sharp", "4 HGX A100 nodes (32 ranks from busbw/algbw), InfiniBand + SHARP"),
+    Case("a100-sxm4-80gb_8gpu_1node_allreduce-g8_unresolved-thanos.txt", "dgx-a100",
+         "8 A100-SXM4-80GB on NVSwitch, one process"),
+    Case("a100-sxm4-80gb_8gpu_1node_allreduce-mpirun_unresolved-thanos.txt", "dgx-a100",
+         "the same machine, 8 MPI processes"),
     Case("h100-sxm_16gpu_2node_alpha-test_allreduce_unresolved-cnh.txt", "dgx-h100x2",
          "2 x 8 H100 SXM; fabric not stated"),
+    Case("h100-sxm_16gpu_2node_dgx-06-07_allreduce_unresolved-cnh.txt", "dgx-h100x2",
+         "2 DGX H100; fabric not stated; noisy mid sizes"),
+    Case("h100-sxm_16gpu_2node_ib-8nic_allreduce_unresolved-multinode-readme.txt", "dgx-h100x2",
+         "2 x 8 H100 with 8 InfiniBand HCAs per node"),
+    Case("h100-sxm_16gpu_2node_ib-ndr_allreduce-srun_nccl-tests-issue290.txt", "dgx-h100x2",
+         "2 x 8 H100 (HGX), InfiniBand NDR 400 Gb/s, ConnectX-7"),
+    Case("h100-sxm_16gpu_2node_ib-ndr_allreduce-ring_nccl-tests-issue290.txt", "dgx-h100x2",
+         "the same 2 nodes with NCCL_ALGO=RING: predicted with the ring forced too",
+         algorithm="ring"),
     Case("h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allgather_unresolved-slurm1790.txt",
-         "gcp-a3-megax2", "2 GCP A3 Mega VMs (8 x 200 Gb/s GPUDirect-TCPXO each)"),
+         "gcp-a3-megax2", "2 GCP A3 Mega VMs (8 x 200 Gb/s GPUDirect-TCPXO each)",
+         machine="GCP A3 Mega x2 (two clusters)"),
     Case("h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allreduce_lessizzmore.txt", "gcp-a3-megax2",
-         "2 GCP A3 Mega VMs"),
+         "2 GCP A3 Mega VMs", machine="GCP A3 Mega x2 (two clusters)"),
+    Case("h100-sxm_8gpu_1node_allreduce-nvls_nccl-tests-issue290.txt", "dgx-h100",
+         "8 H100 (HGX) on NVSwitch, NVLS in use per the maintainer"),
+    Case("h100-sxm_8gpu_1node_allreduce_unresolved-single-node-readme.txt", "dgx-h100",
+         "8 H100 with DGX/HGX H100 PCI ids"),
     Case("h100-sxm_96gpu-inferred_multinode_ib-sharp-collnetchain_allreduce_coreweave-fb4787c.txt",
-         "dgx-h100x12+sharp",
-         "12 HGX H100 nodes (96 ranks from busbw/algbw), InfiniBand + SHARP (CollNet chain)"),
+         "dgx-h100x12+sharp", "12 HGX H100 nodes (96 ranks), InfiniBand + SHARP (CollNet chain)"),
+    Case("h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt", "hgx-h800",
+         "an 8-GPU HGX H800 (Inspur NF5688M7)"),
     Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-docker.txt", "pcie-gen4-8gpu",
-         "PCIe-only GPUs; the closest preset (see the text: these runs are anomalous)"),
+         "PCIe-only GPUs, the closest preset (anomalous runs: containers without P2P)"),
     Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-k8s.txt", "pcie-gen4-8gpu", "as above"),
     Case("rtx4090-pcie_4gpu_1node_allreduce_kalavai-docker.txt", "pcie-gen4-8gpu", "as above"),
-    Case("v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_allgather_unresolved-fork-readme.txt",
-         "dgx2-v100", "12 of the 16 V100 of a DGX-2 (its first 12 ranks)"),
-    Case("v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_reducescatter_unresolved-fork-readme.txt",
-         "dgx2-v100", "as above"),
+    Case("v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116.txt", _DGX1,
+         "4 V100-SXM2 (NVLink apparently unused: 7 GB/s)", fallback="dgx2-v100"),
+    Case("v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt",
+         _DGX1, "8 V100-SXM2 in the DGX-1 hybrid cube-mesh", fallback="dgx2-v100"),
+    Case("v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_5collectives_unresolved-fork-readme.txt",
+         "dgx2-v100", "12 of the 16 V100 of a DGX-2 (its first 12 ranks)",
+         machine="DGX-2 V100 (12 GPUs)"),
 )
+#: Logs whose runs are already counted through another file (never counted twice).
+DUPLICATES = {
+    "v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_allgather_unresolved-fork-readme.txt":
+        "run 1 of the 5-collective DGX-2 log",
+    "v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_reducescatter_unresolved-fork-readme.txt":
+        "run 5 of the 5-collective DGX-2 log",
+}
+
+#: Hardware families, by the GPU names that belong to them (matched case-insensitively, first
+#: family first): PCIe cards of any architecture form one family (no NVLink/NVSwitch fabric),
+#: the SXM parts one per architecture.
+FAMILIES = (
+    ("PCIe", ("PCIe", "GeForce", "RTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4")),
+    ("Volta", ("V100",)),
+    ("Ampere", ("A100", "A800", "A30")),
+    ("Hopper", ("H100", "H800", "H200", "H20")),
+    ("Blackwell", ("B200", "B100", "GB200")),
+)
+_DEVICE = re.compile(r"Rank\s+\d+\s.*device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")
+_HARDWARE = re.compile(r"^#\s*HARDWARE:\s*(.*)$")
+
+
+def family_of(text: str) -> str:
+    """The log's hardware family: from the GPU name of its first device line, else from its
+    provenance header's ``HARDWARE:`` line; "other" when neither names a known GPU."""
+    names = [m.group(1) for m in map(_DEVICE.search, text.splitlines()) if m]
+    names += [m.group(1) for m in map(_HARDWARE.match, text.splitlines()) if m]
+    for name in names:
+        for family, gpus in FAMILIES:
+            if any(re.search(rf"\b{re.escape(gpu)}\b", name, re.IGNORECASE) for gpu in gpus):
+                return family
+    return "other"
+
+
+@dataclass(frozen=True)
+class Result:
+    """One run of one log, predicted on its preset."""
+
+    label: str
+    case: Case
+    preset: str
+    family: str
+    log: NcclTestsLog
+    report: ValidationReport
+
+
+def _preset(case: Case) -> str:
+    base = case.preset.split("+")[0]
+    base = re.sub(r"x\d+$", "", base)
+    if base in preset_names() or case.fallback is None:
+        return case.preset
+    return case.fallback
+
+
+def _thin(rows: list[Measurement], keep: int) -> list[Measurement]:
+    """``keep`` sizes spread over the run (the --fast mode)."""
+    sizes = sorted({r.nbytes for r in rows})
+    if len(sizes) <= keep:
+        return rows
+    step = (len(sizes) - 1) / (keep - 1)
+    chosen = [(n, n) for n in sorted({sizes[round(i * step)] for i in range(keep)})]
+    return filter_rows(rows, sizes=chosen)
+
+
+def run_cases(fast: bool) -> list[Result]:
+    """Every run of every case, predicted (uncalibrated) on its preset."""
+    results = []
+    for case in CASES:
+        start = time.perf_counter()
+        text = read_text(LOGS / case.log)
+        runs = parse_nccl_tests_runs(text, case.log)
+        preset = _preset(case)
+        for log in runs:
+            rows = log.measurements()
+            rows = _thin(rows, 4) if fast else rows
+            label = case.log.removesuffix(".txt")
+            if len(runs) > 1:
+                label += f" [{log.collective.value}]"
+            report = validate(rows, preset, algorithm=case.algorithm, engine="auto",
+                              source=case.log)
+            results.append(Result(label, case, preset, family_of(text), log, report))
+        print(f"{case.log}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
+    return results
+
+
+# -- statistics --------------------------------------------------------------------------------
+def _band(rows: Sequence[ValidationRow], large: bool) -> list[float]:
+    return [abs(r.error_pct) for r in rows if (r.nbytes >= SPLIT) == large]
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}"
 
 
-def _human(nbytes: int) -> str:
-    """``format_size`` when exact, else ~GiB/MiB/KiB (the DGX-2 logs' sizes are multiples of
-    12 x 4 bytes)."""
-    exact = format_size(nbytes)
-    if not exact.endswith("B") or exact.endswith("iB") or nbytes < 1024:
-        return exact
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if nbytes >= scale:
-            return f"~{nbytes / scale:.0f}{unit}"
-    return exact
+def log_table(results: list[Result]) -> list[list[str]]:
+    """Per log: median and worst |error| per band."""
+    table = [["log", "family", "preset", "collective", "ranks", "rows",
+              "< 1 MiB median %", "worst %", ">= 1 MiB median %", "worst %"]]
+    for res in results:
+        small, large = _band(res.report.rows, False), _band(res.report.rows, True)
+        table.append([res.label, res.family, res.preset, res.log.collective.value,
+                      str(res.log.ranks), str(len(res.report.rows)),
+                      _pct(_median(small)), _pct(max(small, default=None)),
+                      _pct(_median(large)), _pct(max(large, default=None))])
+    return table
 
 
-def _stem(log: str) -> str:
-    return log.removesuffix(".txt")
+def _worst_log(results: list[Result], large: bool) -> str:
+    scored = [(_median(_band(r.report.rows, large)), r.label) for r in results]
+    known = [(m, label) for m, label in scored if m is not None]
+    if not known:
+        return "–"
+    value, label = max(known)
+    return f"{label} ({value:.1f})"
 
 
-def _calibrated(case: Case, rows: list, hosts: tuple[int, ...] | None) -> ValidationReport:
-    """Fit the preset's link classes on the even-numbered sizes, check on the odd ones."""
-    sizes = sorted({r.nbytes for r in rows})
-    fit = [(n, n) for n in sizes[0::2]]
-    check = [(n, n) for n in sizes[1::2]]
-    calibration = calibrate(
-        filter_rows(rows, sizes=fit), case.preset, hosts=hosts, algorithm="nccl",
-        source=case.log,
-    )
-    return validate(filter_rows(rows, sizes=check), calibration.spec, algorithm="nccl")
+def family_table(results: list[Result]) -> list[list[str]]:
+    """Per family and overall: the median over all rows per band, and the worst log."""
+    table = [["family", "logs", "rows", "< 1 MiB median %", "worst log (its median %)",
+              ">= 1 MiB median %", "worst log (its median %)"]]
+    families = [name for name, _ in FAMILIES] + ["other"]
+    groups = [(f, [r for r in results if r.family == f]) for f in families]
+    groups = [(f, rs) for f, rs in groups if rs] + [("overall", results)]
+    for family, members in groups:
+        rows = [row for r in members for row in r.report.rows]
+        table.append([family, str(len(members)), str(len(rows)),
+                      _pct(_median(_band(rows, False))), _worst_log(members, False),
+                      _pct(_median(_band(rows, True))), _worst_log(members, True)])
+    return table
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-calibration", action="store_true")
-    args = parser.parse_args(argv)
+# -- the cross-collective mode ---------------------------------------------------------------
+def cross_table(results: list[Result], fast: bool) -> list[list[str]]:
+    """Per machine with several collectives: calibrate on one, predict the others."""
+    table = [["machine", "preset", "fitted on", "predicted", "rows",
+              "< 1 MiB median %", ">= 1 MiB median %", "all %"]]
+    machines: dict[str, list[Result]] = {}
+    for res in results:
+        if res.case.machine is not None:
+            machines.setdefault(res.case.machine, []).append(res)
+    for machine, members in machines.items():
+        collectives = {r.log.collective for r in members}
+        if len(collectives) < 2:
+            continue
+        fit_on = min(collectives, key=lambda c: (c.value != "all_reduce", c.value))
+        fit_rows = [row for r in members if r.log.collective is fit_on
+                    for row in r.log.measurements()]
+        check = [row for r in members if r.log.collective is not fit_on
+                 for row in r.log.measurements()]
+        check = _thin(check, 8) if fast else check
+        hosts = next(r.log.host_indices() for r in members if r.log.collective is fit_on)
+        fitted = calibrate(_thin(fit_rows, 6) if fast else fit_rows, members[0].preset,
+                           hosts=hosts, algorithm="nccl", source=machine)
+        report = validate(check, fitted.spec, algorithm="nccl", engine="auto")
+        small, large = _band(report.rows, False), _band(report.rows, True)
+        table.append([machine, members[0].preset, fit_on.value,
+                      ", ".join(sorted(c.value for c in collectives - {fit_on})),
+                      str(len(report.rows)), _pct(_median(small)), _pct(_median(large)),
+                      _pct(report.median_abs_error_pct)])
+    return table
+
+
+# -- output -----------------------------------------------------------------------------------
+def text_table(table: list[list[str]]) -> str:
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+             for row in table]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def markdown_table(table: list[list[str]]) -> str:
+    def cells(row: list[str]) -> str:
+        return "| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
+
+    return "\n".join([cells(table[0]), "|" + "---|" * len(table[0]),
+                      *(cells(row) for row in table[1:])])
+
+
+def _slug(family: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", family.lower()).strip("-")
+
+
+def write_plots(results: list[Result]) -> list[tuple[str, Path]]:
+    """One measured-vs-predicted plot per family (a panel per log run)."""
     IMG.mkdir(parents=True, exist_ok=True)
-    summary = [
-        "| log | collective, ranks | preset | sizes | before: plain ring, all % | before: "
-        "plain tree, all % | NCCL model: median \\|error\\| % < 1 MiB | ≥ 1 MiB | all | "
-        "calibrated on half, checked on the other half: all % |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    sections: list[str] = []
+    written = []
+    for family, _ in (*FAMILIES, ("other", ())):
+        members = [r for r in results if r.family == family]
+        if not members:
+            continue
+        path = IMG / f"validation-family-{_slug(family)}.png"
+        panels = [(f"{r.label}\non {r.preset}", list(r.report.rows)) for r in members]
+        save_labelled_plot(panels, path, title=f"{family}: measured (dots) vs predicted "
+                           "(line), uncalibrated presets")
+        written.append((family, path))
+    return written
+
+
+def mapping_table() -> list[list[str]]:
+    table = [["log", "preset", "algorithm", "why"]]
     for case in CASES:
-        start = time.perf_counter()
-        log = read_nccl_tests(LOGS / case.log)
-        rows = log.measurements()
-        report = validate(rows, case.preset, algorithm="nccl", source=case.log)
-        image = IMG / f"validation-{_stem(case.log)}.png"
-        save_plot(report, image, title=f"{case.log} on {case.preset}")
-        fitted = None if args.skip_calibration else _calibrated(case, rows, log.host_indices())
-        plain = {
-            name: validate(rows, case.preset, algorithm=name, protocol="none", source=case.log)
-            for name in ("ring", "double_binary_tree")
-            if name == "ring" or log.collective.value == "all_reduce"
-        }
-        tree = plain.get("double_binary_tree")
-        sizes = f"{_human(min(r.nbytes for r in rows))}–{_human(max(r.nbytes for r in rows))}"
-        summary.append(
-            f"| [{_stem(case.log)}](#{_stem(case.log).lower()}) | {log.collective.value}, "
-            f"{log.ranks} | `{case.preset}` | {sizes} | "
-            f"{_pct(plain['ring'].median_abs_error_pct)} | "
-            f"{_pct(tree.median_abs_error_pct) if tree else '–'} | "
-            f"{_pct(report.median_abs_error_pct_below_1MiB)} | "
-            f"{_pct(report.median_abs_error_pct_above_1MiB)} | "
-            f"{_pct(report.median_abs_error_pct)} | "
-            f"{'–' if fitted is None else _pct(fitted.median_abs_error_pct)} |"
-        )
-        engines = ", ".join(sorted({r.engine for r in report.rows}))
-        lines = [
-            f"#### {_stem(case.log)}",
-            "",
-            f"{case.why}. Inferred: {'; '.join(log.notes)}. Engine: {engines}.",
-            "",
-            "```",
-            f"commsim validate nccl-tests tests/data/nccl-tests/{case.log} "
-            f"--topology {case.preset} --plot {image.relative_to(ROOT)}",
-            "```",
-            "",
-            "| | < 1 MiB | ≥ 1 MiB | all |",
-            "|---|---|---|---|",
-            *(
-                f"| median \\|error\\| %, before: plain {name} (`--protocol none`) | "
-                f"{_pct(r.median_abs_error_pct_below_1MiB)} | "
-                f"{_pct(r.median_abs_error_pct_above_1MiB)} | {_pct(r.median_abs_error_pct)} |"
-                for name, r in plain.items()
-            ),
-            f"| median \\|error\\| %, NCCL model (preset) | "
-            f"{_pct(report.median_abs_error_pct_below_1MiB)} | "
-            f"{_pct(report.median_abs_error_pct_above_1MiB)} | "
-            f"{_pct(report.median_abs_error_pct)} |",
-        ]
-        if fitted is not None:
-            lines.append(
-                f"| median \\|error\\| %, calibrated (odd sizes) | "
-                f"{_pct(fitted.median_abs_error_pct_below_1MiB)} | "
-                f"{_pct(fitted.median_abs_error_pct_above_1MiB)} | "
-                f"{_pct(fitted.median_abs_error_pct)} |"
-            )
-        largest = max(report.rows, key=lambda r: r.nbytes)
-        lines += [
-            "",
-            f"Largest size {_human(largest.nbytes)}: measured "
-            f"{largest.measured_busbw_Bps / 1e9:.1f} GB/s busbw, predicted "
-            f"{largest.predicted_busbw_Bps / 1e9:.1f} GB/s ({largest.algorithm}), error "
-            f"{largest.error_pct:+.1f}%.",
-            "",
-            f"![{case.log}](img/{image.name})",
-            "",
-        ]
-        sections.append("\n".join(lines))
-        print(f"{case.log}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
-    generated = "\n".join(
-        [BEGIN, "", *summary, "", *sections, END]
-    )
+        preset = _preset(case)
+        note = "" if preset == case.preset else f" (TODO: `{case.preset}` is not shipped yet)"
+        table.append([case.log.removesuffix(".txt"), f"`{preset}`{note}", case.algorithm,
+                      case.why])
+    for log, why in DUPLICATES.items():
+        table.append([log.removesuffix(".txt"), "not counted", "–", why])
+    return table
+
+
+def write_doc(tables: dict[str, str], plots: list[tuple[str, Path]]) -> None:
+    images = [f"![{family}](img/{path.name})" for family, path in plots]
+    parts = [BEGIN, "", "**Per hardware family** (rows pooled; the worst log by its own median):",
+             "", tables["family"], "", "**Per log:**", "", tables["log"], ""]
+    if "cross" in tables:
+        parts += ["**Calibrated on one collective of a machine, the others predicted:**", "",
+                  tables["cross"], ""]
+    parts += ["**Which preset for which log:**", "", tables["mapping"], "",
+              "**Measured vs predicted, per family:**", "", *images, "", END]
     text = DOC.read_text(encoding="utf-8")
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{DOC}: markers {BEGIN} / {END} not found")
     head, rest = text.split(BEGIN, 1)
     _, tail = rest.split(END, 1)
-    DOC.write_text(head + generated + tail, encoding="utf-8")
+    DOC.write_text(head + "\n".join(parts) + tail, encoding="utf-8")
     print(f"rewrote the tables of {DOC.relative_to(ROOT)}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--fast", action="store_true",
+                        help="four sizes per run, no plots, no docs (the structure, for tests)")
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    parser.add_argument("--skip-cross", action="store_true",
+                        help="skip the calibrate-on-one-collective mode")
+    args = parser.parse_args(argv)
+    results = run_cases(args.fast)
+    tables = {"log": log_table(results), "family": family_table(results)}
+    if not args.skip_cross:
+        tables["cross"] = cross_table(results, args.fast)
+    print("uncalibrated presets, |time error| per log")
+    print(text_table(tables["log"]))
+    print("\nper hardware family (rows pooled) and overall")
+    print(text_table(tables["family"]))
+    if "cross" in tables:
+        print("\ncalibrated on one collective of a machine, the other collectives predicted")
+        print(text_table(tables["cross"]))
+    if not (args.fast or args.no_write):
+        plots = write_plots(results)
+        markdown = {k: markdown_table(v) for k, v in tables.items()}
+        markdown["mapping"] = markdown_table(mapping_table())
+        write_doc(markdown, plots)
     return 0
 
 

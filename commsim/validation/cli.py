@@ -20,7 +20,8 @@ from commsim.errors import ParseError, SpecError
 
 _VALIDATE_EPILOG = """\
 inputs: an nccl-tests log (text or -J JSON, any version since 2019; the collective and rank
-        count are inferred, --collective/--ranks override) or a measurements CSV with columns
+        count are inferred, --collective/--ranks override; a log of several runs, one test
+        after another, gives every run's rows) or a measurements CSV with columns
         collective,ranks,nbytes,time_s (what 'commsim measure' writes).
 filters: --sizes 64KiB,1MiB keeps those sizes (MIN:MAX keeps a range); --collectives
         all_reduce,broadcast keeps those collectives; on a CSV --collective/--ranks filter too.
@@ -180,8 +181,6 @@ def _load(args: argparse.Namespace) -> _Loaded:
         parse_sizes_flag,
         read_measurements,
     )
-    from commsim.validation.nccl_tests import read_nccl_tests
-
     inputs = list(args.inputs)
     kind = None
     if inputs[0] in ("nccl-tests", "nccl_tests", "measurements", "csv"):
@@ -200,17 +199,7 @@ def _load(args: argparse.Namespace) -> _Loaded:
     hosts = None
     partial = ""
     if kind == "nccl-tests":
-        log = read_nccl_tests(
-            path, collective=args.collective, ranks=args.ranks, partial=args.partial
-        )
-        if args.partial:
-            damage = f": {log.damage}" if log.damage else " (the log is complete)"
-            partial = f"commsim: --partial: read {len(log.rows)} rows of {path}{damage}"
-        rows = log.measurements()
-        notes = [f"{log.collective.value}, {log.ranks} ranks; " + "; ".join(log.notes)]
-        hosts = log.host_indices()
-        if not rows:
-            raise ParseError(f"{path}: no row with a size > 0")
+        rows, notes, hosts, partial = _load_log(path, args)
     else:
         if args.partial:
             raise SpecError(f"--partial: only for nccl-tests logs, not the CSV {str(path)!r}")
@@ -230,6 +219,40 @@ def _load(args: argparse.Namespace) -> _Loaded:
     if args.algorithm is None:
         args.algorithm = "nccl" if kind == "nccl-tests" else "auto"
     return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial)
+
+
+def _load_log(
+    path: Path, args: argparse.Namespace
+) -> tuple[list[Any], list[str], tuple[int, ...] | None, str]:
+    """(rows, notes, hosts, the --partial line) of an nccl-tests log of one or several runs
+    (each run inferred on its own; ``--collectives`` then picks among them)."""
+    from commsim.validation.nccl_runs import parse_nccl_tests_runs, split_runs
+    from commsim.validation.nccl_tests import parse_nccl_tests, read_text
+
+    text, source = read_text(path), str(path)
+    if len(split_runs(text)) == 1:
+        logs: tuple[Any, ...] = (parse_nccl_tests(
+            text, source, collective=args.collective, ranks=args.ranks, partial=args.partial
+        ),)
+    elif args.collective is not None or args.ranks is not None:
+        raise SpecError(
+            f"{path}: several nccl-tests runs in one log; --collective/--ranks apply to one "
+            "run (pick runs with --collectives)"
+        )
+    else:
+        logs = parse_nccl_tests_runs(text, source, partial=args.partial)
+    rows = [row for log in logs for row in log.measurements()]
+    notes = [f"{log.collective.value}, {log.ranks} ranks; " + "; ".join(log.notes) for log in logs]
+    partial = ""
+    if args.partial:
+        damage = "; ".join(log.damage for log in logs if log.damage)
+        damage = f": {damage}" if damage else " (the log is complete)"
+        count = sum(len(log.rows) for log in logs)
+        partial = f"commsim: --partial: read {count} rows of {path}{damage}"
+    hosts = {log.host_indices() for log in logs}
+    if not rows:
+        raise ParseError(f"{path}: no row with a size > 0")
+    return rows, notes, hosts.pop() if len(hosts) == 1 else None, partial
 
 
 def _nonempty(rows: list[Any], flag: str) -> None:

@@ -127,6 +127,8 @@ class Scan:
     bad_rows: list[tuple[int, str]] = field(default_factory=list)
     #: :attr:`last_good` when the first bad row was met.
     good_before_bad: tuple[int, str] | None = None
+    #: Lines where a further run's preamble follows a table: several runs in one log.
+    later_runs: list[int] = field(default_factory=list)
 
     def damage(self) -> tuple[int | None, str, tuple[int, str] | None] | None:
         """What is wrong with a text log and the last good line before it, or None: a row
@@ -177,6 +179,8 @@ def scan_text(text: str, source: str) -> Scan:
                 in_devices = True
                 continue
             if _PREAMBLE.match(comment):
+                if scan.header_seen and not in_devices:
+                    scan.later_runs.append(number)
                 scan.preamble = True
             if _FOOTER.match(comment) and scan.rows:
                 scan.closed = True
@@ -199,7 +203,10 @@ def scan_text(text: str, source: str) -> Scan:
                 scan.devices_elided = True
             continue
         if not _ROW.match(line):
-            continue  # launcher chatter, SHARP/UCX logs, prompts
+            # launcher chatter, SHARP/UCX logs, prompts; a script's command line
+            # ("Running: ./build/all_gather_perf ...") still names the test
+            scan.binaries_weak.update(m.group(0) for m in BINARY.finditer(body))
+            continue
         if scan.layout is None:
             raise ParseError(
                 f"{source}:{number}: a result row before any column header "

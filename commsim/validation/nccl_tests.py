@@ -42,7 +42,7 @@ from commsim.validation.nccl_format import NcclTestsRow, Scan, scan_json, scan_t
 from commsim.validation.nccl_infer import BINARIES, TYPE_SIZES, infer
 
 __all__ = ["BINARIES", "TYPE_SIZES", "NcclTestsLog", "NcclTestsRow", "parse_nccl_tests",
-           "read_nccl_tests"]
+           "read_nccl_tests", "read_text"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +150,11 @@ def parse_nccl_tests(
         scan = scan_text(text, source)
     if not scan.header_seen:
         raise ParseError(f"{source}: no nccl-tests result table (no '# size count type ...' line)")
+    if scan.later_runs:
+        raise ParseError(
+            f"{source}: {len(scan.later_runs) + 1} nccl-tests runs in one log (the next starts "
+            f"at line {scan.later_runs[0]}); read them one by one (commsim.validation.nccl_runs)"
+        )
     damage = _check_damage(scan, source, partial)
     if not scan.rows:
         raise ParseError(f"{source}: a column header but no result rows (truncated log?)")
@@ -157,6 +162,20 @@ def parse_nccl_tests(
     return NcclTestsLog(source=source, collective=found.collective, ranks=found.ranks,
                         rows=tuple(scan.rows), hosts=found.hosts, binary=found.binary,
                         notes=found.notes, damage=damage)
+
+
+def read_text(path: str | Path) -> str:
+    """A log file's text (undecodable bytes replaced); ParseError when it cannot be a log."""
+    source = str(path)
+    try:
+        data = Path(path).read_bytes()
+    except FileNotFoundError:
+        raise ParseError(f"{source}: no such file") from None
+    except OSError as exc:
+        raise ParseError(f"{source}: cannot read ({exc.strerror or exc})") from None
+    if b"\x00" in data[:4096]:
+        raise ParseError(f"{source}: binary data, not an nccl-tests log")
+    return data.decode("utf-8", errors="replace")
 
 
 def read_nccl_tests(
@@ -167,14 +186,5 @@ def read_nccl_tests(
     partial: bool = False,
 ) -> NcclTestsLog:
     """Read an nccl-tests log file (see :func:`parse_nccl_tests`)."""
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except FileNotFoundError:
-        raise ParseError(f"{source}: no such file") from None
-    except OSError as exc:
-        raise ParseError(f"{source}: cannot read ({exc.strerror or exc})") from None
-    if b"\x00" in data[:4096]:
-        raise ParseError(f"{source}: binary data, not an nccl-tests log")
-    return parse_nccl_tests(data.decode("utf-8", errors="replace"), source,
+    return parse_nccl_tests(read_text(path), str(path),
                             collective=collective, ranks=ranks, partial=partial)

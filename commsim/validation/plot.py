@@ -28,7 +28,7 @@ def _groups(report: ValidationReport) -> dict[tuple[str, int], list[ValidationRo
     return groups
 
 
-def _draw(ax: Axes, rows: list[ValidationRow], title: str) -> None:
+def _draw(ax: Axes, rows: list[ValidationRow], title: str, *, log_y: bool = False) -> None:
     rows = sorted(rows, key=lambda r: r.nbytes)
     sizes = [r.nbytes for r in rows]
     ax.plot(sizes, [r.measured_busbw_Bps / 1e9 for r in rows], "o", ms=4, color="#1f77b4",
@@ -36,6 +36,8 @@ def _draw(ax: Axes, rows: list[ValidationRow], title: str) -> None:
     ax.plot(sizes, [r.predicted_busbw_Bps / 1e9 for r in rows], "-", lw=1.5, color="#d62728",
             label="predicted")
     ax.set_xscale("log", base=2)
+    if log_y:
+        ax.set_yscale("log")
     ax.set_xlabel("size (bytes)")
     ax.set_ylabel("busbw (GB/s)")
     median = statistics.median(abs(r.error_pct) for r in rows)
@@ -70,6 +72,24 @@ def plot_panels(report: ValidationReport, *, title: str | None = None) -> Figure
     if title:
         fig.suptitle("\n".join(textwrap.wrap(title, 70 * columns)), fontsize=8)
     return fig
+
+
+def save_labelled_plot(
+    panels: list[tuple[str, list[ValidationRow]]], path: str | Path, *, title: str = ""
+) -> None:
+    """One panel per labelled group of rows (e.g. one per log of a hardware family), busbw
+    on a log axis too, written as a PNG like :func:`save_plot`."""
+    from matplotlib.figure import Figure
+
+    columns = min(3, len(panels))
+    lines = -(-len(panels) // columns)
+    fig = Figure(figsize=(5.0 * columns, 3.8 * lines), layout="constrained")
+    for index, (label, rows) in enumerate(panels, start=1):
+        heading = "\n".join(textwrap.wrap(label, 60, break_on_hyphens=False))
+        _draw(fig.add_subplot(lines, columns, index), rows, heading, log_y=True)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.savefig(Path(path), format="png", dpi=80, metadata={"Software": None})
 
 
 def save_plot(report: ValidationReport, path: str | Path, *, title: str | None = None) -> None:

@@ -36,6 +36,39 @@ LOGS = {
     "v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_reducescatter_unresolved-fork-readme.txt": (
         "reduce_scatter", 12, 31, 1,
     ),
+    # added for issue 14 (single-run logs; the 5-run DGX-2 log is RUNS below)
+    "a100-sxm4-40gb_8gpu_1node_allreduce_unresolved-test-fixture.txt": ("all_reduce", 8, 11, 1),
+    "a100-sxm4-80gb_8gpu_1node_allreduce-g8_unresolved-thanos.txt": ("all_reduce", 8, 30, 1),
+    "a100-sxm4-80gb_8gpu_1node_allreduce-mpirun_unresolved-thanos.txt": ("all_reduce", 8, 30, 1),
+    "h100-sxm_16gpu_2node_dgx-06-07_allreduce_unresolved-cnh.txt": ("all_reduce", 16, 32, 2),
+    "h100-sxm_16gpu_2node_ib-8nic_allreduce_unresolved-multinode-readme.txt": (
+        "all_reduce", 16, 6, 2,
+    ),
+    "h100-sxm_8gpu_1node_allreduce_unresolved-single-node-readme.txt": ("all_reduce", 8, 4, 1),
+    "h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt": ("broadcast", 8, 30, 1),
+    "v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116.txt": ("all_reduce", 4, 29, 1),
+    "a100-pcie-40gb_4gpu_1node_allreduce_unresolved-sm02.txt": ("all_reduce", 4, 25, 1),
+    "h100-sxm_8gpu_1node_allreduce-nvls_nccl-tests-issue290.txt": ("all_reduce", 8, 6, 1),
+    "h100-sxm_16gpu_2node_ib-ndr_allreduce-srun_nccl-tests-issue290.txt": (
+        "all_reduce", 16, 11, 2,
+    ),
+    "h100-sxm_16gpu_2node_ib-ndr_allreduce-ring_nccl-tests-issue290.txt": (
+        "all_reduce", 16, 11, 2,
+    ),
+    "v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt": (
+        "all_reduce", 8, 25, 1,
+    ),
+}
+
+#: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.
+RUNS = {
+    "v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_5collectives_unresolved-fork-readme.txt": [
+        ("all_gather", 12, 31, 32),
+        ("all_reduce", 12, 31, 86),
+        ("broadcast", 12, 31, 140),
+        ("reduce", 12, 31, 194),
+        ("reduce_scatter", 12, 31, 248),
+    ],
 }
 
 

@@ -1,0 +1,139 @@
+"""nccl-tests output variants, each on a real log of tests/data/nccl-tests (issue 14): several
+runs in one log, chatter and NCCL INFO lines inside the table, ``-c 0`` (N/A), old per-test
+columns and the pre-2020 all_gather/reduce_scatter convention, indented blocks, truncation;
+and the structure of the validation benchmark's tables (never its figures)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from nccl_logs import DATA, RUNS
+
+from commsim.cli import main
+from commsim.errors import ParseError
+from commsim.validation.nccl_runs import parse_nccl_tests_runs, read_nccl_tests_runs, split_runs
+from commsim.validation.nccl_tests import parse_nccl_tests, read_nccl_tests
+
+ROOT = Path(__file__).resolve().parents[2]
+DGX2 = "v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_5collectives_unresolved-fork-readme.txt"
+H800 = "h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt"
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_every_run_of_a_multi_run_log(name: str) -> None:
+    """Each run has its own collective, rank count and rows; line numbers are the file's."""
+    runs = read_nccl_tests_runs(DATA / name)
+    found = [(r.collective.value, r.ranks, len(r.rows), r.rows[0].line) for r in runs]
+    assert found == RUNS[name]
+    assert [r.binary for r in runs] == [f"{c}_perf" for c, *_ in RUNS[name]]
+
+
+def test_single_run_reader_refuses_several_runs() -> None:
+    with pytest.raises(ParseError, match=r"5 nccl-tests runs in one log .*line 67"):
+        read_nccl_tests(DATA / DGX2)
+
+
+def test_split_keeps_a_script_line_with_the_run_it_announces() -> None:
+    runs = split_runs((DATA / DGX2).read_text(encoding="utf-8"))
+    assert len(runs) == 5
+    first = next(line for line in runs[1][1].splitlines() if line and line != "#")
+    assert first.startswith("Running:") and "all_reduce_perf" in first
+
+
+def test_a_broken_run_is_named_with_its_first_line() -> None:
+    text = (DATA / DGX2).read_text(encoding="utf-8").replace("  65.05    1.01", "  65.05", 1)
+    with pytest.raises(ParseError, match=r"dgx2:99: corrupted row .*run 2 of 5, from line 65"):
+        parse_nccl_tests_runs(text, "dgx2")
+
+
+def test_cli_reads_every_run_and_filters_by_collective(capsys: pytest.CaptureFixture) -> None:
+    log = str(DATA / DGX2)
+    assert main(["validate", "nccl-tests", log, "--topology", "dgx2-v100", "--collectives",
+                 "broadcast,reduce", "--sizes", "1GiB:8GiB", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert out.count('"collective": "broadcast"') == 4 and out.count('"collective": "reduce"') == 4
+    assert main(["validate", "nccl-tests", log, "--topology", "dgx2-v100", "--collective",
+                 "all_reduce"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "several nccl-tests runs" in err
+
+
+def test_chatter_inside_the_table() -> None:
+    """A user's debug print between header and rows, MPI help messages between rows, and NCCL
+    INFO lines before the table and between the last row and the footer are all skipped."""
+    gdr = read_nccl_tests(DATA / "v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116.txt")
+    assert gdr.rows[0].nbytes == 4 and gdr.rows[0].in_place_time_s == pytest.approx(23.10e-6)
+    mpi = read_nccl_tests(DATA / "a100-sxm4-80gb_8gpu_1node_allreduce-mpirun_unresolved-thanos.txt")
+    assert mpi.rows[-1].nbytes == 4294967296 and mpi.rows[-1].time_s == pytest.approx(32285e-6)
+    h800 = read_nccl_tests(DATA / H800)
+    assert (h800.collective.value, h800.rows[0].root, h800.damage) == ("broadcast", 0, "")
+    assert h800.rows[-1].busbw_GBps == pytest.approx(164.97)
+
+
+def test_n_a_in_wrong_and_old_columns() -> None:
+    """``-c 0`` prints N/A in #wrong; 2019 logs have per-test columns and an error column."""
+    h800 = read_nccl_tests(DATA / H800)
+    assert all(r.in_place_time_s is not None for r in h800.rows)
+    old = read_nccl_tests(
+        DATA / "v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt"
+    )
+    assert old.rows[0].root is None and old.rows[0].redop == "sum" and len(old.rows) == 25
+
+
+def test_pre_2020_all_gather_convention_is_noted() -> None:
+    """busbw == algbw on every all_gather / reduce_scatter run of the DGX-2 log, the size
+    column is the total buffer (size / (count x 4) = 12), and only the broadcast, reduce and
+    all_reduce runs use the modern factors."""
+    for run in read_nccl_tests_runs(DATA / DGX2):
+        noted = any("pre-2020" in note for note in run.notes)
+        assert noted == (run.collective.value in ("all_gather", "reduce_scatter"))
+        if noted:
+            assert {r.nbytes // (r.count * 4) for r in run.rows if r.count} == {12}
+
+
+def test_indented_block_and_truncation(capsys: pytest.CaptureFixture) -> None:
+    """A README's 4-space-indented block reads; a log cut mid-table is one line, exit 2, and
+    ``--partial`` keeps the rows that parse."""
+    name = "h100-sxm_8gpu_1node_allreduce_unresolved-single-node-readme.txt"
+    assert len(read_nccl_tests(DATA / name).rows) == 4
+    lines = (DATA / H800).read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, line in enumerate(lines) if line.lstrip().startswith("1048576"))
+    text = "\n".join(lines[:cut]) + "\n" + lines[cut][:40] + "\n"
+    with pytest.raises(ParseError, match="corrupted row"):
+        parse_nccl_tests(text, "cut")
+    assert len(parse_nccl_tests(text, "cut", partial=True).rows) == 18
+
+
+# -- the benchmark ----------------------------------------------------------------------------
+def test_family_from_device_lines_or_header() -> None:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from validate_presets import family_of
+    finally:
+        sys.path.pop(0)
+    assert family_of((DATA / H800).read_text(encoding="utf-8")) == "Hopper"
+    assert family_of("# HARDWARE: 16 x 8 A100-SXM4-80GB\n") == "Ampere"
+    assert family_of("#  Rank  0 Group  0 Pid 1 on h device  0 [0x1a] NVIDIA GeForce RTX 4090\n"
+                     "# HARDWARE: V100\n") == "PCIe"
+    assert family_of("no hardware here\n") == "other"
+
+
+def test_benchmark_fast_mode_prints_its_three_tables() -> None:
+    """The structure of the tables (one row per run, every family, overall, the
+    cross-collective machines), never an accuracy figure."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "validate_presets.py"), "--fast"],
+        capture_output=True, text=True, timeout=600, check=True, cwd=ROOT,
+    )
+    blocks = done.stdout.split("\n\n")
+    assert len(blocks) == 3
+    per_log = blocks[0].splitlines()
+    assert per_log[1].split()[:3] == ["log", "family", "preset"]
+    assert len(per_log) == 3 + 28  # title, header, rule, one row per run
+    family = [line.split()[0] for line in blocks[1].splitlines()[3:]]
+    assert family == ["PCIe", "Volta", "Ampere", "Hopper", "overall"]
+    cross = blocks[2].splitlines()[3:]
+    assert any(line.startswith("DGX-2 V100") and "all_reduce" in line for line in cross)
