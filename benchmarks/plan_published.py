@@ -39,7 +39,8 @@ from commsim.plan.config import PlanConfig  # noqa: E402
 from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
-from commsim.plan.search import _times  # noqa: E402
+from commsim.plan.search import layer_costs  # noqa: E402
+from commsim.plan.stack import DEFAULT, MEGATRON_2021, Stack  # noqa: E402
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
 
@@ -58,6 +59,7 @@ class Row:
     config: PlanConfig
     global_batch: int
     published_tflops: float
+    stack: Stack = DEFAULT
 
 
 def _gpt(params: str, layers: int, hidden: int, heads: int) -> ModelSpec:
@@ -66,33 +68,38 @@ def _gpt(params: str, layers: int, hidden: int, heads: int) -> ModelSpec:
 
 
 def _meg(params: str, heads: int, hidden: int, layers: int, tp: int, pp: int, gpus: int,
-         batch: int, tflops: float) -> Row:
-    cfg = PlanConfig(tp=tp, cp=1, pp=pp, dp=gpus // (tp * pp), micro_batch=1, schedule="1f1b",
-                     chunks=1, data_parallel="ddp", recompute="full")
+         batch: int, tflops: float, mbs: int, ddp: str, chunks: int = 1) -> Row:
+    """A Table 1 row; ``mbs``, ``ddp`` (``torch``: overlapped buckets, ``local``: one
+    all-reduce after the backward) and ``chunks`` (layers per virtual stage) as the authors'
+    ``examples/sc21/run_table_1.sh`` sets them."""
+    cfg = PlanConfig(tp=tp, cp=1, pp=pp, dp=gpus // (tp * pp), micro_batch=mbs,
+                     schedule="interleaved" if chunks > 1 else "1f1b", chunks=chunks,
+                     data_parallel="ddp", recompute="full")
+    stack = replace(MEGATRON_2021, grad_overlap=ddp == "torch")
     return Row(MEGATRON, f"GPT {params}", _gpt(params, layers, hidden, heads),
-               f"dgx-a100x{gpus // 8}", cfg, batch, tflops)
+               f"dgx-a100x{gpus // 8}", cfg, batch, tflops, stack)
 
 
 def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
     model = replace(catalogue_model("llama3-405b"), layers=128, seq=seq)
     pp, tp = 16, 8
     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=gpus // (tp * cp * pp), micro_batch=1,
-                     schedule="interleaved", chunks=2, data_parallel="fsdp", recompute="none")
+                     schedule="interleaved", chunks=8, data_parallel="fsdp", recompute="none")
     return Row(LLAMA3, f"Llama 3 405B cp{cp} s{seq}", model, f"dgx-h100x{gpus // 8}", cfg,
                16 * 2**20 // seq, tflops)
 
 
 ROWS = (
-    _meg("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137),
-    _meg("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138),
-    _meg("7.5B", 32, 4096, 36, 4, 1, 128, 512, 142),
-    _meg("18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135),
-    _meg("39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138),
-    _meg("76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140),
-    _meg("145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148),
-    _meg("310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155),
-    _meg("529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163),
-    _meg("1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163),
+    _meg("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, 16, "torch"),
+    _meg("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138, 16, "torch"),
+    _meg("7.5B", 32, 4096, 36, 4, 1, 128, 512, 142, 16, "torch"),
+    _meg("18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135, 8, "torch"),
+    _meg("39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138, 4, "local"),
+    _meg("76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140, 2, "local", 3),
+    _meg("145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148, 2, "local", 2),
+    _meg("310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155, 1, "local", 2),
+    _meg("529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163, 1, "local", 3),
+    _meg("1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163, 1, "local"),
     _llama(8192, 1, 8192, 430),
     _llama(16384, 1, 8192, 400),
     _llama(16384, 16, 131072, 380),
@@ -114,8 +121,10 @@ def predict(row: Row) -> float:
     device = network_device(network)
     cfg = row.config
     k = row.global_batch // (cfg.micro_batch * cfg.dp)
-    times = _times(row.model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute)
-    step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k))
+    times = layer_costs(row.model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute,
+                        row.stack)
+    step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
+                                        stack=row.stack))
     return published_flops(row) / step.step_time_s / cfg.world / 1e12
 
 
@@ -123,7 +132,8 @@ def choose(row: Row) -> str:
     """What ``commsim plan`` picks for the row's model, GPUs and batch (TP within a node)."""
     space = SearchSpace(tp=(1, 2, 4, 8), cp=(row.config.cp,), recompute=("none", "selective",
                                                                          "full"))
-    out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1)
+    out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1,
+               stack=row.stack)
     best = out.result.configs[0]
     return f"{best.config.label()} ({best.record['hardware_tflops_per_gpu']:.0f})"
 

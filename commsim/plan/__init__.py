@@ -25,9 +25,10 @@ from commsim.network import Network
 from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.models import ModelSpec, load_model
 from commsim.plan.search import PlanResult, SearchSpace, run_search
+from commsim.plan.stack import MEGATRON_2021, Stack
 from commsim.topology import load_topology
 
-__all__ = ["PlanOutcome", "SearchSpace", "plan"]
+__all__ = ["MEGATRON_2021", "PlanOutcome", "SearchSpace", "Stack", "plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,11 @@ def plan(
     top: int = 10,
     gpu_memory: str | int | None = None,
     progress: bool = False,
+    stack: Stack | None = None,
 ) -> PlanOutcome:
-    """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`).
+    """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`) under the
+    software ``stack`` (:mod:`.stack`; default: fused attention, sequence parallelism,
+    overlapped gradient reduction).
 
     ``progress`` draws a tqdm bar on stderr (only on a terminal).
     """
@@ -124,6 +128,7 @@ def plan(
             space=space or SearchSpace(), top=top,
             progress=bar.update if bar is not None else None,
             total=(lambda t: setattr(bar, "total", t)) if bar is not None else None,
+            stack=stack or Stack(),
         )
     finally:
         if bar is not None:

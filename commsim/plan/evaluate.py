@@ -49,7 +49,8 @@ class PipelineCosts:
     group); ``send`` maps ``(src, dst)`` stages to a send's seconds. ``gather[stage]`` lists
     the FSDP all-gather of each of the stage's layers in first-use order (empty: nothing
     sharded); ``reduce[stage]`` maps a global layer to the reduction issued after its last
-    backward; ``final[stage]`` runs on the ``dp`` stream after the last reduction.
+    backward; ``final[stage]`` runs on the ``dp`` stream after the last reduction and the
+    stage's last op (ZeRO's weight all-gather; without overlap, the gradient reduction too).
     """
 
     schedule: str
@@ -221,8 +222,8 @@ class _Evaluator:
     def timing(self) -> PipelineTiming:
         c = self.c
         for p, st in enumerate(self.stages):
-            if c.final and c.final[p] and "dp" in st.free:
-                st.free["dp"] += c.final[p]
+            if c.final and c.final[p]:  # after the last reduction and the last backward
+                st.free["dp"] = max(st.free.get("dp", 0.0), st.last_op_end) + c.final[p]
         step = max(max(st.free.values(), default=0.0) for st in self.stages)
         step = max([step, *self.end])
         exposed = tuple(

@@ -16,7 +16,9 @@ fsdp      ``16 N / d``        (and weights; ZeRO-3)
 **Activations** of one layer per micro-batch, Korthikanti et al. 2022 ("Reducing Activation
 Recomputation in Large Transformer Models", Section 4 and Table 2) with tensor and sequence
 parallelism over ``t``, ``T = b s / c`` tokens per CP rank, in bytes:
-``(34 T h + 5 a T s) / t`` for ``a`` heads and a ``4h`` GeLU MLP. Generalised term by term:
+``(34 T h + 5 a T s) / t`` for ``a`` heads and a ``4h`` GeLU MLP (the ``5 a T s`` scores,
+softmax and dropout of unfused attention; fused attention keeps none: :mod:`.stack`; without
+sequence parallelism ``10 T h`` of it is not divided by ``t``). Generalised term by term:
 attention ``(7 + 4 g/a) T h`` (``g`` key/value heads), MLP ``3 T h + 4 T f`` (GeLU) or
 ``3 T h + 6 T f`` (SwiGLU), layer norms ``4 T h``, attention scores ``5 a T s``.
 ``selective`` recompute drops the scores (Korthikanti's ``34 T h / t``); ``full`` keeps only
@@ -40,27 +42,37 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from commsim.plan.models import ModelSpec
+from commsim.plan.stack import DEFAULT, Stack
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.pipeline import FORWARD, stage_orders
 
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
+#: Bytes per token and hidden unit of a layer that sequence parallelism splits and plain TP
+#: does not (Korthikanti et al. 2022, Table 2: ``10 s b h``).
+UNSPLIT = 10
 #: Bytes per parameter of weights, gradients and Adam states (mixed precision).
 WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12
 
 
 def layer_activation_bytes(
-    model: ModelSpec, micro_batch: int, tp: int, cp: int, recompute: str
+    model: ModelSpec, micro_batch: int, tp: int, cp: int, recompute: str,
+    stack: Stack = DEFAULT,
 ) -> float:
     """Bytes one layer keeps for its backward per micro-batch on one rank (see above)."""
     h, f, a = model.hidden, model.ffn_hidden, model.heads
     tokens = micro_batch * model.seq / cp
     if recompute == "full":
-        return 2.0 * tokens * h / tp
+        return 2.0 * tokens * h / (tp if stack.sequence_parallel else 1)
     attention = (7 + 4 * model.kv_heads / a) * tokens * h
     mlp = 3 * tokens * h + (6 if model.mlp == "swiglu" else 4) * tokens * f
     norms = 4 * tokens * h
-    scores = 0.0 if recompute == "selective" else 5.0 * a * tokens * model.seq
-    return (attention + mlp + norms + scores) / tp
+    unfused = stack.attention == "unfused" and recompute != "selective"
+    scores = 5.0 * a * tokens * model.seq if unfused else 0.0
+    total = attention + mlp + norms + scores
+    if stack.sequence_parallel:
+        return total / tp
+    # without sequence parallelism the norms' and dropouts' 10 T h are whole on every TP rank
+    return UNSPLIT * tokens * h + (total - UNSPLIT * tokens * h) / tp
 
 
 @lru_cache(maxsize=4096)
@@ -150,10 +162,11 @@ def peak_memory(
     chunks: int,
     data_parallel: str,
     recompute: str,
+    stack: Stack = DEFAULT,
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
     first (most in flight, the embedding) or the last (logits, the output layer)."""
-    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute)
+    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
     layers_per_chunk = model.layers // (pp * chunks)
     tokens = micro_batch * model.seq / cp
     layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
@@ -163,7 +176,7 @@ def peak_memory(
         flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
         act = flight * layers_per_chunk * per_layer
         if recompute == "full":
-            act += layer_activation_bytes(model, micro_batch, tp, cp, "none")
+            act += layer_activation_bytes(model, micro_batch, tp, cp, "none", stack)
         if stage == pp - 1:
             act += 4.0 * tokens * model.vocab / tp
         buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
