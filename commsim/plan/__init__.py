@@ -26,6 +26,7 @@ from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.models import ModelSpec, load_model
 from commsim.plan.search import PlanResult, SearchSpace, run_search
 from commsim.plan.stack import MEGATRON_2021, Stack
+from commsim.timing import ENGINE_CHOICES
 from commsim.topology import load_topology
 
 __all__ = ["MEGATRON_2021", "PlanOutcome", "SearchSpace", "Stack", "plan"]
@@ -100,10 +101,13 @@ def plan(
     gpu_memory: str | int | None = None,
     progress: bool = False,
     stack: Stack | None = None,
+    engine: str = "analytic",
 ) -> PlanOutcome:
     """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`) under the
     software ``stack`` (:mod:`.stack`; default: fused attention, sequence parallelism,
-    overlapped gradient reduction).
+    overlapped gradient reduction). Collectives are timed by ``engine``: ``analytic`` (the
+    default: the timing layer's closed forms, fast), ``des`` or ``auto`` (as ``replay`` times
+    them: the DES up to 64 ranks).
 
     ``progress`` draws a tqdm bar on stderr (only on a terminal).
     """
@@ -114,6 +118,8 @@ def plan(
         spec = dataclasses.replace(spec, seq=seq)
     network = load_topology(topology)
     device = network_device(network, gpu_memory)
+    if engine not in ENGINE_CHOICES:
+        raise SpecError(f"--engine {engine!r}: unknown (known: {', '.join(ENGINE_CHOICES)})")
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise SpecError(f"--global-batch {global_batch!r}: must be a positive integer")
     n = network.ranks if gpus is None else gpus
@@ -128,7 +134,7 @@ def plan(
             space=space or SearchSpace(), top=top,
             progress=bar.update if bar is not None else None,
             total=(lambda t: setattr(bar, "total", t)) if bar is not None else None,
-            stack=stack or Stack(),
+            stack=stack or Stack(), engine=engine,
         )
     finally:
         if bar is not None:

@@ -70,6 +70,9 @@ def add_parser(sub: Any) -> None:
                    help="software stack: current (fused attention, sequence parallelism, "
                    "overlapped gradient reduction; the default) or megatron-2021")
     p.add_argument("--attention", metavar="IMPL", help="fused or unfused (overrides --stack's)")
+    p.add_argument("--engine", default="analytic", metavar="ENGINE",
+                   help="how collectives are timed: analytic (closed forms; the default), des, "
+                   "or auto (as replay: the DES up to 64 ranks)")
     p.add_argument("--gpu-memory", metavar="SIZE", help="override the device memory (80GiB)")
     p.add_argument("--top", metavar="K", default="10", help="rows to print and keep (default 10)")
     out = p.add_mutually_exclusive_group()
@@ -156,7 +159,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         seq=None if args.seq is None else _int(args.seq, "--seq"),
         gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
         space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
-        stack=named_stack(args.stack, args.attention),
+        stack=named_stack(args.stack, args.attention), engine=args.engine.strip().lower(),
     )
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))

@@ -114,7 +114,7 @@ def _layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
 @dataclass(slots=True)
 class _Stage:
     free: dict[str, float]
-    blocks: tuple[list[Block], list[Block]]  # forward, backward
+    blocks: tuple[_Program, _Program]  # forward, backward
     used: list[float] = field(default_factory=list)  # FSDP: first-forward ends, in order
     compute_s: float = 0.0
     chain_comm_s: float = 0.0
@@ -131,41 +131,91 @@ def _run(st: _Stage, stream: str, ready: float, seconds: float) -> float:
     return end
 
 
-def _run_layers(st: _Stage, blocks: list[Block], ready: float, n: int,
+@dataclass(frozen=True, slots=True)
+class _Program:
+    """A layer's blocks compiled for :func:`_run_layers`: the layer is a max-plus chain, in
+    which only a stream's first block can wait for the stream (its later ones follow blocks
+    that ended after it). With ``P_i`` the seconds of blocks ``0..i``, block ``i`` ends at
+    ``P_i + max(ready, max(free[s] - P_first(s)-1 for streams first used by i))``."""
+
+    blocks: list[Block]
+    total: float  #: seconds of the whole layer
+    #: (stream, seconds before its first block, its first index), in first-use order
+    firsts: tuple[tuple[str, float, int], ...]
+    #: (stream, seconds through its last block, its last index), in last-use order
+    lasts: tuple[tuple[str, float, int], ...]
+    compute_s: float
+    comm_s: float
+
+    @classmethod
+    def of(cls, blocks: list[Block]) -> _Program:
+        before: list[float] = []
+        through: list[float] = []
+        total = 0.0
+        for _, seconds in blocks:
+            before.append(total)
+            total += seconds
+            through.append(total)
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+        for i, (stream, _) in enumerate(blocks):
+            first.setdefault(stream, i)
+            last[stream] = i
+        compute = sum(x for stream, x in blocks if stream == "compute")
+        return cls(
+            blocks, total,
+            tuple((st, before[i], i) for st, i in sorted(first.items(), key=lambda x: x[1])),
+            tuple((st, through[i], i) for st, i in sorted(last.items(), key=lambda x: x[1])),
+            compute, total - compute,
+        )
+
+
+def _run_layers(st: _Stage, prog: _Program, ready: float, n: int,
                 extra: Sequence[float] = ()) -> float:
-    """Run ``n`` layers of ``blocks`` from ``ready``; ``extra[i]``: when layer ``i``'s first
+    """Run ``n`` layers of ``prog`` from ``ready``; ``extra[i]``: when layer ``i``'s first
     compute may start at the earliest (an FSDP gather). Returns when the last layer ends."""
     if extra:
         for i in range(n):
             first = True
-            for stream, seconds in blocks:
+            for stream, seconds in prog.blocks:
                 start = ready
                 if stream == "compute" and first:
                     start, first = max(ready, extra[i]), False
                 ready = _run(st, stream, start, seconds)
         return ready
-    for stream, seconds in blocks:
-        ready = _run(st, stream, ready, seconds)
-    if n > 1:  # every stream was used in the first layer: the rest is a serial chain
-        ready += (n - 1) * sum(s for _, s in blocks)
-        tail, seen = 0.0, set()
-        for stream, seconds in reversed(blocks):
-            if stream not in seen:  # the stream's last block ends ``tail`` before the chain
-                seen.add(stream)
-                st.free[stream] = ready - tail
-            tail += seconds
-            if stream == "compute":
-                st.compute_s += (n - 1) * seconds
-            else:
-                st.chain_comm_s += (n - 1) * seconds
-    return ready
+    free = st.free
+    st.compute_s += n * prog.compute_s
+    st.chain_comm_s += n * prog.comm_s
+    best = ready
+    if n > 1:  # every stream is used in the first layer: the rest is a serial chain
+        for stream, before, _ in prog.firsts:
+            wait = free.get(stream, 0.0) - before
+            if wait > best:
+                best = wait
+        end = best + n * prog.total
+        for stream, through, _ in prog.lasts:
+            free[stream] = end - (prog.total - through)
+        return end
+    k, firsts = 0, prog.firsts
+    ends: list[tuple[str, float]] = []
+    for stream, through, last in prog.lasts:
+        while k < len(firsts) and firsts[k][2] <= last:
+            wait = free.get(firsts[k][0], 0.0) - firsts[k][1]
+            if wait > best:
+                best = wait
+            k += 1
+        ends.append((stream, through + best))
+    for stream, t in ends:
+        free[stream] = t
+    return prog.total + best
 
 
 class _Evaluator:
     def __init__(self, costs: PipelineCosts) -> None:
         c = self.c = costs
         self.stages = [
-            _Stage({}, (_layer_blocks(c, p, True), _layer_blocks(c, p, False)))
+            _Stage({}, (_Program.of(_layer_blocks(c, p, True)),
+                        _Program.of(_layer_blocks(c, p, False))))
             for p in range(c.pp)
         ]
         self.end: list[float] = []
@@ -190,14 +240,14 @@ class _Evaluator:
         else:
             ready = _run_layers(st, blocks, ready, n)
             if not forward and op.microbatch == c.microbatches - 1 and c.reduce:
-                self._reduce(st, stage, vstage, ready, sum(s for _, s in blocks))
+                self._reduce(st, stage, vstage, ready, blocks.total)
         if forward and vstage == self.last_vstage and c.logits_fwd:
             ready = _run(st, "compute", ready, c.logits_fwd)
         st.last_op_end = max(st.last_op_end, ready)
         self.end.append(ready)
         return [len(self.end) - 1]
 
-    def _first_forward(self, st: _Stage, blocks: list[Block], ready: float,
+    def _first_forward(self, st: _Stage, blocks: _Program, ready: float,
                        gathers: Sequence[float], first: int, n: int) -> float:
         """Micro-batch 0's forward under FSDP: layer by layer, each after its all-gather,
         which is issued when the layer two before has finished its first forward."""

@@ -54,6 +54,7 @@ UNSPLIT = 10
 WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12
 
 
+@lru_cache(maxsize=4096)
 def layer_activation_bytes(
     model: ModelSpec, micro_batch: int, tp: int, cp: int, recompute: str,
     stack: Stack = DEFAULT,
@@ -126,6 +127,7 @@ class Memory:
         }
 
 
+@lru_cache(maxsize=4096)
 def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int) -> int:
     """Parameters one TP rank of ``stage`` holds (embedding on the first, output layer on the
     last stage; with ``pp = 1`` a tied output layer is the embedding itself)."""

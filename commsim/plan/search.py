@@ -230,15 +230,16 @@ def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
 
 def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer) -> float:
     """The last stage's TP and CP collectives, which its layers wait for (all but the last
-    all-reduce of each op, which the next op's first compute may overlap)."""
+    all-reduce of each op, which the next op's first compute may overlap): those of shapes
+    already timed (0 for the others, so the bound costs no simulation)."""
     cfg = c.config
     p = cfg.pp - 1
     tokens = cfg.micro_batch * model.seq // cfg.cp
-    ar = timer.collective("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
+    ar = timer.known("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
     kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
     cp_bytes = 2 * cfg.micro_batch * model.seq * kv * 2
-    cg = timer.collective("all_gather", cfg.cp_group(p, 0), cp_bytes)
-    rs = timer.collective("reduce_scatter", cfg.cp_group(p, 0), cp_bytes)
+    cg = timer.known("all_gather", cfg.cp_group(p, 0), cp_bytes)
+    rs = timer.known("reduce_scatter", cfg.cp_group(p, 0), cp_bytes)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
     fwd = cg + 2 * ar
     bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
@@ -276,9 +277,10 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
                global_batch: int, space: SearchSpace, top: int = 10,
                progress: Callable[[int], Any] | None = None,
                total: Callable[[int], Any] | None = None,
-               stack: Stack = DEFAULT) -> PlanResult:
+               stack: Stack = DEFAULT, engine: str = "analytic") -> PlanResult:
     """Search (see the module docstring); ``top = 0`` times every configuration that fits;
-    ``stack``: the software's choices (:mod:`.stack`).
+    ``stack``: the software's choices (:mod:`.stack`); ``engine``: how collectives are timed
+    (:class:`~commsim.plan.timing.CollectiveTimer`).
 
     ``total(n)`` is told how many configurations may be timed, ``progress(1)`` after each.
     """
@@ -293,7 +295,7 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
     order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
     fitting = [c for c in order if c.memory.total <= device.memory_bytes]
     spill = [c for c in order if c.memory.total > device.memory_bytes]
-    timer = CollectiveTimer(network)
+    timer = CollectiveTimer(network, engine)
     if total:
         total(len(fitting) if fitting else min(len(spill), max(top, 1)))
     best: list[float] = []  # max-heap (negated) of the top step times
