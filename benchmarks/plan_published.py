@@ -10,13 +10,19 @@ with the *source's own* FLOP count, so that the comparison is of step times:
 * Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
   Megatron-LM", Table 1 (GPT, s = 2048, V = 51200, A100 80GB, DGX A100 nodes with 8 x 200 Gb/s
   HDR): achieved TFLOP/s per GPU counted by their eq. 3, ``96 B s l h^2 (1 + s/6h + V/16lh)``
-  (full recompute included). Assumed where the table is silent: micro-batch 1, 1F1B, DDP,
-  full recompute (the paper's setting for these runs).
+  (full recompute included). Per row, the micro-batch, the interleaving (layers per virtual
+  stage) and the DDP implementation are the authors' own ``examples/sc21/run_table_1.sh``
+  (NVIDIA/Megatron-LM): ``torch`` DDP (overlapped 25 MiB buckets) up to 18B, Megatron's
+  ``local`` DDP (one all-reduce after the backward) beyond; full ("uniform") recompute. The
+  software is the 2021 stack (:data:`commsim.plan.stack.MEGATRON_2021`: attention unfused,
+  no sequence parallelism, weight gradients added by a separate kernel).
 * The Llama 3 team 2024, "The Llama 3 Herd of Models", Table 4 (405B on H100 80GB, 16M tokens
-  per batch): TFLOP/s per GPU as model FLOPs (``6 N`` plus causal attention). Assumed: 128
-  layers (the paper removes a layer from the first and last of 16 stages: 126), micro-batch
-  1, interleaved with 4 layers per chunk, FSDP, no recompute. The RoCE fabric is modelled by
-  the dgx-h100 preset's 400 Gb/s per GPU.
+  per batch): TFLOP/s per GPU as model FLOPs (``6 N`` plus causal attention). Modelled with
+  128 layers: the paper removes one layer from the first and the last of 16 stages (126), so
+  that the first model chunk holds only the embedding and the last only the output layer,
+  that is one layer per chunk: interleaved with 8 chunks per stage. Micro-batch 1, FSDP, no
+  recompute, today's stack (fused attention). The RoCE fabric is modelled by the dgx-h100
+  preset's 400 Gb/s per GPU.
 
 ``--choose`` adds what ``commsim plan`` picks for the row's model, GPUs and batch (slow for
 the largest rows: minutes). Prints the table and the median |error|.
@@ -116,7 +122,7 @@ def published_flops(row: Row) -> float:
 
 
 def predict(row: Row) -> float:
-    """Predicted TFLOP/s per GPU of the published layout (source's FLOP count)."""
+    """Predicted step seconds of the published layout."""
     network = load_topology(row.preset)
     device = network_device(network)
     cfg = row.config
@@ -125,17 +131,27 @@ def predict(row: Row) -> float:
                         row.stack)
     step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
                                         stack=row.stack))
-    return published_flops(row) / step.step_time_s / cfg.world / 1e12
+    return step.step_time_s
 
 
-def choose(row: Row) -> str:
-    """What ``commsim plan`` picks for the row's model, GPUs and batch (TP within a node)."""
+def tflops(row: Row, step_s: float) -> float:
+    """TFLOP/s per GPU of a step of ``step_s``, by the source's FLOP count."""
+    return published_flops(row) / step_s / row.config.world / 1e12
+
+
+def choose(row: Row, step_s: float) -> str:
+    """What ``commsim plan`` picks for the row's model, GPUs, batch and stack (TP within a
+    node), and its predicted step against the published layout's ``step_s``."""
     space = SearchSpace(tp=(1, 2, 4, 8), cp=(row.config.cp,), recompute=("none", "selective",
                                                                          "full"))
     out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1,
                stack=row.stack)
     best = out.result.configs[0]
-    return f"{best.config.label()} ({best.record['hardware_tflops_per_gpu']:.0f})"
+    return f"{best.config.label()} ({best.record['step_time_s'] / step_s - 1:+.0%})"
+
+
+def _schedule(c: PlanConfig) -> str:
+    return f"{c.schedule_label} mb{c.micro_batch}"
 
 
 def main() -> None:
@@ -143,25 +159,30 @@ def main() -> None:
     parser.add_argument("--choose", action="store_true", help="also run the search per row")
     args = parser.parse_args()
     errors = []
-    header = "| source | model | GPUs | TP | CP | PP | DP | batch | published | predicted | error |"
-    print(header + (" plan's choice (its hardware TFLOP/s) |" if args.choose else ""))
+    header = ("| source | model | GPUs | TP | CP | PP | DP | schedule | batch | published | "
+              "predicted | error |")
+    print(header + (" plan's choice (its step against the published layout's) |"
+                    if args.choose else ""))
     print("|" + "---|" * (header.count("|") - 1 + (1 if args.choose else 0)))
     for row in ROWS:
         t0 = time.perf_counter()
-        pred = predict(row)
+        step = predict(row)
+        pred = tflops(row, step)
         err = 100 * (pred - row.published_tflops) / row.published_tflops
         errors.append(abs(err))
         c = row.config
         line = (f"| {row.source} | {row.label} | {c.world} | {c.tp} | {c.cp} | {c.pp} | {c.dp} "
-                f"| {row.global_batch} | {row.published_tflops:.0f} | {pred:.0f} | {err:+.1f}% |")
+                f"| {_schedule(c)} | {row.global_batch} | {row.published_tflops:.0f} "
+                f"| {pred:.0f} | {err:+.1f}% |")
         if args.choose:
-            line += f" {choose(row)} |"
+            line += f" {choose(row, step)} |"
         print(line, flush=True)
         print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(ROWS, errors, strict=True) if r.source == s]
                  for s in (MEGATRON, LLAMA3)}
+    print()
     for source, errs in by_source.items():
-        print(f"\nmedian |error| {source}: {statistics.median(errs):.1f}%")
+        print(f"median |error| {source}: {statistics.median(errs):.1f}%")
     print(f"median |error| all {len(errors)} rows: {statistics.median(errors):.1f}%")
 
 

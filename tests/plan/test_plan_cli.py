@@ -64,6 +64,19 @@ def test_pruned_configs_cannot_beat_the_top():
     assert any(r.reason.startswith("pruned") for r in pruned.result.rejected)
 
 
+def test_the_stack_changes_the_answer(capsys):
+    """--stack megatron-2021 (unfused attention and the rest) is slower than today's stack on
+    the same layout, and unfused attention alone costs time too."""
+    axes = ["--tp", "2", "--pp", "1", "--cp", "1", "--micro-batch", "2", "--data-parallel",
+            "ddp", "--recompute", "none", "--json"]
+    steps = {}
+    for extra in ([], ["--stack", "megatron-2021"], ["--attention", "unfused"]):
+        code, out, _ = _run(capsys, *SMALL, *axes, *extra)
+        assert code == 0
+        steps[" ".join(extra)] = json.loads(out)["configs"][0]["step_time_s"]
+    assert steps[""] < steps["--attention unfused"] < steps["--stack megatron-2021"]
+
+
 def test_deterministic(capsys):
     """The same command prints the same bytes twice (table, JSON and CSV)."""
     for fmt in ([], ["--json"], ["--csv"]):
@@ -101,6 +114,12 @@ def test_list_models(capsys):
     (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--gpus", "16"], "16"),
     (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "3", "--micro-batch", "2"],
      "divide"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--stack", "x"],
+     "--stack 'x'"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--attention", "flash"],
+     "--attention flash"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--engine", "fast"],
+     "--engine 'fast'"),
     (["--topology", "dgx-a100", "--global-batch", "32"], "MODEL"),
     (["missing.yaml", "--topology", "dgx-a100", "--global-batch", "32"], "missing.yaml"),
 ])
