@@ -14,8 +14,9 @@ replay's rules task for task:
   its backward ``[recompute] MLP [TP all-reduce] attention [CP reduce-scatter] [TP
   all-reduce]``; the next op's first compute waits only for the previous compute (its input
   arrives by a send, or, on the last virtual stage, is the op's own forward);
-* pipeline ops run in :func:`~commsim.replay.pipeline.stage_orders`' order through
-  :func:`~commsim.replay.pipeline.emit_pipeline`, the replay's own driver, and activations
+* pipeline ops run in :func:`~commsim.replay.pipeline.stage_orders`' order as
+  :func:`~commsim.replay.pipeline.emit_pipeline`, the replay's own driver, adds them (its
+  order and dependencies recorded once per schedule shape, then replayed), and activations
   cross stage boundaries as sends of the boundary's uncontended time;
 * FSDP gathers each layer before its first forward, one layer ahead; gradients are reduced
   after a layer's last backward (FSDP per layer, DDP/ZeRO per 25 MiB bucket), ZeRO-1/2
@@ -221,13 +222,10 @@ class _Evaluator:
         self.end: list[float] = []
         self.last_vstage = c.pp * c.chunks - 1
 
-    def transfer(self, src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
-        self.end.append(self.end[deps[0]] + self.c.send.get((src, dst), 0.0))
-        return [len(self.end) - 1]
-
-    def run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
+    def run_op(self, stage: int, op: PipeOp, dep: int) -> None:
+        """Run ``op`` on ``stage`` after step ``dep`` of the trace (-1: nothing)."""
         c, st = self.c, self.stages[stage]
-        ready = self.end[deps[0]] if deps else 0.0
+        ready = self.end[dep] if dep >= 0 else 0.0
         vstage = op.chunk * c.pp + stage
         forward = op.kind == FORWARD
         n = c.layers_per_chunk
@@ -245,7 +243,6 @@ class _Evaluator:
             ready = _run(st, "compute", ready, c.logits_fwd)
         st.last_op_end = max(st.last_op_end, ready)
         self.end.append(ready)
-        return [len(self.end) - 1]
 
     def _first_forward(self, st: _Stage, blocks: _Program, ready: float,
                        gathers: Sequence[float], first: int, n: int) -> float:
@@ -286,12 +283,36 @@ class _Evaluator:
 def evaluate_pipeline(costs: PipelineCosts) -> PipelineTiming:
     """The step of the pipeline ``costs`` describes (see the module docstring)."""
     ev = _Evaluator(costs)
-    orders = _orders(costs.schedule, costs.pp, costs.microbatches, costs.chunks)
-    emit_pipeline(orders, chunks=costs.chunks, run_op=ev.run_op, transfer=ev.transfer)
+    end, send, run_op = ev.end, costs.send, ev.run_op
+    for stage, op, src, dep in _trace(costs.schedule, costs.pp, costs.microbatches,
+                                      costs.chunks):
+        if op is None:  # a transfer from ``src`` to ``stage``
+            end.append(end[dep] + send.get((src, stage), 0.0))
+        else:
+            run_op(stage, op, dep)
     return ev.timing()
 
 
+#: One step of :func:`_trace`: (stage, op or None for a transfer, source stage, the step it
+#: waits for or -1).
+_Event = tuple[int, PipeOp | None, int, int]
+
+
 @lru_cache(maxsize=256)
-def _orders(schedule: str, pp: int, k: int, v: int) -> tuple[tuple[PipeOp, ...], ...]:
-    """The schedule's op orders (pure data, built once per shape)."""
-    return tuple(tuple(o) for o in stage_orders(schedule, stages=pp, microbatches=k, chunks=v))
+def _trace(schedule: str, pp: int, k: int, v: int) -> tuple[_Event, ...]:
+    """The order in which :func:`~commsim.replay.pipeline.emit_pipeline`, the replay's own
+    driver, adds a schedule's ops and transfers, and what each waits for: pure data, recorded
+    once per shape, so that evaluating a pipeline is one pass over it."""
+    events: list[_Event] = []
+
+    def transfer(src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
+        events.append((dst, None, src, deps[0]))
+        return [len(events) - 1]
+
+    def run_op(stage: int, op: PipeOp, deps: list[int]) -> list[int]:
+        events.append((stage, op, stage, deps[0] if deps else -1))
+        return [len(events) - 1]
+
+    orders = stage_orders(schedule, stages=pp, microbatches=k, chunks=v)
+    emit_pipeline(orders, chunks=v, run_op=run_op, transfer=transfer)
+    return tuple(events)
