@@ -6,12 +6,20 @@ parameters a rank holds (its stage's layers over ``tp``; the first stage adds th
 the last the output layer, tied or not, as Megatron-LM keeps a copy on both). Sharded over
 the ``d = dp x cp`` ranks that hold the same parameters:
 
-========  ====================================
+========  ==============================================================
 ddp       ``16 N``
 zero1     ``4 N + 12 N / d``  (optimizer states)
-zero2     ``2 N + 14 N / d``  (and gradients)
-fsdp      ``16 N / d``        (and weights; ZeRO-3)
-========  ====================================
+zero2     ``2 N + 14 N / d``  (and gradients), but ``4 N + 12 N / d`` with more than
+          one micro-batch
+fsdp      ``2 N + 16 N / d``, and ``2 N`` more with more than one micro-batch
+========  ==============================================================
+
+As the step is timed (:mod:`.costs`, and the ``hybrid`` replay): ZeRO-2 and FSDP
+reduce-scatter each gradient once, after its layer's last micro-batch, so with gradient
+accumulation the unsharded gradients live until then; FSDP gathers each layer before its first
+forward and keeps it for the step (no reshard after forward, as Llama 3 does with pipelining),
+so the stage's whole bf16 weights are live beside their shard. That FSDP costs ZeRO-1's
+memory, and more, is the price of gathering once per step instead of once per micro-batch.
 
 **Activations** of one layer per micro-batch, Korthikanti et al. 2022 ("Reducing Activation
 Recomputation in Large Transformer Models", Section 4 and Table 2) with tensor and sequence
@@ -31,8 +39,8 @@ has run and backward has not. Counted from the schedule itself: 1F1B's first sta
 pp + 1`` chunks.
 
 **Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
-``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP two layers' gathered
-weights and one layer's unsharded gradients.
+``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP one layer's
+unsharded gradients, being reduce-scattered.
 """
 
 from __future__ import annotations
@@ -139,15 +147,17 @@ def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int) -> int:
     return math.ceil(params / tp)
 
 
-def states(params: int, data_parallel: str, shards: int) -> tuple[int, int, int]:
-    """(weights, gradients, optimizer) bytes of ``params`` sharded over ``shards`` ranks."""
+def states(params: int, data_parallel: str, shards: int,
+           microbatches: int = 1) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer) bytes of ``params`` sharded over ``shards`` ranks, at
+    the step's peak (see the module docstring: what is gathered or accumulated unsharded)."""
     w, g, o = WEIGHT_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
     if data_parallel in ("zero1", "zero2", "fsdp"):
         o = math.ceil(o / shards)
-    if data_parallel in ("zero2", "fsdp"):
-        g = math.ceil(g / shards)
+    if data_parallel in ("zero2", "fsdp") and microbatches == 1:
+        g = math.ceil(g / shards)  # reduce-scattered as the backward produces them
     if data_parallel == "fsdp":
-        w = math.ceil(w / shards)
+        w += math.ceil(w / shards)  # the shard, and the stage's layers gathered for the step
     return w, g, o
 
 
@@ -174,7 +184,8 @@ def peak_memory(
     layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
     best: Memory | None = None
     for stage in sorted({0, pp - 1}):
-        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp)
+        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp,
+                         microbatches)
         flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
         act = flight * layers_per_chunk * per_layer
         if recompute == "full":
@@ -182,8 +193,8 @@ def peak_memory(
         if stage == pp - 1:
             act += 4.0 * tokens * model.vocab / tp
         buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
-        if data_parallel == "fsdp" and dp * cp > 1:
-            buffers += 2 * layer_weights + layer_weights * GRAD_BYTES // WEIGHT_BYTES
+        if data_parallel == "fsdp" and dp * cp > 1:  # a layer's gradient being reduce-scattered
+            buffers += layer_weights * GRAD_BYTES // WEIGHT_BYTES
         elif dp * cp > 1:
             buffers += 2 * DEFAULT_BUCKET_BYTES
         mem = Memory(stage, w, g, o, math.ceil(act), math.ceil(buffers))

@@ -38,12 +38,17 @@ def test_korthikanti_activation_formulas():
 
 
 def test_adam_states_per_zero_stage():
-    """2N weights, 2N gradients, 12N optimizer, sharded over d by each ZeRO stage."""
+    """2N weights, 2N gradients, 12N optimizer, sharded over d by each ZeRO stage; with
+    gradient accumulation ZeRO-2 and FSDP hold the unsharded gradients until the last
+    micro-batch; FSDP keeps the gathered weights for the step beside their shard."""
     n, d = 1000, 4
-    assert states(n, "ddp", d) == (2000, 2000, 12000)
-    assert states(n, "zero1", d) == (2000, 2000, 3000)
-    assert states(n, "zero2", d) == (2000, 500, 3000)
-    assert states(n, "fsdp", d) == (500, 500, 3000)
+    for k in (1, 8):
+        assert states(n, "ddp", d, k) == (2000, 2000, 12000)
+        assert states(n, "zero1", d, k) == (2000, 2000, 3000)
+    assert states(n, "zero2", d, 1) == (2000, 500, 3000)
+    assert states(n, "zero2", d, 8) == (2000, 2000, 3000)
+    assert states(n, "fsdp", d, 1) == (2500, 500, 3000)
+    assert states(n, "fsdp", d, 8) == (2500, 2000, 3000)
 
 
 def test_peak_memory_by_hand():
