@@ -42,6 +42,7 @@ class PlanOutcome:
     gpus: int
     global_batch: int
     result: PlanResult
+    stack: Stack = dataclasses.field(default_factory=Stack)
 
     def to_dict(self) -> dict[str, Any]:
         """The contract's JSON: model, topology, gpus, global_batch, seq, configs, rejected."""
@@ -54,6 +55,7 @@ class PlanOutcome:
             "global_batch": self.global_batch,
             "seq": self.model.seq,
             "params": self.model.params,
+            "stack": dataclasses.asdict(self.stack),
             "considered": self.result.considered,
             "configs": [e.record for e in self.result.configs],
             "rejected": [
@@ -73,7 +75,8 @@ class PlanOutcome:
             f"{self.gpus} x {self.device.name} ({self.network.name}), global batch "
             f"{self.global_batch}: {len(self.result.configs)} timed, "
             f"{len(self.result.rejected)} rejected of {self.result.considered}",
-            "TFLOP/s per GPU: model (6N + attention) and hardware (with recompute)",
+            "TFLOP/s per GPU: model (6N + attention) and hardware (with recompute)"
+            + ("" if self.stack == Stack() else f"; stack: {self.stack.label()}"),
             head,
         ]
         rows = self.result.configs if top == 0 else self.result.configs[:top]
@@ -139,4 +142,4 @@ def plan(
     finally:
         if bar is not None:
             bar.close()
-    return PlanOutcome(spec, network, device, n, global_batch, result)
+    return PlanOutcome(spec, network, device, n, global_batch, result, stack or Stack())
