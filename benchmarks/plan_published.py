@@ -10,13 +10,19 @@ with the *source's own* FLOP count, so that the comparison is of step times:
 * Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
   Megatron-LM", Table 1 (GPT, s = 2048, V = 51200, A100 80GB, DGX A100 nodes with 8 x 200 Gb/s
   HDR): achieved TFLOP/s per GPU counted by their eq. 3, ``96 B s l h^2 (1 + s/6h + V/16lh)``
-  (full recompute included). Assumed where the table is silent: micro-batch 1, 1F1B, DDP,
-  full recompute (the paper's setting for these runs).
+  (full recompute included). Per row, the micro-batch, the interleaving (layers per virtual
+  stage) and the DDP implementation are the authors' own ``examples/sc21/run_table_1.sh``
+  (NVIDIA/Megatron-LM): ``torch`` DDP (overlapped 25 MiB buckets) up to 18B, Megatron's
+  ``local`` DDP (one all-reduce after the backward) beyond; full ("uniform") recompute. The
+  software is the 2021 stack (:data:`commsim.plan.stack.MEGATRON_2021`: attention unfused,
+  no sequence parallelism, weight gradients added by a separate kernel).
 * The Llama 3 team 2024, "The Llama 3 Herd of Models", Table 4 (405B on H100 80GB, 16M tokens
-  per batch): TFLOP/s per GPU as model FLOPs (``6 N`` plus causal attention). Assumed: 128
-  layers (the paper removes a layer from the first and last of 16 stages: 126), micro-batch
-  1, interleaved with 4 layers per chunk, FSDP, no recompute. The RoCE fabric is modelled by
-  the dgx-h100 preset's 400 Gb/s per GPU.
+  per batch): TFLOP/s per GPU as model FLOPs (``6 N`` plus causal attention). Modelled with
+  128 layers: the paper removes one layer from the first and the last of 16 stages (126), so
+  that the first model chunk holds only the embedding and the last only the output layer,
+  that is one layer per chunk: interleaved with 8 chunks per stage. Micro-batch 1, FSDP, no
+  recompute, today's stack (fused attention). The RoCE fabric is modelled by the dgx-h100
+  preset's 400 Gb/s per GPU.
 
 ``--choose`` adds what ``commsim plan`` picks for the row's model, GPUs and batch (slow for
 the largest rows: minutes). Prints the table and the median |error|.
@@ -39,7 +45,8 @@ from commsim.plan.config import PlanConfig  # noqa: E402
 from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
-from commsim.plan.search import _times  # noqa: E402
+from commsim.plan.search import layer_costs  # noqa: E402
+from commsim.plan.stack import DEFAULT, MEGATRON_2021, Stack  # noqa: E402
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
 
@@ -58,6 +65,7 @@ class Row:
     config: PlanConfig
     global_batch: int
     published_tflops: float
+    stack: Stack = DEFAULT
 
 
 def _gpt(params: str, layers: int, hidden: int, heads: int) -> ModelSpec:
@@ -66,33 +74,38 @@ def _gpt(params: str, layers: int, hidden: int, heads: int) -> ModelSpec:
 
 
 def _meg(params: str, heads: int, hidden: int, layers: int, tp: int, pp: int, gpus: int,
-         batch: int, tflops: float) -> Row:
-    cfg = PlanConfig(tp=tp, cp=1, pp=pp, dp=gpus // (tp * pp), micro_batch=1, schedule="1f1b",
-                     chunks=1, data_parallel="ddp", recompute="full")
+         batch: int, tflops: float, mbs: int, ddp: str, chunks: int = 1) -> Row:
+    """A Table 1 row; ``mbs``, ``ddp`` (``torch``: overlapped buckets, ``local``: one
+    all-reduce after the backward) and ``chunks`` (layers per virtual stage) as the authors'
+    ``examples/sc21/run_table_1.sh`` sets them."""
+    cfg = PlanConfig(tp=tp, cp=1, pp=pp, dp=gpus // (tp * pp), micro_batch=mbs,
+                     schedule="interleaved" if chunks > 1 else "1f1b", chunks=chunks,
+                     data_parallel="ddp", recompute="full")
+    stack = replace(MEGATRON_2021, grad_overlap=ddp == "torch")
     return Row(MEGATRON, f"GPT {params}", _gpt(params, layers, hidden, heads),
-               f"dgx-a100x{gpus // 8}", cfg, batch, tflops)
+               f"dgx-a100x{gpus // 8}", cfg, batch, tflops, stack)
 
 
 def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
     model = replace(catalogue_model("llama3-405b"), layers=128, seq=seq)
     pp, tp = 16, 8
     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=gpus // (tp * cp * pp), micro_batch=1,
-                     schedule="interleaved", chunks=2, data_parallel="fsdp", recompute="none")
+                     schedule="interleaved", chunks=8, data_parallel="fsdp", recompute="none")
     return Row(LLAMA3, f"Llama 3 405B cp{cp} s{seq}", model, f"dgx-h100x{gpus // 8}", cfg,
                16 * 2**20 // seq, tflops)
 
 
 ROWS = (
-    _meg("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137),
-    _meg("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138),
-    _meg("7.5B", 32, 4096, 36, 4, 1, 128, 512, 142),
-    _meg("18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135),
-    _meg("39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138),
-    _meg("76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140),
-    _meg("145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148),
-    _meg("310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155),
-    _meg("529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163),
-    _meg("1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163),
+    _meg("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, 16, "torch"),
+    _meg("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138, 16, "torch"),
+    _meg("7.5B", 32, 4096, 36, 4, 1, 128, 512, 142, 16, "torch"),
+    _meg("18.4B", 48, 6144, 40, 8, 1, 256, 1024, 135, 8, "torch"),
+    _meg("39.1B", 64, 8192, 48, 8, 2, 512, 1536, 138, 4, "local"),
+    _meg("76.1B", 80, 10240, 60, 8, 4, 1024, 1792, 140, 2, "local", 3),
+    _meg("145.6B", 96, 12288, 80, 8, 8, 1536, 2304, 148, 2, "local", 2),
+    _meg("310.1B", 128, 16384, 96, 8, 16, 1920, 2160, 155, 1, "local", 2),
+    _meg("529.6B", 128, 20480, 105, 8, 35, 2520, 2520, 163, 1, "local", 3),
+    _meg("1008B", 160, 25600, 128, 8, 64, 3072, 3072, 163, 1, "local"),
     _llama(8192, 1, 8192, 430),
     _llama(16384, 1, 8192, 400),
     _llama(16384, 16, 131072, 380),
@@ -109,23 +122,36 @@ def published_flops(row: Row) -> float:
 
 
 def predict(row: Row) -> float:
-    """Predicted TFLOP/s per GPU of the published layout (source's FLOP count)."""
+    """Predicted step seconds of the published layout."""
     network = load_topology(row.preset)
     device = network_device(network)
     cfg = row.config
     k = row.global_batch // (cfg.micro_batch * cfg.dp)
-    times = _times(row.model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute)
-    step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k))
-    return published_flops(row) / step.step_time_s / cfg.world / 1e12
+    times = layer_costs(row.model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute,
+                        row.stack)
+    step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
+                                        stack=row.stack))
+    return step.step_time_s
 
 
-def choose(row: Row) -> str:
-    """What ``commsim plan`` picks for the row's model, GPUs and batch (TP within a node)."""
+def tflops(row: Row, step_s: float) -> float:
+    """TFLOP/s per GPU of a step of ``step_s``, by the source's FLOP count."""
+    return published_flops(row) / step_s / row.config.world / 1e12
+
+
+def choose(row: Row, step_s: float) -> str:
+    """What ``commsim plan`` picks for the row's model, GPUs, batch and stack (TP within a
+    node), and its predicted step against the published layout's ``step_s``."""
     space = SearchSpace(tp=(1, 2, 4, 8), cp=(row.config.cp,), recompute=("none", "selective",
                                                                          "full"))
-    out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1)
+    out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1,
+               stack=row.stack)
     best = out.result.configs[0]
-    return f"{best.config.label()} ({best.record['hardware_tflops_per_gpu']:.0f})"
+    return f"{best.config.label()} ({best.record['step_time_s'] / step_s - 1:+.0%})"
+
+
+def _schedule(c: PlanConfig) -> str:
+    return f"{c.schedule_label} mb{c.micro_batch}"
 
 
 def main() -> None:
@@ -133,25 +159,30 @@ def main() -> None:
     parser.add_argument("--choose", action="store_true", help="also run the search per row")
     args = parser.parse_args()
     errors = []
-    header = "| source | model | GPUs | TP | CP | PP | DP | batch | published | predicted | error |"
-    print(header + (" plan's choice (its hardware TFLOP/s) |" if args.choose else ""))
+    header = ("| source | model | GPUs | TP | CP | PP | DP | schedule | batch | published | "
+              "predicted | error |")
+    print(header + (" plan's choice (its step against the published layout's) |"
+                    if args.choose else ""))
     print("|" + "---|" * (header.count("|") - 1 + (1 if args.choose else 0)))
     for row in ROWS:
         t0 = time.perf_counter()
-        pred = predict(row)
+        step = predict(row)
+        pred = tflops(row, step)
         err = 100 * (pred - row.published_tflops) / row.published_tflops
         errors.append(abs(err))
         c = row.config
         line = (f"| {row.source} | {row.label} | {c.world} | {c.tp} | {c.cp} | {c.pp} | {c.dp} "
-                f"| {row.global_batch} | {row.published_tflops:.0f} | {pred:.0f} | {err:+.1f}% |")
+                f"| {_schedule(c)} | {row.global_batch} | {row.published_tflops:.0f} "
+                f"| {pred:.0f} | {err:+.1f}% |")
         if args.choose:
-            line += f" {choose(row)} |"
+            line += f" {choose(row, step)} |"
         print(line, flush=True)
         print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(ROWS, errors, strict=True) if r.source == s]
                  for s in (MEGATRON, LLAMA3)}
+    print()
     for source, errs in by_source.items():
-        print(f"\nmedian |error| {source}: {statistics.median(errs):.1f}%")
+        print(f"median |error| {source}: {statistics.median(errs):.1f}%")
     print(f"median |error| all {len(errors)} rows: {statistics.median(errors):.1f}%")
 
 

@@ -25,9 +25,11 @@ from commsim.network import Network
 from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.models import ModelSpec, load_model
 from commsim.plan.search import PlanResult, SearchSpace, run_search
+from commsim.plan.stack import MEGATRON_2021, Stack
+from commsim.timing import ENGINE_CHOICES
 from commsim.topology import load_topology
 
-__all__ = ["PlanOutcome", "SearchSpace", "plan"]
+__all__ = ["MEGATRON_2021", "PlanOutcome", "SearchSpace", "Stack", "plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class PlanOutcome:
     gpus: int
     global_batch: int
     result: PlanResult
+    stack: Stack = dataclasses.field(default_factory=Stack)
 
     def to_dict(self) -> dict[str, Any]:
         """The contract's JSON: model, topology, gpus, global_batch, seq, configs, rejected."""
@@ -52,6 +55,7 @@ class PlanOutcome:
             "global_batch": self.global_batch,
             "seq": self.model.seq,
             "params": self.model.params,
+            "stack": dataclasses.asdict(self.stack),
             "considered": self.result.considered,
             "configs": [e.record for e in self.result.configs],
             "rejected": [
@@ -71,7 +75,8 @@ class PlanOutcome:
             f"{self.gpus} x {self.device.name} ({self.network.name}), global batch "
             f"{self.global_batch}: {len(self.result.configs)} timed, "
             f"{len(self.result.rejected)} rejected of {self.result.considered}",
-            "TFLOP/s per GPU: model (6N + attention) and hardware (with recompute)",
+            "TFLOP/s per GPU: model (6N + attention) and hardware (with recompute)"
+            + ("" if self.stack == Stack() else f"; stack: {self.stack.label()}"),
             head,
         ]
         rows = self.result.configs if top == 0 else self.result.configs[:top]
@@ -98,8 +103,14 @@ def plan(
     top: int = 10,
     gpu_memory: str | int | None = None,
     progress: bool = False,
+    stack: Stack | None = None,
+    engine: str = "analytic",
 ) -> PlanOutcome:
-    """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`).
+    """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`) under the
+    software ``stack`` (:mod:`.stack`; default: fused attention, sequence parallelism,
+    overlapped gradient reduction). Collectives are timed by ``engine``: ``analytic`` (the
+    default: the timing layer's closed forms, fast), ``des`` or ``auto`` (as ``replay`` times
+    them: the DES up to 64 ranks).
 
     ``progress`` draws a tqdm bar on stderr (only on a terminal).
     """
@@ -110,6 +121,8 @@ def plan(
         spec = dataclasses.replace(spec, seq=seq)
     network = load_topology(topology)
     device = network_device(network, gpu_memory)
+    if engine not in ENGINE_CHOICES:
+        raise SpecError(f"--engine {engine!r}: unknown (known: {', '.join(ENGINE_CHOICES)})")
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise SpecError(f"--global-batch {global_batch!r}: must be a positive integer")
     n = network.ranks if gpus is None else gpus
@@ -124,8 +137,9 @@ def plan(
             space=space or SearchSpace(), top=top,
             progress=bar.update if bar is not None else None,
             total=(lambda t: setattr(bar, "total", t)) if bar is not None else None,
+            stack=stack or Stack(), engine=engine,
         )
     finally:
         if bar is not None:
             bar.close()
-    return PlanOutcome(spec, network, device, n, global_batch, result)
+    return PlanOutcome(spec, network, device, n, global_batch, result, stack or Stack())

@@ -18,11 +18,14 @@ from commsim.plan.compute import RECOMPUTE
 from commsim.plan.config import SCHEDULES
 from commsim.plan.memory import DATA_PARALLEL
 from commsim.plan.search import PlanResult, SearchSpace
+from commsim.plan.stack import named_stack
 
 _EPILOG = """\
 An omitted axis is searched over every value that divides. LIST is a comma list.
 schedules: 1f1b, gpipe, interleaved (every V), interleaved:V.
 data parallel: ddp, zero1, zero2, fsdp.  recompute: none, selective, full.
+stacks: current, megatron-2021 (unfused attention, no sequence parallelism, weight gradients
+added by a separate kernel, one gradient all-reduce after the backward).
 Configurations that do not fit the GPU memory are rejected (or, when fewer than --top fit,
 ranked after those that do); --top 0 times every configuration that fits (no pruning).
 
@@ -63,6 +66,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--schedule", metavar="LIST", help=", ".join(SCHEDULES) + ", interleaved:V")
     p.add_argument("--data-parallel", metavar="LIST", help=", ".join(DATA_PARALLEL))
     p.add_argument("--recompute", metavar="LIST", help=", ".join(RECOMPUTE))
+    p.add_argument("--stack", metavar="NAME", default="current",
+                   help="software stack: current (fused attention, sequence parallelism, "
+                   "overlapped gradient reduction; the default) or megatron-2021")
+    p.add_argument("--attention", metavar="IMPL", help="fused or unfused (overrides --stack's)")
+    p.add_argument("--engine", default="analytic", metavar="ENGINE",
+                   help="how collectives are timed: analytic (closed forms; the default), des, "
+                   "or auto (as replay: the DES up to 64 ranks)")
     p.add_argument("--gpu-memory", metavar="SIZE", help="override the device memory (80GiB)")
     p.add_argument("--top", metavar="K", default="10", help="rows to print and keep (default 10)")
     out = p.add_mutually_exclusive_group()
@@ -149,6 +159,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         seq=None if args.seq is None else _int(args.seq, "--seq"),
         gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
         space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
+        stack=named_stack(args.stack, args.attention), engine=args.engine.strip().lower(),
     )
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))

@@ -8,7 +8,9 @@ of ``t`` and a CP group of ``c`` (``h`` hidden, ``a`` heads, ``g`` key/value hea
 * QKV projection: a ``T x h`` by ``h x (h + 2 g d)/t`` GEMM (grouped-query attention: the keys
   and values are ``g d`` wide; with ``t > g`` each rank keeps a replica of one KV head);
 * attention scores and values (causal: half of the ``4 T s h / t`` of full attention):
-  ``2 T s h / t``, run fused (FlashAttention) at the device's ``attention`` efficiency;
+  ``2 T s h / t``, run fused (FlashAttention) at the device's ``attention`` efficiency; or,
+  unfused (:mod:`.stack`), the full scores by batched GEMMs with their softmax and dropout
+  passes at HBM bandwidth (:func:`attention_core_times`);
 * output projection: ``T x h/t`` by ``h/t x h``;
 * MLP: ``T x h`` by ``h x f/t`` (two of them for SwiGLU's gate and up), then ``T x f/t`` by
   ``f/t x h``;
@@ -49,24 +51,26 @@ from dataclasses import dataclass
 
 from commsim.plan.device import DeviceSpec
 from commsim.plan.models import ModelSpec
+from commsim.plan.stack import DEFAULT, WGRAD_ADD_BYTES, Stack
 
 RECOMPUTE = ("none", "selective", "full")
 #: Bytes of a bf16 element.
 BF16 = 2
 
 
-def gemm_time(device: DeviceSpec, m: int, n: int, k: int) -> float:
-    """Seconds of an ``m x k`` by ``k x n`` bf16 GEMM on ``device`` (the wave-roofline)."""
+def gemm_time(device: DeviceSpec, m: int, n: int, k: int, batch: int = 1) -> float:
+    """Seconds of ``batch`` independent ``m x k`` by ``k x n`` bf16 GEMMs on ``device`` (the
+    wave-roofline; a batched GEMM's tiles share the waves)."""
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
-    tiles = math.ceil(m / device.tile_m) * math.ceil(n / device.tile_n)
+    tiles = batch * math.ceil(m / device.tile_m) * math.ceil(n / device.tile_n)
     waves = math.ceil(tiles / device.sms)
     # each wave runs one full tile per SM at the SM's share of the achievable rate
     tile_s = 2.0 * device.tile_m * device.tile_n * k * device.sms / (
         device.peak_flops * device.gemm_efficiency
     )
     compute = waves * tile_s
-    traffic = BF16 * (m * k + k * n + m * n) / device.memory_bandwidth_Bps
+    traffic = batch * BF16 * (m * k + k * n + m * n) / device.memory_bandwidth_Bps
     return max(compute, traffic)
 
 
@@ -103,6 +107,35 @@ def attention_core_flops(model: ModelSpec, micro_batch: int, tp: int, cp: int) -
     return 2.0 * tokens * model.seq * model.hidden / tp
 
 
+#: Bytes per score element that unfused attention's element-wise kernels move (2-byte
+#: scores, 1-byte dropout mask): forward, Megatron-LM's fused scale-mask-softmax (read,
+#: write) and dropout (read; write output and mask); backward, dropout's (read gradient and
+#: mask, write) and softmax's (read gradient and probabilities, write).
+UNFUSED_FWD_BYTES, UNFUSED_BWD_BYTES = 9, 11
+
+
+def attention_core_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int,
+                         micro_batch: int, attention: str) -> tuple[float, float]:
+    """(forward, backward) seconds of one layer's attention core on one rank.
+
+    ``fused``: the causal FLOPs at the device's ``attention`` efficiency, backward twice the
+    forward. ``unfused``: per head, the full ``s/c x s`` scores (no causal saving) by batched
+    GEMMs on the wave-roofline (``Q K^T``, ``P V``; backward the four gradient GEMMs), plus
+    the softmax and dropout passes over the scores at HBM bandwidth.
+    """
+    if attention == "fused":
+        fwd = attention_core_flops(model, micro_batch, tp, cp) / (
+            device.peak_flops * device.attention_efficiency)
+        return fwd, 2 * fwd
+    batch = micro_batch * max(model.heads // tp, 1)
+    q, s, d = model.seq // cp, model.seq, model.head_dim
+    elems = batch * q * s / device.memory_bandwidth_Bps
+    fwd = gemm_time(device, q, s, d, batch) + gemm_time(device, q, d, s, batch)
+    bwd = (gemm_time(device, q, s, d, batch) + gemm_time(device, s, d, q, batch)
+           + gemm_time(device, q, d, s, batch) + gemm_time(device, s, d, q, batch))
+    return fwd + UNFUSED_FWD_BYTES * elems, bwd + UNFUSED_BWD_BYTES * elems
+
+
 def layer_times(
     model: ModelSpec,
     device: DeviceSpec,
@@ -112,11 +145,13 @@ def layer_times(
     micro_batch: int,
     recompute: str,
     elementwise_bytes: float,
+    stack: Stack = DEFAULT,
 ) -> LayerTimes:
     """The :class:`LayerTimes` of ``model`` split ``tp`` x ``cp`` ways on ``device``.
 
     ``elementwise_bytes`` is the layer's stored activation bytes (without attention scores) on
-    one rank, the traffic of its element-wise kernels.
+    one rank, the traffic of its element-wise kernels; ``stack`` the software's choices
+    (:mod:`.stack`: the attention implementation, the weight-gradient accumulation).
     """
     h, t = model.hidden, tp
     tokens = micro_batch * model.seq // cp
@@ -126,20 +161,23 @@ def layer_times(
     ups = 2 if model.mlp == "swiglu" else 1
     up = _fwd_bwd(device, tokens, ups * model.ffn_hidden // t, h)
     down = _fwd_bwd(device, tokens, h, model.ffn_hidden // t)
-    core = attention_core_flops(model, micro_batch, t, cp) / (
-        device.peak_flops * device.attention_efficiency
-    )
+    core, core_bwd = attention_core_times(model, device, tp=t, cp=cp, micro_batch=micro_batch,
+                                          attention=stack.attention)
     ew = 2.0 * elementwise_bytes / device.memory_bandwidth_Bps  # written once, read once
     # the element-wise work splits between the halves as Korthikanti's 11 : 19 (+ 4 norms)
     attn_ew, mlp_ew = ew * 13 / 34, ew * 21 / 34
+    # without weight-gradient fusion a separate kernel adds each new gradient to the buffer
+    wgrad = 0.0 if stack.wgrad_fusion else WGRAD_ADD_BYTES / device.memory_bandwidth_Bps
+    attn_wgrad = wgrad * h * (h // t + 2 * kv + h // t)
+    mlp_wgrad = wgrad * (ups + 1) * h * (model.ffn_hidden // t)
     attn_fwd = qkv[0] + core + proj[0] + attn_ew
     mlp_fwd = up[0] + down[0] + mlp_ew
     logits = _fwd_bwd(device, tokens, -(-model.vocab // t), h)
     return LayerTimes(
         attn_fwd=attn_fwd,
         mlp_fwd=mlp_fwd,
-        attn_bwd=qkv[1] + 2 * core + proj[1] + 2 * attn_ew,
-        mlp_bwd=up[1] + down[1] + 2 * mlp_ew,
+        attn_bwd=qkv[1] + core_bwd + proj[1] + 2 * attn_ew + attn_wgrad,
+        mlp_bwd=up[1] + down[1] + 2 * mlp_ew + mlp_wgrad,
         attn_recompute={"none": 0.0, "selective": core, "full": attn_fwd}[recompute],
         mlp_recompute=mlp_fwd if recompute == "full" else 0.0,
         logits_fwd=logits[0],

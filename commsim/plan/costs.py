@@ -6,8 +6,9 @@ Sizes per micro-batch (``T = b s / c`` tokens per CP rank, 2-byte elements): the
 all-reduce after each half of a layer carries ``2 T h`` bytes; the CP all-gather of keys and
 values ``2 x 2 b s (g d) / t`` (its reduce-scatter in backward the same); a pipeline send of
 one TP rank ``2 T h / t``; FSDP gathers and reduce-scatters each layer's ``2 N_layer / t``;
-DDP all-reduces (ZeRO-1/2 reduce-scatter) 25 MiB buckets in backward order, and ZeRO-1/2
-all-gather the stage's updated weights at the end.
+DDP all-reduces (ZeRO-1/2 reduce-scatter) 25 MiB buckets in backward order (without
+``grad_overlap``, :mod:`.stack`: the whole gradient once, after the last backward), and
+ZeRO-1/2 all-gather the stage's updated weights at the end.
 
 Data-parallel replicas differ only in where their ranks sit; replicas whose groups and sends
 have the same times are evaluated once.
@@ -23,6 +24,7 @@ from commsim.plan.compute import LayerTimes
 from commsim.plan.config import PlanConfig
 from commsim.plan.evaluate import PipelineCosts, PipelineTiming, evaluate_pipeline
 from commsim.plan.models import ModelSpec
+from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 
@@ -80,7 +82,7 @@ class StepEstimate:
 
 
 def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
-              timer: CollectiveTimer) -> tuple[tuple, tuple, tuple]:
+              timer: CollectiveTimer, overlap: bool = True) -> tuple[tuple, tuple, tuple]:
     gather: list[tuple[float, ...]] = []
     reduce: list[dict[int, float]] = []
     final: list[float] = []
@@ -95,11 +97,16 @@ def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
             final.append(0.0)
             continue
         coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
-        reduce.append({i: timer.collective(coll, group, nbytes)
-                       for i, nbytes in _buckets(mine, params).items()})
         total = sum(params(i) for i in mine) * BYTES
-        final.append(0.0 if cfg.data_parallel == "ddp"
-                     else timer.collective("all_gather", group, total))
+        gathered = (0.0 if cfg.data_parallel == "ddp"
+                    else timer.collective("all_gather", group, total))
+        if overlap:
+            reduce.append({i: timer.collective(coll, group, nbytes)
+                           for i, nbytes in _buckets(mine, params).items()})
+            final.append(gathered)
+        else:  # one reduction of the whole gradient buffer after the last backward
+            reduce.append({})
+            final.append(timer.collective(coll, group, total) + gathered)
     if len(cfg.dp_group(0)) < 2:
         return (), (), ()
     return tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final)
@@ -112,15 +119,18 @@ def pipeline_costs(
     timer: CollectiveTimer,
     microbatches: int,
     params: Callable[[int], int] | None = None,
+    stack: Stack = DEFAULT,
 ) -> list[PipelineCosts]:
-    """The distinct pipelines of ``cfg`` (one per kind of replica), ready to evaluate."""
+    """The distinct pipelines of ``cfg`` (one per kind of replica), ready to evaluate
+    (``stack.grad_overlap``: DDP/ZeRO reductions per bucket during the backward, or one
+    after it)."""
     params = params or plan_layer_params(model, cfg)
     tokens = cfg.micro_batch * model.seq // cfg.cp
     tp_bytes = tokens * model.hidden * BYTES
     kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
     cp_bytes = 2 * cfg.micro_batch * model.seq * kv * BYTES
     send_bytes = tp_bytes // cfg.tp
-    gather, reduce, final = _dp_costs(cfg, model.layers, params, timer)
+    gather, reduce, final = _dp_costs(cfg, model.layers, params, timer, stack.grad_overlap)
     base = PipelineCosts(
         schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
         layers_per_chunk=model.layers // (cfg.pp * cfg.chunks),

@@ -14,8 +14,9 @@ replay's rules task for task:
   its backward ``[recompute] MLP [TP all-reduce] attention [CP reduce-scatter] [TP
   all-reduce]``; the next op's first compute waits only for the previous compute (its input
   arrives by a send, or, on the last virtual stage, is the op's own forward);
-* pipeline ops run in :func:`~commsim.replay.pipeline.stage_orders`' order through
-  :func:`~commsim.replay.pipeline.emit_pipeline`, the replay's own driver, and activations
+* pipeline ops run in :func:`~commsim.replay.pipeline.stage_orders`' order as
+  :func:`~commsim.replay.pipeline.emit_pipeline`, the replay's own driver, adds them (its
+  order and dependencies recorded once per schedule shape, then replayed), and activations
   cross stage boundaries as sends of the boundary's uncontended time;
 * FSDP gathers each layer before its first forward, one layer ahead; gradients are reduced
   after a layer's last backward (FSDP per layer, DDP/ZeRO per 25 MiB bucket), ZeRO-1/2
@@ -49,7 +50,8 @@ class PipelineCosts:
     group); ``send`` maps ``(src, dst)`` stages to a send's seconds. ``gather[stage]`` lists
     the FSDP all-gather of each of the stage's layers in first-use order (empty: nothing
     sharded); ``reduce[stage]`` maps a global layer to the reduction issued after its last
-    backward; ``final[stage]`` runs on the ``dp`` stream after the last reduction.
+    backward; ``final[stage]`` runs on the ``dp`` stream after the last reduction and the
+    stage's last op (ZeRO's weight all-gather; without overlap, the gradient reduction too).
     """
 
     schedule: str
@@ -113,7 +115,7 @@ def _layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
 @dataclass(slots=True)
 class _Stage:
     free: dict[str, float]
-    blocks: tuple[list[Block], list[Block]]  # forward, backward
+    blocks: tuple[_Program, _Program]  # forward, backward
     used: list[float] = field(default_factory=list)  # FSDP: first-forward ends, in order
     compute_s: float = 0.0
     chain_comm_s: float = 0.0
@@ -130,53 +132,100 @@ def _run(st: _Stage, stream: str, ready: float, seconds: float) -> float:
     return end
 
 
-def _run_layers(st: _Stage, blocks: list[Block], ready: float, n: int,
+@dataclass(frozen=True, slots=True)
+class _Program:
+    """A layer's blocks compiled for :func:`_run_layers`: the layer is a max-plus chain, in
+    which only a stream's first block can wait for the stream (its later ones follow blocks
+    that ended after it). With ``P_i`` the seconds of blocks ``0..i``, block ``i`` ends at
+    ``P_i + max(ready, max(free[s] - P_first(s)-1 for streams first used by i))``."""
+
+    blocks: list[Block]
+    total: float  #: seconds of the whole layer
+    #: (stream, seconds before its first block, its first index), in first-use order
+    firsts: tuple[tuple[str, float, int], ...]
+    #: (stream, seconds through its last block, its last index), in last-use order
+    lasts: tuple[tuple[str, float, int], ...]
+    compute_s: float
+    comm_s: float
+
+    @classmethod
+    def of(cls, blocks: list[Block]) -> _Program:
+        before: list[float] = []
+        through: list[float] = []
+        total = 0.0
+        for _, seconds in blocks:
+            before.append(total)
+            total += seconds
+            through.append(total)
+        first: dict[str, int] = {}
+        last: dict[str, int] = {}
+        for i, (stream, _) in enumerate(blocks):
+            first.setdefault(stream, i)
+            last[stream] = i
+        compute = sum(x for stream, x in blocks if stream == "compute")
+        return cls(
+            blocks, total,
+            tuple((st, before[i], i) for st, i in sorted(first.items(), key=lambda x: x[1])),
+            tuple((st, through[i], i) for st, i in sorted(last.items(), key=lambda x: x[1])),
+            compute, total - compute,
+        )
+
+
+def _run_layers(st: _Stage, prog: _Program, ready: float, n: int,
                 extra: Sequence[float] = ()) -> float:
-    """Run ``n`` layers of ``blocks`` from ``ready``; ``extra[i]``: when layer ``i``'s first
+    """Run ``n`` layers of ``prog`` from ``ready``; ``extra[i]``: when layer ``i``'s first
     compute may start at the earliest (an FSDP gather). Returns when the last layer ends."""
     if extra:
         for i in range(n):
             first = True
-            for stream, seconds in blocks:
+            for stream, seconds in prog.blocks:
                 start = ready
                 if stream == "compute" and first:
                     start, first = max(ready, extra[i]), False
                 ready = _run(st, stream, start, seconds)
         return ready
-    for stream, seconds in blocks:
-        ready = _run(st, stream, ready, seconds)
-    if n > 1:  # every stream was used in the first layer: the rest is a serial chain
-        ready += (n - 1) * sum(s for _, s in blocks)
-        tail, seen = 0.0, set()
-        for stream, seconds in reversed(blocks):
-            if stream not in seen:  # the stream's last block ends ``tail`` before the chain
-                seen.add(stream)
-                st.free[stream] = ready - tail
-            tail += seconds
-            if stream == "compute":
-                st.compute_s += (n - 1) * seconds
-            else:
-                st.chain_comm_s += (n - 1) * seconds
-    return ready
+    free = st.free
+    st.compute_s += n * prog.compute_s
+    st.chain_comm_s += n * prog.comm_s
+    best = ready
+    if n > 1:  # every stream is used in the first layer: the rest is a serial chain
+        for stream, before, _ in prog.firsts:
+            wait = free.get(stream, 0.0) - before
+            if wait > best:
+                best = wait
+        end = best + n * prog.total
+        for stream, through, _ in prog.lasts:
+            free[stream] = end - (prog.total - through)
+        return end
+    k, firsts = 0, prog.firsts
+    ends: list[tuple[str, float]] = []
+    for stream, through, last in prog.lasts:
+        while k < len(firsts) and firsts[k][2] <= last:
+            wait = free.get(firsts[k][0], 0.0) - firsts[k][1]
+            if wait > best:
+                best = wait
+            k += 1
+        ends.append((stream, through + best))
+    for stream, t in ends:
+        free[stream] = t
+    return prog.total + best
 
 
 class _Evaluator:
     def __init__(self, costs: PipelineCosts) -> None:
         c = self.c = costs
         self.stages = [
-            _Stage({}, (_layer_blocks(c, p, True), _layer_blocks(c, p, False)))
+            _Stage({}, (_Program.of(_layer_blocks(c, p, True)),
+                        _Program.of(_layer_blocks(c, p, False))))
             for p in range(c.pp)
         ]
         self.end: list[float] = []
         self.last_vstage = c.pp * c.chunks - 1
 
-    def transfer(self, src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
-        self.end.append(self.end[deps[0]] + self.c.send.get((src, dst), 0.0))
-        return [len(self.end) - 1]
-
-    def run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
+    def run_op(self, stage: int, op: PipeOp, dep: int) -> None:
+        """Run ``op`` on ``stage`` after step ``dep`` of the trace (-1: nothing)."""
         c, st = self.c, self.stages[stage]
-        ready = self.end[deps[0]] if deps else 0.0
+        ready = self.end[dep] if dep >= 0 else 0.0
         vstage = op.chunk * c.pp + stage
         forward = op.kind == FORWARD
         n = c.layers_per_chunk
@@ -189,14 +238,13 @@ class _Evaluator:
         else:
             ready = _run_layers(st, blocks, ready, n)
             if not forward and op.microbatch == c.microbatches - 1 and c.reduce:
-                self._reduce(st, stage, vstage, ready, sum(s for _, s in blocks))
+                self._reduce(st, stage, vstage, ready, blocks.total)
         if forward and vstage == self.last_vstage and c.logits_fwd:
             ready = _run(st, "compute", ready, c.logits_fwd)
         st.last_op_end = max(st.last_op_end, ready)
         self.end.append(ready)
-        return [len(self.end) - 1]
 
-    def _first_forward(self, st: _Stage, blocks: list[Block], ready: float,
+    def _first_forward(self, st: _Stage, blocks: _Program, ready: float,
                        gathers: Sequence[float], first: int, n: int) -> float:
         """Micro-batch 0's forward under FSDP: layer by layer, each after its all-gather,
         which is issued when the layer two before has finished its first forward."""
@@ -221,8 +269,8 @@ class _Evaluator:
     def timing(self) -> PipelineTiming:
         c = self.c
         for p, st in enumerate(self.stages):
-            if c.final and c.final[p] and "dp" in st.free:
-                st.free["dp"] += c.final[p]
+            if c.final and c.final[p]:  # after the last reduction and the last backward
+                st.free["dp"] = max(st.free.get("dp", 0.0), st.last_op_end) + c.final[p]
         step = max(max(st.free.values(), default=0.0) for st in self.stages)
         step = max([step, *self.end])
         exposed = tuple(
@@ -235,12 +283,36 @@ class _Evaluator:
 def evaluate_pipeline(costs: PipelineCosts) -> PipelineTiming:
     """The step of the pipeline ``costs`` describes (see the module docstring)."""
     ev = _Evaluator(costs)
-    orders = _orders(costs.schedule, costs.pp, costs.microbatches, costs.chunks)
-    emit_pipeline(orders, chunks=costs.chunks, run_op=ev.run_op, transfer=ev.transfer)
+    end, send, run_op = ev.end, costs.send, ev.run_op
+    for stage, op, src, dep in _trace(costs.schedule, costs.pp, costs.microbatches,
+                                      costs.chunks):
+        if op is None:  # a transfer from ``src`` to ``stage``
+            end.append(end[dep] + send.get((src, stage), 0.0))
+        else:
+            run_op(stage, op, dep)
     return ev.timing()
 
 
+#: One step of :func:`_trace`: (stage, op or None for a transfer, source stage, the step it
+#: waits for or -1).
+_Event = tuple[int, PipeOp | None, int, int]
+
+
 @lru_cache(maxsize=256)
-def _orders(schedule: str, pp: int, k: int, v: int) -> tuple[tuple[PipeOp, ...], ...]:
-    """The schedule's op orders (pure data, built once per shape)."""
-    return tuple(tuple(o) for o in stage_orders(schedule, stages=pp, microbatches=k, chunks=v))
+def _trace(schedule: str, pp: int, k: int, v: int) -> tuple[_Event, ...]:
+    """The order in which :func:`~commsim.replay.pipeline.emit_pipeline`, the replay's own
+    driver, adds a schedule's ops and transfers, and what each waits for: pure data, recorded
+    once per shape, so that evaluating a pipeline is one pass over it."""
+    events: list[_Event] = []
+
+    def transfer(src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
+        events.append((dst, None, src, deps[0]))
+        return [len(events) - 1]
+
+    def run_op(stage: int, op: PipeOp, deps: list[int]) -> list[int]:
+        events.append((stage, op, stage, deps[0] if deps else -1))
+        return [len(events) - 1]
+
+    orders = stage_orders(schedule, stages=pp, microbatches=k, chunks=v)
+    emit_pipeline(orders, chunks=v, run_op=run_op, transfer=transfer)
+    return tuple(events)

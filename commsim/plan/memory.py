@@ -6,17 +6,27 @@ parameters a rank holds (its stage's layers over ``tp``; the first stage adds th
 the last the output layer, tied or not, as Megatron-LM keeps a copy on both). Sharded over
 the ``d = dp x cp`` ranks that hold the same parameters:
 
-========  ====================================
+========  ==============================================================
 ddp       ``16 N``
 zero1     ``4 N + 12 N / d``  (optimizer states)
-zero2     ``2 N + 14 N / d``  (and gradients)
-fsdp      ``16 N / d``        (and weights; ZeRO-3)
-========  ====================================
+zero2     ``2 N + 14 N / d``  (and gradients), but ``4 N + 12 N / d`` with more than
+          one micro-batch
+fsdp      ``2 N + 16 N / d``, and ``2 N`` more with more than one micro-batch
+========  ==============================================================
+
+As the step is timed (:mod:`.costs`, and the ``hybrid`` replay): ZeRO-2 and FSDP
+reduce-scatter each gradient once, after its layer's last micro-batch, so with gradient
+accumulation the unsharded gradients live until then; FSDP gathers each layer before its first
+forward and keeps it for the step (no reshard after forward, as Llama 3 does with pipelining),
+so the stage's whole bf16 weights are live beside their shard. That FSDP costs ZeRO-1's
+memory, and more, is the price of gathering once per step instead of once per micro-batch.
 
 **Activations** of one layer per micro-batch, Korthikanti et al. 2022 ("Reducing Activation
 Recomputation in Large Transformer Models", Section 4 and Table 2) with tensor and sequence
 parallelism over ``t``, ``T = b s / c`` tokens per CP rank, in bytes:
-``(34 T h + 5 a T s) / t`` for ``a`` heads and a ``4h`` GeLU MLP. Generalised term by term:
+``(34 T h + 5 a T s) / t`` for ``a`` heads and a ``4h`` GeLU MLP (the ``5 a T s`` scores,
+softmax and dropout of unfused attention; fused attention keeps none: :mod:`.stack`; without
+sequence parallelism ``10 T h`` of it is not divided by ``t``). Generalised term by term:
 attention ``(7 + 4 g/a) T h`` (``g`` key/value heads), MLP ``3 T h + 4 T f`` (GeLU) or
 ``3 T h + 6 T f`` (SwiGLU), layer norms ``4 T h``, attention scores ``5 a T s``.
 ``selective`` recompute drops the scores (Korthikanti's ``34 T h / t``); ``full`` keeps only
@@ -29,8 +39,8 @@ has run and backward has not. Counted from the schedule itself: 1F1B's first sta
 pp + 1`` chunks.
 
 **Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
-``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP two layers' gathered
-weights and one layer's unsharded gradients.
+``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP one layer's
+unsharded gradients, being reduce-scattered.
 """
 
 from __future__ import annotations
@@ -40,27 +50,38 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from commsim.plan.models import ModelSpec
+from commsim.plan.stack import DEFAULT, Stack
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.pipeline import FORWARD, stage_orders
 
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
+#: Bytes per token and hidden unit of a layer that sequence parallelism splits and plain TP
+#: does not (Korthikanti et al. 2022, Table 2: ``10 s b h``).
+UNSPLIT = 10
 #: Bytes per parameter of weights, gradients and Adam states (mixed precision).
 WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12
 
 
+@lru_cache(maxsize=4096)
 def layer_activation_bytes(
-    model: ModelSpec, micro_batch: int, tp: int, cp: int, recompute: str
+    model: ModelSpec, micro_batch: int, tp: int, cp: int, recompute: str,
+    stack: Stack = DEFAULT,
 ) -> float:
     """Bytes one layer keeps for its backward per micro-batch on one rank (see above)."""
     h, f, a = model.hidden, model.ffn_hidden, model.heads
     tokens = micro_batch * model.seq / cp
     if recompute == "full":
-        return 2.0 * tokens * h / tp
+        return 2.0 * tokens * h / (tp if stack.sequence_parallel else 1)
     attention = (7 + 4 * model.kv_heads / a) * tokens * h
     mlp = 3 * tokens * h + (6 if model.mlp == "swiglu" else 4) * tokens * f
     norms = 4 * tokens * h
-    scores = 0.0 if recompute == "selective" else 5.0 * a * tokens * model.seq
-    return (attention + mlp + norms + scores) / tp
+    unfused = stack.attention == "unfused" and recompute != "selective"
+    scores = 5.0 * a * tokens * model.seq if unfused else 0.0
+    total = attention + mlp + norms + scores
+    if stack.sequence_parallel:
+        return total / tp
+    # without sequence parallelism the norms' and dropouts' 10 T h are whole on every TP rank
+    return UNSPLIT * tokens * h + (total - UNSPLIT * tokens * h) / tp
 
 
 @lru_cache(maxsize=4096)
@@ -114,6 +135,7 @@ class Memory:
         }
 
 
+@lru_cache(maxsize=4096)
 def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int) -> int:
     """Parameters one TP rank of ``stage`` holds (embedding on the first, output layer on the
     last stage; with ``pp = 1`` a tied output layer is the embedding itself)."""
@@ -125,15 +147,17 @@ def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int) -> int:
     return math.ceil(params / tp)
 
 
-def states(params: int, data_parallel: str, shards: int) -> tuple[int, int, int]:
-    """(weights, gradients, optimizer) bytes of ``params`` sharded over ``shards`` ranks."""
+def states(params: int, data_parallel: str, shards: int,
+           microbatches: int = 1) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer) bytes of ``params`` sharded over ``shards`` ranks, at
+    the step's peak (see the module docstring: what is gathered or accumulated unsharded)."""
     w, g, o = WEIGHT_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
     if data_parallel in ("zero1", "zero2", "fsdp"):
         o = math.ceil(o / shards)
-    if data_parallel in ("zero2", "fsdp"):
-        g = math.ceil(g / shards)
+    if data_parallel in ("zero2", "fsdp") and microbatches == 1:
+        g = math.ceil(g / shards)  # reduce-scattered as the backward produces them
     if data_parallel == "fsdp":
-        w = math.ceil(w / shards)
+        w += math.ceil(w / shards)  # the shard, and the stage's layers gathered for the step
     return w, g, o
 
 
@@ -150,25 +174,27 @@ def peak_memory(
     chunks: int,
     data_parallel: str,
     recompute: str,
+    stack: Stack = DEFAULT,
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
     first (most in flight, the embedding) or the last (logits, the output layer)."""
-    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute)
+    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
     layers_per_chunk = model.layers // (pp * chunks)
     tokens = micro_batch * model.seq / cp
     layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
     best: Memory | None = None
     for stage in sorted({0, pp - 1}):
-        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp)
+        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp,
+                         microbatches)
         flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
         act = flight * layers_per_chunk * per_layer
         if recompute == "full":
-            act += layer_activation_bytes(model, micro_batch, tp, cp, "none")
+            act += layer_activation_bytes(model, micro_batch, tp, cp, "none", stack)
         if stage == pp - 1:
             act += 4.0 * tokens * model.vocab / tp
         buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
-        if data_parallel == "fsdp" and dp * cp > 1:
-            buffers += 2 * layer_weights + layer_weights * GRAD_BYTES // WEIGHT_BYTES
+        if data_parallel == "fsdp" and dp * cp > 1:  # a layer's gradient being reduce-scattered
+            buffers += layer_weights * GRAD_BYTES // WEIGHT_BYTES
         elif dp * cp > 1:
             buffers += 2 * DEFAULT_BUCKET_BYTES
         mem = Memory(stage, w, g, o, math.ceil(act), math.ceil(buffers))

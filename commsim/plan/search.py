@@ -38,6 +38,7 @@ from commsim.plan.costs import estimate_step, pipeline_costs
 from commsim.plan.device import DeviceSpec
 from commsim.plan.memory import DATA_PARALLEL, Memory, layer_activation_bytes, peak_memory
 from commsim.plan.models import ModelSpec
+from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 
 
@@ -166,7 +167,8 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
 
 
 def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, global_batch: int,
-                         space: SearchSpace, result: PlanResult) -> list[_Candidate]:
+                         space: SearchSpace, result: PlanResult,
+                         stack: Stack = DEFAULT) -> list[_Candidate]:
     """Every configuration that divides, sized and bounded (rejections into ``result``)."""
     _check_space(model, gpus, space)
     out: list[_Candidate] = []
@@ -190,32 +192,35 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                         cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb,
                                          schedule=name, chunks=v, data_parallel=dpm,
                                          recompute=rc)
-                        out.append(_candidate(model, device, cfg, k))
+                        out.append(_candidate(model, device, cfg, k, stack))
     result.considered = len(out) + len(result.rejected)
     return out
 
 
 @lru_cache(maxsize=4096)
-def _times(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, mb: int,
-           recompute: str) -> LayerTimes:
-    ew = layer_activation_bytes(model, mb, tp, cp, "selective")
+def layer_costs(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, mb: int,
+                recompute: str, stack: Stack = DEFAULT) -> LayerTimes:
+    """The compute of one layer (:func:`~commsim.plan.compute.layer_times`), memoised."""
+    ew = layer_activation_bytes(model, mb, tp, cp, "selective", stack)
     return layer_times(model, device, tp=tp, cp=cp, micro_batch=mb, recompute=recompute,
-                       elementwise_bytes=ew)
+                       elementwise_bytes=ew, stack=stack)
 
 
-def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int) -> _Candidate:
+def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
+               stack: Stack) -> _Candidate:
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
                       micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
-                      recompute=cfg.recompute)
-    return _Candidate(cfg, k, mem, _bound(model, device, cfg, k))
+                      recompute=cfg.recompute, stack=stack)
+    return _Candidate(cfg, k, mem, _bound(model, device, cfg, k, stack))
 
 
-def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int) -> float:
+def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
+           stack: Stack) -> float:
     """A lower bound on the step: the last stage's compute (all its ops, one at a time),
     after the first micro-batch's forward has crossed the ``pp - 1`` stages before it, and
     before the last micro-batch's backward crosses them back (compute only)."""
-    t = _times(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute)
+    t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
     fwd = per_chunk * (t.attn_fwd + t.mlp_fwd)
     bwd = per_chunk * (t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute)
@@ -225,15 +230,16 @@ def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int) -> flo
 
 def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer) -> float:
     """The last stage's TP and CP collectives, which its layers wait for (all but the last
-    all-reduce of each op, which the next op's first compute may overlap)."""
+    all-reduce of each op, which the next op's first compute may overlap): those of shapes
+    already timed (0 for the others, so the bound costs no simulation)."""
     cfg = c.config
     p = cfg.pp - 1
     tokens = cfg.micro_batch * model.seq // cfg.cp
-    ar = timer.collective("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
+    ar = timer.known("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
     kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
     cp_bytes = 2 * cfg.micro_batch * model.seq * kv * 2
-    cg = timer.collective("all_gather", cfg.cp_group(p, 0), cp_bytes)
-    rs = timer.collective("reduce_scatter", cfg.cp_group(p, 0), cp_bytes)
+    cg = timer.known("all_gather", cfg.cp_group(p, 0), cp_bytes)
+    rs = timer.known("reduce_scatter", cfg.cp_group(p, 0), cp_bytes)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
     fwd = cg + 2 * ar
     bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
@@ -241,10 +247,10 @@ def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer) -> floa
 
 
 def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: CollectiveTimer,
-            global_batch: int) -> Evaluated:
+            global_batch: int, stack: Stack) -> Evaluated:
     cfg = c.config
-    times = _times(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute)
-    est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches))
+    times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
+    est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches, stack=stack))
     tokens_per_s = global_batch * model.seq / est.step_time_s
     mflops = model_flops_per_token(model) * tokens_per_s / cfg.world
     hflops = hardware_flops_per_token(model, cfg.recompute) * tokens_per_s / cfg.world
@@ -270,8 +276,11 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
 def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: int,
                global_batch: int, space: SearchSpace, top: int = 10,
                progress: Callable[[int], Any] | None = None,
-               total: Callable[[int], Any] | None = None) -> PlanResult:
-    """Search (see the module docstring); ``top = 0`` times every configuration that fits.
+               total: Callable[[int], Any] | None = None,
+               stack: Stack = DEFAULT, engine: str = "analytic") -> PlanResult:
+    """Search (see the module docstring); ``top = 0`` times every configuration that fits;
+    ``stack``: the software's choices (:mod:`.stack`); ``engine``: how collectives are timed
+    (:class:`~commsim.plan.timing.CollectiveTimer`).
 
     ``total(n)`` is told how many configurations may be timed, ``progress(1)`` after each.
     """
@@ -279,22 +288,23 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
         raise SpecError(f"--gpus {gpus}: topology {network.name!r} has {network.ranks} ranks")
     result = PlanResult()
     cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
-                                 space=space, result=result)
+                                 space=space, result=result, stack=stack)
     if not cands:
         reason = result.rejected[0].reason if result.rejected else "no configuration"
         raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
     order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
     fitting = [c for c in order if c.memory.total <= device.memory_bytes]
     spill = [c for c in order if c.memory.total > device.memory_bytes]
-    timer = CollectiveTimer(network)
+    timer = CollectiveTimer(network, engine)
     if total:
         total(len(fitting) if fitting else min(len(spill), max(top, 1)))
     best: list[float] = []  # max-heap (negated) of the top step times
-    timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress)
+    timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress,
+                      stack)
     missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
     for c in spill:
         if missing > 0:
-            timed.append(_record(model, device, c, timer, global_batch))
+            timed.append(_record(model, device, c, timer, global_batch, stack))
             missing -= 1
         else:
             result.rejected.append(Rejected(c.config.axes(), "does not fit: needs "
@@ -308,7 +318,8 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
 
 def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
               timer: CollectiveTimer, global_batch: int, top: int, best: list[float],
-              result: PlanResult, progress: Callable[[int], Any] | None) -> list[Evaluated]:
+              result: PlanResult, progress: Callable[[int], Any] | None,
+              stack: Stack) -> list[Evaluated]:
     timed: list[Evaluated] = []
     for c in cands:
         if top and len(best) >= top:
@@ -320,7 +331,7 @@ def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
                     c.config.axes(), f"pruned: its {what} ({bound:.4g} s) exceeds the "
                     f"{top}th best step ({-best[0]:.4g} s)", c.memory.total))
                 continue
-        e = _record(model, device, c, timer, global_batch)
+        e = _record(model, device, c, timer, global_batch, stack)
         timed.append(e)
         heapq.heappush(best, -e.record["step_time_s"])
         if top and len(best) > top:

@@ -61,6 +61,13 @@ class CollectiveTimer:
             self.timed += 1
         return time_s
 
+    def known(self, collective: Collective | str, group: tuple[int, ...], nbytes: int) -> float:
+        """:meth:`collective`'s seconds if that shape has been timed already, else 0 (a lower
+        bound that costs nothing: the search's pruning uses it)."""
+        if len(group) < 2 or nbytes <= 0:
+            return 0.0
+        return self._memo.get((Collective(collective), nbytes, self._shape(group)), 0.0)
+
     def send(self, src: int, dst: int, nbytes: int) -> float:
         """Seconds of an uncontended ``nbytes`` send ``src -> dst`` by the topology's
         point-to-point model: its launch latency, the path's latency and the size over its

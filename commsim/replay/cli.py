@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
 from commsim.cliargs import add_topology, check_output
@@ -155,7 +156,23 @@ def run_replay(args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2))
     else:
         print(format_step(result.to_dict()))
+    warn_over_memory(result.metrics.peak_memory_bytes, args.topology)
     return 0
+
+
+def warn_over_memory(peak: int | None, topology: Any) -> None:
+    """A line on stderr when the step's peak memory exceeds the GPU memory of the topology's
+    ``device:`` block (the step is still reported: the memory model may be pessimistic)."""
+    from commsim.topology import load_topology
+    from commsim.units import parse_size
+
+    device = load_topology(topology).meta.get("device")
+    if peak is None or not isinstance(device, dict) or "memory" not in device:
+        return
+    memory = parse_size(device["memory"], "device.memory")
+    if peak > memory:
+        print(f"commsim: warning: the step needs {peak / 2**30:.1f} GiB per GPU at its peak, "
+              f"the {device.get('name', 'GPU')} has {memory / 2**30:.1f} GiB", file=sys.stderr)
 
 
 def _ms(seconds: object) -> str:

@@ -12,36 +12,53 @@ from commsim.plan.memory import (
     states,
 )
 from commsim.plan.models import ModelSpec, catalogue_model
+from commsim.plan.stack import MEGATRON_2021, Stack
 
 GPT = ModelSpec(name="g", layers=4, hidden=1024, heads=16, kv_heads=16, ffn_hidden=4096,
                 vocab=1000, seq=2048)
 
 
 def test_korthikanti_activation_formulas():
-    """A 4h GeLU MHA layer keeps s b h (34 + 5 a s / h) / t bytes; selective 34 s b h / t;
-    full 2 s b h / t (Korthikanti et al. 2022, Table 2)."""
+    """Unfused attention, a 4h GeLU MHA layer with sequence parallelism keeps
+    s b h (34 + 5 a s / h) / t bytes; selective 34 s b h / t; full 2 s b h / t; without
+    sequence parallelism s b h (10 + 24 / t + 5 a s / (h t)) (Korthikanti et al. 2022,
+    Table 2). Fused attention never stores the 5 a s^2 b scores."""
     s, b, h, a, t = 2048, 2, 1024, 16, 4
-    assert layer_activation_bytes(GPT, b, t, 1, "none") == s * b * h * (34 + 5 * a * s / h) / t
-    assert layer_activation_bytes(GPT, b, t, 1, "selective") == 34 * s * b * h / t
-    assert layer_activation_bytes(GPT, b, t, 1, "full") == 2 * s * b * h / t
-    assert layer_activation_bytes(GPT, b, t, 2, "selective") == 34 * s * b * h / t / 2
+    unfused = Stack(attention="unfused")
+    assert layer_activation_bytes(GPT, b, t, 1, "none", unfused) == (
+        s * b * h * (34 + 5 * a * s / h) / t)
+    assert layer_activation_bytes(GPT, b, t, 1, "none") == 34 * s * b * h / t
+    for stack in (unfused, Stack()):
+        assert layer_activation_bytes(GPT, b, t, 1, "selective", stack) == 34 * s * b * h / t
+        assert layer_activation_bytes(GPT, b, t, 1, "full", stack) == 2 * s * b * h / t
+        assert layer_activation_bytes(GPT, b, t, 2, "selective", stack) == 34 * s * b * h / t / 2
+    assert layer_activation_bytes(GPT, b, t, 1, "none", MEGATRON_2021) == pytest.approx(
+        s * b * h * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert layer_activation_bytes(GPT, b, t, 1, "full", MEGATRON_2021) == 2 * s * b * h
 
 
 def test_adam_states_per_zero_stage():
-    """2N weights, 2N gradients, 12N optimizer, sharded over d by each ZeRO stage."""
+    """2N weights, 2N gradients, 12N optimizer, sharded over d by each ZeRO stage; with
+    gradient accumulation ZeRO-2 and FSDP hold the unsharded gradients until the last
+    micro-batch; FSDP keeps the gathered weights for the step beside their shard."""
     n, d = 1000, 4
-    assert states(n, "ddp", d) == (2000, 2000, 12000)
-    assert states(n, "zero1", d) == (2000, 2000, 3000)
-    assert states(n, "zero2", d) == (2000, 500, 3000)
-    assert states(n, "fsdp", d) == (500, 500, 3000)
+    for k in (1, 8):
+        assert states(n, "ddp", d, k) == (2000, 2000, 12000)
+        assert states(n, "zero1", d, k) == (2000, 2000, 3000)
+    assert states(n, "zero2", d, 1) == (2000, 500, 3000)
+    assert states(n, "zero2", d, 8) == (2000, 2000, 3000)
+    assert states(n, "fsdp", d, 1) == (2500, 500, 3000)
+    assert states(n, "fsdp", d, 8) == (2500, 2000, 3000)
 
 
 def test_peak_memory_by_hand():
-    """tp 2, pp 2, dp 2, ddp, 1F1B with 8 micro-batches of 1, no recompute: the first
-    stage holds 2 layers' weights and the embedding, 16 bytes per parameter, 2 micro-batches
-    of activations of 2 layers, the p2p buffers and two DDP buckets."""
+    """tp 2, pp 2, dp 2, ddp, 1F1B with 8 micro-batches of 1, no recompute, unfused
+    attention: the first stage holds 2 layers' weights and the embedding, 16 bytes per
+    parameter, 2 micro-batches of activations of 2 layers, the p2p buffers and two DDP
+    buckets."""
     mem = peak_memory(GPT, tp=2, cp=1, pp=2, dp=2, micro_batch=1, microbatches=8,
-                      schedule="1f1b", chunks=1, data_parallel="ddp", recompute="none")
+                      schedule="1f1b", chunks=1, data_parallel="ddp", recompute="none",
+                      stack=Stack(attention="unfused"))
     params = (2 * 12 * 1024**2 + 1000 * 1024) // 2
     act = 2 * 2 * (2048 * 1024 * (34 + 5 * 16 * 2048 / 1024) / 2)
     buffers = 2 * 2 * 2048 * 1024 / 2 + 2 * 25 * 2**20

@@ -64,6 +64,40 @@ def test_pruned_configs_cannot_beat_the_top():
     assert any(r.reason.startswith("pruned") for r in pruned.result.rejected)
 
 
+def test_the_stack_changes_the_answer(capsys):
+    """--stack megatron-2021 (unfused attention and the rest) is slower than today's stack on
+    the same layout, and unfused attention alone costs time too."""
+    axes = ["--tp", "2", "--pp", "1", "--cp", "1", "--micro-batch", "2", "--data-parallel",
+            "ddp", "--recompute", "none", "--json"]
+    steps = {}
+    for extra in ([], ["--stack", "megatron-2021"], ["--attention", "unfused"]):
+        code, out, _ = _run(capsys, *SMALL, *axes, *extra)
+        assert code == 0
+        steps[" ".join(extra)] = json.loads(out)["configs"][0]["step_time_s"]
+    assert steps[""] < steps["--attention unfused"] < steps["--stack megatron-2021"]
+
+
+def test_replay_warns_when_a_step_does_not_fit(capsys, tmp_path):
+    """commsim replay of a hybrid step on a GPU too small for it: the step, and one warning
+    line on stderr; on the preset's 80 GB GPU no warning."""
+    from pathlib import Path
+
+    preset = Path(__file__).resolve().parents[2] / "topologies" / "dgx-a100.yaml"
+    small = tmp_path / "small.yaml"
+    small.write_text(preset.read_text().replace("memory: 80GiB", "memory: 32MiB"))
+    workload = tmp_path / "w.yaml"
+    workload.write_text(
+        "kind: hybrid\nmodel: {layers: 4, hidden: 512, heads: 8, seq: 256, vocab: 1000}\n"
+        "parallel: {tp: 2, cp: 1, pp: 1, dp: 4}\nmicro_batch: 1\nglobal_batch: 8\n"
+        "compute: {flops: 1TFLOP/s, efficiency: 0.5}\n")
+    code = main(["replay", str(workload), "--topology", str(small)])
+    out, err = capsys.readouterr()
+    assert code == 0 and "step time" in out
+    assert err.count("\n") == 1 and "warning" in err and "0.1 GiB" in err
+    assert main(["replay", str(workload), "--topology", "dgx-a100"]) == 0
+    assert capsys.readouterr().err == ""
+
+
 def test_deterministic(capsys):
     """The same command prints the same bytes twice (table, JSON and CSV)."""
     for fmt in ([], ["--json"], ["--csv"]):
@@ -101,6 +135,12 @@ def test_list_models(capsys):
     (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--gpus", "16"], "16"),
     (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "3", "--micro-batch", "2"],
      "divide"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--stack", "x"],
+     "--stack 'x'"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--attention", "flash"],
+     "--attention flash"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--engine", "fast"],
+     "--engine 'fast'"),
     (["--topology", "dgx-a100", "--global-batch", "32"], "MODEL"),
     (["missing.yaml", "--topology", "dgx-a100", "--global-batch", "32"], "missing.yaml"),
 ])
