@@ -1,45 +1,40 @@
-"""NCCL as a machine runs it: its algorithms, protocols, channels and launch latencies, and
-the choice its tuner makes (``src/graph/tuning.cc``, ``ncclTopoTuneModel`` / ``getAlgoInfo``).
+"""NCCL as a machine runs it: its algorithms, protocols, channels, the fixed costs of a call
+(the *floor*), and the choice its tuner makes (``src/graph/tuning.cc``, ``src/enqueue.cc``).
 
-A topology with an ``nccl:`` block (``arch``, ``channels``) runs NCCL: ``commsim run`` and the
-API then time every collective as NCCL would run it, and ``auto`` predicts every (algorithm,
-protocol) pair NCCL considers and keeps the fastest, as NCCL does with its own cost model.
-``validate --algorithm nccl`` uses the same model on any topology.
+A topology with an ``nccl:`` block (``arch``, ``channels``, ``version``, ``gpus_per_thread``)
+runs NCCL: ``commsim run`` and the API then time every collective as NCCL would run it, and
+``auto`` predicts every (algorithm, protocol) pair NCCL considers and keeps the fastest, as
+NCCL does with its own cost model. ``validate --algorithm nccl`` uses the same model on any
+topology. docs/nccl.md explains every part with its source; the constants are in
+:mod:`commsim.nccl_tables`, per NCCL release.
 
-**Algorithms.** broadcast, reduce, all_gather and reduce_scatter run NCCL's *ring*; all_reduce
-runs *ring*, *tree* (commsim's ``double_binary_tree``), across hosts ``hierarchical_pipelined``
-(NCCL's trees, which overlap the host and network phases: commsim's ``hierarchical`` with its
-phases pipelined, ``max(host, network) + min(their latencies)``), ``nvls`` where the node
-switch reduces (NVLink SHARP) and ``collnet`` where the fabric does (InfiniBand SHARP). Across
-hosts NCCL pipelines the phases of NVLS (its NVLS tree) and CollNet too, so they are timed the
-same composed way (:meth:`NcclModel.pipelined_in_network`); on one host ``nvls`` is its
-schedule.
+**Algorithms.** broadcast, reduce, all_gather and reduce_scatter run NCCL's *ring* (broadcast
+and reduce as a pipelined chain along it); all_reduce runs *ring*, *tree* (commsim's
+``double_binary_tree``), across hosts ``hierarchical_pipelined`` (NCCL's trees, which overlap
+the host and network phases: ``max(host, network) + min(their latencies)``), ``nvls`` where
+the node switch reduces (NVLink SHARP) and ``collnet`` where the fabric does (InfiniBand
+SHARP); across hosts NVLS and CollNet are composed the same pipelined way.
 
-**Channels.** NCCL's rings are many rings at once, each crossing hosts through another NIC;
-commsim's one ring crosses through one, so a ring's network hops carry the bandwidth of all the
-host's NICs (:func:`ring_channels`). The ``channels`` of the topology bound the per-channel
-bandwidth caps below.
+**The floor** of a call (:meth:`NcclModel.floor`) is the sum of named parts: the launch
+(``base``: tuning.cc ``baseLat`` of the algorithm family and protocol), the hops of its
+schedule (each link's latency scaled by tuning.cc's ``hwLat`` of its class, NVLink, PCIe or
+network, for the family and protocol, per NCCL release), and the host's issue time that the
+device cannot hide (nccl-tests' timing loop: a call costs the larger of what one host thread
+spends issuing it to its GPUs and what the GPUs spend running it).
 
-**Protocols.** LL (an 8-byte flag per 8 bytes: lowest latency, half the bandwidth at most),
-LL128 (a flag per 128-byte line: ~0.92 of the bandwidth) and Simple (full bandwidth, the
-highest per-hop latency). A topology's link latency is read as NCCL's LL per-hop latency and
-its bandwidth as Simple's; a protocol scales them by tuning.cc's ratios (NCCL 2.19-2.23):
-per-hop latency NVLink/PCIe ring ``{LL 0.6, LL128 1.9, Simple 3.4}`` us, network ring
-``{2.7, 4.0, 14.0}`` us; bandwidth ``LL x 0.5``, ``LL128 x 0.92``, ``Simple x 1``. With the
-topology's ``arch``, bus bandwidth is also capped as tuning.cc caps it: LL at ``llMaxBw``
-(Hopper one node 141 GB/s, Ampere 87.7, Volta 39; two nodes 39, more 20.4) and LL128 at
-``channels x`` a per-channel maximum (Hopper 36.7 GB/s, Ampere/Volta 20). NVLS and CollNet run
-Simple only.
+**The ramp.** NCCL runs fewer channels on small calls (enqueue.cc: while the call has fewer
+than ``channels x threads x threshold`` bytes, one channel less); a call on ``c`` of the
+machine's ``C`` channels moves at ``c / C`` of the link bandwidth. Chains (broadcast, reduce)
+pipeline in Simple steps of 512 KiB per channel, or line by line under LL and LL128.
 
-**Launch latency.** Every call pays the tuner's base latency before its first hop: ring
-``{6.6, 14.0, 8.4}`` us and tree ``{6.8, 14.0, 8.4}`` us for LL/LL128/Simple (``baseLat``);
-NVLS 25 us and CollNet 30 us (their ``hwLat``, whose ``baseLat`` is 0). Other algorithms
-(commsim's textbook ones, named explicitly) pay the ring's.
+**Protocols** scale bandwidth (LL x 0.5, LL128 x 0.92, Simple x 1) and, with the topology's
+``arch``, cap bus bandwidth as tuning.cc does (LL at ``llMaxBw``, LL128 at ``channels x`` a
+per-channel maximum). NVLS and CollNet run Simple only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commsim.algorithms import get_algorithm
 from commsim.algorithms.base import Call
@@ -47,10 +42,22 @@ from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import ScheduleError, SpecError
+from commsim.nccl_tables import (
+    DEFAULT_VERSION,
+    HOST_LAUNCH_US,
+    Floor,
+    Tables,
+    active_channels,
+    chain_chunks,
+    tables,
+)
 from commsim.network import Link, Network
 
 #: The composed (not scheduled) algorithm of this model; see NcclModel.pipelined_hierarchical.
 PIPELINED = "hierarchical_pipelined"
+#: How NCCL's trees (and NVLS trees) cross hosts: a double binary tree among one rank per
+#: host (tuning.cc counts ``log2(nodes)`` network hops each way).
+RAIL_TREE = "double_binary_tree"
 
 
 def ring_channels(network: Network, ranks: int) -> int:
@@ -85,32 +92,29 @@ NCCL_ALGORITHMS: dict[Collective, tuple[str, ...]] = {
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
-    """How one NCCL protocol scales a topology: per-hop latency of host links (NVLink/PCIe)
-    and of network links, as ratios to LL's, and the bandwidth factor."""
+    """One NCCL protocol: its name and bandwidth factor. (Its per-hop latencies are per link
+    class, algorithm family and NCCL release: :func:`hop_factor`.)"""
 
     name: str
-    host_latency: float
-    network_latency: float
     bandwidth: float
 
 
-#: tuning.cc ring hwLat ratios to LL, and bandwidth factors (see the module docstring).
-PROTOCOLS = (
-    Protocol("LL", 1.0, 1.0, 0.5),
-    Protocol("LL128", 1.9 / 0.6, 4.0 / 2.7, 0.92),
-    Protocol("Simple", 3.4 / 0.6, 14.0 / 2.7, 1.0),
-)
+#: Bandwidth factors: LL carries 8 bytes of data per 16-byte line, LL128 120 of every 128,
+#: Simple all of it (tuning.cc's LL128 factor 0.92; LL's data half, see docs/nccl.md).
+PROTOCOLS = (Protocol("LL", 0.5), Protocol("LL128", 0.92), Protocol("Simple", 1.0))
 PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
+#: NCCL's trees move data at 0.9 of the links' bus bandwidth (tuning.cc: tree ``busBw x .9``).
+TREE_EFFICIENCY = 0.9
 #: NVLS and CollNet run Simple only (tuning.cc).
 SIMPLE_ONLY = frozenset({"nvls", "collnet"})
 
-#: Launch latency in us per algorithm family and protocol (tuning.cc baseLat; NVLS/CollNet:
-#: their hwLat, see the module docstring).
+#: Launch (base) latency in us per algorithm family and protocol of the default release
+#: (tuning.cc baseLat; NVLS/CollNet: their hwLat, as their baseLat is 0).
 BASE_LATENCY_US: dict[str, dict[str, float]] = {
-    "ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
-    "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4},
-    "nvls": {"Simple": 25.0},
-    "collnet": {"Simple": 30.0},
+    "ring": dict(tables().base_us["ring"]),
+    "tree": dict(tables().base_us["tree"]),
+    "nvls": {"Simple": tables().hop_us["nvlink"]["nvls"]["Simple"]},
+    "collnet": {"Simple": tables().hop_us["net"]["collnet"]["Simple"]},
 }
 
 #: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws): one node by GPU generation; two and
@@ -121,26 +125,83 @@ LL_MAX_BW_NODES = (39.0, 20.4)
 LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
 
 
-def base_latency_s(algorithm: str, protocol: str) -> float:
-    """Seconds every call of ``algorithm`` under ``protocol`` pays before its first hop."""
-    # NCCL's pipelined trees are its tree; commsim's own algorithms pay the ring's
-    name = "tree" if algorithm == PIPELINED else get_algorithm(algorithm).nccl_family
-    family = BASE_LATENCY_US[name or "ring"]
-    return family.get(protocol, family.get("Simple", 0.0)) * 1e-6
+@dataclass(frozen=True, slots=True)
+class NcclConfig:
+    """The ``nccl:`` block of a topology as the model reads it (defaults where absent)."""
+
+    arch: str | None = None
+    channels: int = 16
+    version: str = DEFAULT_VERSION
+    gpus_per_thread: int = 1
+
+    @classmethod
+    def of(cls, network: Network) -> NcclConfig:
+        """The configuration of ``network`` (all defaults without an ``nccl`` block)."""
+        nccl = network.meta.get("nccl")
+        if not isinstance(nccl, dict):
+            return cls()
+        return cls(
+            arch=str(nccl["arch"]) if "arch" in nccl else None,
+            channels=int(nccl.get("channels", 16)),
+            version=str(nccl.get("version", DEFAULT_VERSION)),
+            gpus_per_thread=int(nccl.get("gpus_per_thread", 1)),
+        )
+
+    @property
+    def tables(self) -> Tables:
+        """The constants of this NCCL release."""
+        return tables(self.version)
+
+
+def family_of(algorithm: str) -> str:
+    """NCCL's algorithm family of a commsim algorithm (its pipelined trees are its tree;
+    commsim's own algorithms count as rings)."""
+    if algorithm == PIPELINED:
+        return "tree"
+    try:
+        return get_algorithm(algorithm).nccl_family or "ring"
+    except SpecError:
+        return "ring"  # "send": point-to-point runs ring-like Simple
+
+
+def base_latency_s(algorithm: str, protocol: str, version: str = DEFAULT_VERSION) -> float:
+    """Seconds every call of ``algorithm`` under ``protocol`` pays before its first hop
+    (tuning.cc ``baseLat``; NVLS and CollNet: their own ``hwLat``, their ``baseLat`` being 0)."""
+    table = tables(version)
+    family = family_of(algorithm)
+    if family == "nvls":
+        return table.hop_us["nvlink"]["nvls"]["Simple"] * 1e-6
+    if family == "collnet":
+        return table.hop_us["net"]["collnet"]["Simple"] * 1e-6
+    row = table.base_us[family]
+    return row.get(protocol, row["Simple"]) * 1e-6
+
+
+def hop_factor(table: Tables, link_class: str, family: str, protocol: str,
+               multi_node: bool) -> float:
+    """How ``protocol`` scales the latency of a ``link_class`` hop for ``family``: tuning.cc's
+    ``hwLat`` over that class's ring LL ``hwLat`` (a topology's latency is read as the ring LL
+    hop); NVLS and CollNet hop as ring Simple. Across nodes, LL's intra-node hops x 1.8
+    (tuning.cc: LL flags cross PCIe to the NIC's proxy)."""
+    row = table.hop_us[link_class]
+    fam = "ring" if family in SIMPLE_ONLY else family
+    factor = row[fam][protocol] / row["ring"]["LL"]
+    if multi_node and protocol == "LL" and link_class != "net":
+        factor *= 1.8
+    return factor
 
 
 def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float:
     """The protocol's bus bandwidth cap on this machine (inf without an ``nccl`` arch)."""
-    nccl = network.meta.get("nccl")
-    if not isinstance(nccl, dict):
+    config = NcclConfig.of(network)
+    if config.arch is None:
         return float("inf")
-    arch, channels = str(nccl.get("arch")), int(nccl.get("channels", 16))  # type: ignore[call-overload]
     if protocol.name == "LL":
         if nodes <= 1:
-            return LL_MAX_BW_ONE_NODE.get(arch, float("inf")) * 1e9
+            return LL_MAX_BW_ONE_NODE.get(config.arch, float("inf")) * 1e9
         return LL_MAX_BW_NODES[0 if nodes == 2 else 1] * 1e9
     if protocol.name == "LL128":
-        return channels * LL128_PER_CHANNEL.get(arch, float("inf")) * 1e9
+        return config.channels * LL128_PER_CHANNEL.get(config.arch, float("inf")) * 1e9
     return float("inf")
 
 
@@ -158,31 +219,51 @@ def network_links(network: Network) -> frozenset[int]:
     )
 
 
-def protocol_network(
-    network: Network,
-    protocol: Protocol,
-    collective: Collective,
-    multi_host: bool,
-    channels: int = 1,
-    cap_Bps: float = float("inf"),
-) -> Network:
-    """``network`` with latencies and bandwidths scaled for ``protocol``; network links also
-    carry ``channels`` x their bandwidth (NCCL's rings, one channel per NIC, see
-    :func:`ring_channels`); every link at most ``cap_Bps``. The result is a plain alpha-beta
-    network (its ``nccl`` block dropped), so it is timed as given."""
-    del collective, multi_host  # the same factors for every collective since NCCL 2.19
-    net_links = network_links(network)
+def link_classes(network: Network) -> tuple[str, ...]:
+    """NCCL's class of every link (``NCCL_HW_*``): ``net`` for the inter-host network, else
+    ``nvlink`` for a direct GPU-GPU cable or a port of an NVSwitch (a device named
+    ``nvswitch...``), else ``pcie`` (PCIe switches, CPUs, other switches)."""
+    net = network_links(network)
+    devices = network.devices
+
+    def nvlink_end(i: int) -> bool:
+        return devices[i].name.startswith("nvswitch")
+
+    out = []
+    for i, link in enumerate(network.links):
+        a, b = devices[link.src], devices[link.dst]
+        if i in net:
+            out.append("net")
+        elif (a.kind != "switch" and b.kind != "switch" and "cpu" not in (a.kind, b.kind)) \
+                or nvlink_end(link.src) or nvlink_end(link.dst):
+            out.append("nvlink")
+        else:
+            out.append("pcie")
+    return tuple(out)
+
+
+def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
+                     nodes: int = 1, channels: int = 1, cap_Bps: float = float("inf"),
+                     share: float = 1.0) -> Network:
+    """``network`` as ``family`` under ``protocol`` sees it: each link's latency x its
+    :func:`hop_factor`, its bandwidth x the protocol's factor x ``share`` (the fraction of
+    the machine's channels the call runs) x :data:`TREE_EFFICIENCY` for trees, network
+    links also x ``channels`` (NCCL's rings,
+    one channel per NIC, see :func:`ring_channels`), every link at most ``cap_Bps``. The
+    result is a plain alpha-beta network (its ``nccl`` block dropped), timed as given."""
+    table = NcclConfig.of(network).tables
+    classes = link_classes(network)
+    efficiency = TREE_EFFICIENCY if family == "tree" else 1.0
     links = tuple(
         Link(
             link.src,
             link.dst,
-            link.latency_s
-            * (protocol.network_latency if i in net_links else protocol.host_latency),
-            min(link.bandwidth_Bps * protocol.bandwidth * (channels if i in net_links else 1),
-                cap_Bps),
+            link.latency_s * hop_factor(table, cls, family, protocol.name, nodes > 1),
+            min(link.bandwidth_Bps * protocol.bandwidth * share * efficiency
+                * (channels if cls == "net" else 1), cap_Bps),
             link.label,
         )
-        for i, link in enumerate(network.links)
+        for link, cls in zip(network.links, classes, strict=True)
     )
     meta = {k: v for k, v in network.meta.items() if k != "nccl"}
     return network.rebuilt(name=f"{network.name}+{protocol.name}", links=links, meta=meta)
@@ -198,15 +279,16 @@ def _hosts(network: Network, ranks: int) -> list[list[int]]:
 
 class NcclModel:
     """How NCCL runs calls on the first ranks of ``network`` (see the module docstring): which
-    (algorithm, protocol) candidates its tuner weighs, the network each runs on, its launch
-    latency, and the composed time of the pipelined phases across hosts.
+    (algorithm, protocol) candidates its tuner weighs, the network each runs on at each size,
+    its launch and floor, and the composed time of the pipelined phases across hosts.
 
     It times one candidate at a time; choosing among them is :mod:`commsim.timing`'s job.
-    Networks scaled per (ranks, protocol, channels) are built once and kept.
+    Networks scaled per (ranks, protocol, family, channels) are built once and kept.
     """
 
     def __init__(self, network: Network) -> None:
         self.network = network
+        self.config = NcclConfig.of(network)
         self._cache: dict[tuple[object, ...], Network] = {}
         self._memo: dict[tuple[object, ...], object] = {}
 
@@ -248,8 +330,12 @@ class NcclModel:
         if self.protocol(protocol).name not in self.protocols_of(name):
             raise SpecError(f"NCCL runs {name} with the Simple protocol only, not {protocol!r}")
 
-    def _net(self, ranks: tuple[int, ...], protocol: Protocol, channels: int) -> Network:
-        key = (ranks, protocol.name, channels)
+    def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
+             channels: int = 1, active: int | None = None) -> Network:
+        """The protocol network of ``ranks`` for ``family``, ``active`` of the machine's
+        channels running (all by default), network links x ``channels``."""
+        active = self.config.channels if active is None else active
+        key = (ranks, protocol.name, family, channels, active)
         if key not in self._cache:
             base = self.network
             if ranks != tuple(range(len(ranks))):
@@ -259,14 +345,22 @@ class NcclModel:
             nodes = len({self.network.host_of(r) for r in range(max(ranks) + 1)} - {None})
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
             self._cache[key] = protocol_network(
-                base, protocol, Collective.ALL_REDUCE, nodes > 1, channels, cap
+                base, protocol, family, nodes, channels, cap,
+                share=active / self.config.channels,
             )
         return self._cache[key]
 
-    def network_for(self, ranks: int, name: str, protocol: str) -> Network:
-        """The alpha-beta network ``name`` under ``protocol`` runs on (first ``ranks`` ranks)."""
+    def network_for(self, ranks: int, name: str, protocol: str, nbytes: int | None = None
+                    ) -> Network:
+        """The alpha-beta network ``name`` under ``protocol`` runs on (first ``ranks`` ranks),
+        with the channels NCCL runs a call of ``nbytes`` on (all when None)."""
+        family = family_of(name)
         channels = self._channels(ranks) if name == "ring" else 1
-        return self._net(tuple(range(ranks)), self.protocol(protocol), channels)
+        active = None
+        if nbytes is not None:
+            active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
+        return self._net(tuple(range(ranks)), self.protocol(protocol), family, channels,
+                         active)
 
     def candidates(self, call: Call) -> list[tuple[str, str]]:
         """(algorithm, protocol) pairs NCCL would consider for ``call`` (on the first
@@ -285,13 +379,24 @@ class NcclModel:
         for name in NCCL_ALGORITHMS[call.collective]:
             if name == PIPELINED and not (multi and even):
                 continue
+            if name == "double_binary_tree" and len(groups) == 1:
+                continue  # NCCL's tree inside a host is a chain: the ring's hops, no faster
             if name in SIMPLE_ONLY:
                 try:
                     get_algorithm(name).check_supports(call)
                 except ScheduleError:
                     continue
-            out.extend((name, protocol) for protocol in self.protocols_of(name))
+            out.extend((name, protocol) for protocol in self.protocols_of(name)
+                       if protocol != "LL128" or self._nvlink())
         return out
+
+    def _nvlink(self) -> bool:
+        """Whether the GPUs talk over NVLink: NCCL enables LL128 by default only there
+        (tuning.cc; on PCIe it may corrupt data silently)."""
+        key = ("nvlink",)
+        if key not in self._memo:
+            self._memo[key] = "nvlink" in link_classes(self.network)
+        return bool(self._memo[key])
 
     def composed(self, name: str, ranks: int) -> bool:
         """Whether NCCL's ``name`` on the first ``ranks`` ranks is timed as pipelined phases
@@ -300,11 +405,36 @@ class NcclModel:
             return True
         return name in SIMPLE_ONLY and len(self._hosts(ranks)) > 1
 
+    # -- the floor ------------------------------------------------------------------------
+    def base_s(self, name: str, protocol: str) -> float:
+        """tuning.cc's baseLat of ``name``'s family under ``protocol``, this release."""
+        return base_latency_s(name, protocol, self.config.version)
+
+    def host_s(self) -> float:
+        """What one host thread spends issuing a call to the GPUs it drives."""
+        return self.config.gpus_per_thread * HOST_LAUNCH_US * 1e-6
+
+    def launch_s(self, name: str, protocol: str, device_s: float) -> float:
+        """The time before the first transfer of a call whose schedule takes ``device_s``:
+        its base latency, plus the host's issue time the device does not hide (nccl-tests'
+        loop: per call, the larger of the host's time and the device's)."""
+        base = self.base_s(name, protocol)
+        return base + max(0.0, self.host_s() - base - device_s)
+
+    def floor(self, call: Call, name: str, protocol: str, engine: str = "des") -> Floor:
+        """The fixed cost of ``call``'s size class under (``name``, ``protocol``): the call
+        timed on one byte per rank, in named parts (see :class:`Floor`)."""
+        tiny = replace(call, nbytes=call.ranks, chunks=None)
+        hops = self.evaluate(tiny, name, protocol, engine).time_s
+        base = self.base_s(name, protocol)
+        return Floor(base, hops, max(0.0, self.host_s() - base - hops))
+
+    # -- timing ---------------------------------------------------------------------------
     def evaluate(self, call: Call, name: str, protocol: str, engine: str,
                  records: bool = False) -> Evaluation:
         """``call`` (on the first ``call.ranks`` ranks) run by ``name`` under ``protocol``,
-        launch latency NOT included (:func:`base_latency_s` gives it). A composed candidate
-        has no schedule: its evaluation carries the time only."""
+        on the channels NCCL runs it with; launch NOT included (:meth:`launch_s` gives it).
+        A composed candidate has no schedule: its evaluation carries the time only."""
         proto = self.protocol(protocol)
         if name == PIPELINED:
             time_s = self.pipelined_hierarchical(call.collective, call.ranks, call.nbytes,
@@ -313,14 +443,21 @@ class NcclModel:
         if self.composed(name, call.ranks):
             time_s = self.pipelined_in_network(name, call.ranks, call.nbytes, proto, engine)
             return Evaluation(time_s, 1, self.network)
-        return evaluate(call, self.network_for(call.ranks, name, proto.name), name, engine,
-                        records)
+        net = self.network_for(call.ranks, name, proto.name, call.nbytes)
+        if call.collective.rooted and name == "ring" and call.chunks is None:
+            nc = active_channels(call.nbytes, call.ranks, "ring", proto.name,
+                                 self.config.channels)[0]
+            call = replace(call, chunks=chain_chunks(call.nbytes, call.ranks, proto.name, nc))
+        return evaluate(call, net, name, engine, records)
 
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
-             protocol: Protocol, engine: str, channels: int = 1) -> float:
+             protocol: Protocol, engine: str, channels: int = 1, family: str = "tree"
+             ) -> float:
         """One phase of a composed candidate: ``name`` among ``ranks`` on their protocol
-        network."""
-        net = self._net(ranks, protocol, channels)
+        network (``family``'s hop latencies, the channels a call of ``nbytes`` runs)."""
+        active = active_channels(nbytes, len(ranks), family, protocol.name,
+                                 self.config.channels)[0]
+        net = self._net(ranks, protocol, family, channels, active)
         return evaluate(make_call(collective, net, nbytes), net, name, engine).time_s
 
     def pipelined_in_network(self, name: str, ranks: int, nbytes: int, protocol: Protocol,
@@ -329,8 +466,8 @@ class NcclModel:
         (NVLS tree, CollNet chain/direct): ``max(A, B) + min(A0, B0)`` as
         :meth:`pipelined_hierarchical`, with host phase ``A`` the in-switch all-reduce of the
         buffer (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase
-        ``B`` each rail's all-reduce of ``nbytes / L``: a ring among the hosts (nvls) or
-        reduced inside the fabric switch (collnet). Launch latency not included."""
+        ``B`` each rail's all-reduce of ``nbytes / L``: a double binary tree among the hosts
+        (nvls) or reduced inside the fabric switch (collnet). Launch latency not included."""
         groups = self._hosts(ranks)
         host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
         per_host = len(host)
@@ -338,13 +475,14 @@ class NcclModel:
         def phases(n: int) -> tuple[float, float]:
             a = 0.0
             if name == "nvls":
-                a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, engine)
+                a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, engine,
+                              family="nvls")
             elif per_host > 1:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-                    a += self._run(coll, host, n, "ring", protocol, engine)
-            rail_algorithm = "ring" if name == "nvls" else "collnet"
+                    a += self._run(coll, host, n, "ring", protocol, engine, family=name)
+            rail_algorithm = RAIL_TREE if name == "nvls" else "collnet"
             b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), rail_algorithm,
-                          protocol, engine)
+                          protocol, engine, family=name)
             return a, b
 
         a, b = phases(nbytes)
@@ -356,8 +494,9 @@ class NcclModel:
         """All-reduce over equal hosts of L ranks, phases pipelined as NCCL's tree does.
 
         Host phase ``A``: ring reduce-scatter plus ring all-gather of the buffer on one host
-        (they share the GPUs' ports, so they add up). Network phase ``B``: ring all-reduce of
-        ``nbytes / L`` among one rank per host (every rail does the same at once, each over
+        (they share the GPUs' ports, so they add up). Network phase ``B``: all-reduce of
+        ``nbytes / L`` among one rank per host by a double binary tree (NCCL's tree across
+        nodes) (every rail does the same at once, each over
         its own NICs). Pipelined in many chunks, the call takes the slower phase plus the
         faster one's latency (its time at 1 byte per rank): ``max(A, B) + min(A0, B0)``.
         Launch latency is not included (:func:`base_latency_s` gives it).
@@ -375,7 +514,7 @@ class NcclModel:
             if per_host > 1:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
                     a += self._run(coll, host, n, "ring", protocol, engine)
-            b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), "ring",
+            b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), RAIL_TREE,
                           protocol, engine)
             return a, b
 

@@ -83,7 +83,8 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
         out["algorithms"] = _algorithms(data["algorithms"])
     if "nccl" in data:
         nccl = fields.mapping(data["nccl"], "nccl")
-        fields.check_keys(nccl, (), ("arch", "channels"), "nccl")
+        fields.check_keys(nccl, (), ("arch", "channels", "version", "gpus_per_thread"),
+                          "nccl")
         default = NcclSpec()
         out["nccl"] = NcclSpec(
             arch=fields.string(nccl["arch"], "nccl.arch").lower()
@@ -92,6 +93,11 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
             channels=fields.positive_int(nccl["channels"], "nccl.channels")
             if "channels" in nccl
             else default.channels,
+            version=str(nccl["version"]) if "version" in nccl else default.version,
+            gpus_per_thread=fields.positive_int(nccl["gpus_per_thread"],
+                                                "nccl.gpus_per_thread")
+            if "gpus_per_thread" in nccl
+            else default.gpus_per_thread,
         )
     return out
 
