@@ -42,6 +42,12 @@ from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import ScheduleError, SpecError
+from commsim.nccl_paths import (
+    link_classes,
+    nvlink_spread,
+    ring_channels,
+    ring_order,
+)
 from commsim.nccl_tables import (
     DEFAULT_VERSION,
     HOST_LAUNCH_US,
@@ -50,6 +56,7 @@ from commsim.nccl_tables import (
     active_channels,
     chain_chunks,
     tables,
+    tree_cap_Bps,
 )
 from commsim.network import Link, Network
 
@@ -58,25 +65,6 @@ PIPELINED = "hierarchical_pipelined"
 #: How NCCL's trees (and NVLS trees) cross hosts: a double binary tree among one rank per
 #: host (tuning.cc counts ``log2(nodes)`` network hops each way).
 RAIL_TREE = "double_binary_tree"
-
-
-def ring_channels(network: Network, ranks: int) -> int:
-    """How many NICs NCCL's rings use in parallel where commsim's one ring crosses a host.
-
-    NCCL runs several rings (channels) at once, each crossing between hosts through another
-    GPU's NIC (``src/graph/search.cc`` picks a NIC per channel; on rail-optimized machines
-    every GPU's own), so the crossing carries the bandwidth of all the host's NICs while each
-    GPU's NVLink port carries what one ring's does. commsim's ``ring`` is one ring, crossing
-    through one GPU's NIC: for NCCL's rings, its network hops get the bandwidth of the ranks
-    per host NICs (1 on a single host).
-    """
-    hosts: dict[object, int] = {}
-    for rank in range(ranks):
-        host = network.host_of(rank)
-        hosts[host] = hosts.get(host, 0) + 1
-    if len(hosts) < 2 or None in hosts:
-        return 1
-    return min(hosts.values())
 
 
 #: The algorithms NCCL's tuner considers for each collective, as commsim algorithms (nvls and
@@ -205,65 +193,30 @@ def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float
     return float("inf")
 
 
-def network_links(network: Network) -> frozenset[int]:
-    """Indices of the links that belong to the inter-host network: those touching a switch
-    that belongs to no host (the ``fabric`` of hierarchical topologies)."""
-    fabric = {
-        i for i, d in enumerate(network.devices) if d.kind == "switch" and d.host is None
-    }
-    multi_host = len({d.host for d in network.devices if d.host is not None}) > 1
-    if not multi_host:
-        return frozenset()
-    return frozenset(
-        i for i, link in enumerate(network.links) if link.src in fabric or link.dst in fabric
-    )
-
-
-def link_classes(network: Network) -> tuple[str, ...]:
-    """NCCL's class of every link (``NCCL_HW_*``): ``net`` for the inter-host network, else
-    ``nvlink`` for a direct GPU-GPU cable or a port of an NVSwitch (a device named
-    ``nvswitch...``), else ``pcie`` (PCIe switches, CPUs, other switches)."""
-    net = network_links(network)
-    devices = network.devices
-
-    def nvlink_end(i: int) -> bool:
-        return devices[i].name.startswith("nvswitch")
-
-    out = []
-    for i, link in enumerate(network.links):
-        a, b = devices[link.src], devices[link.dst]
-        if i in net:
-            out.append("net")
-        elif (a.kind != "switch" and b.kind != "switch" and "cpu" not in (a.kind, b.kind)) \
-                or nvlink_end(link.src) or nvlink_end(link.dst):
-            out.append("nvlink")
-        else:
-            out.append("pcie")
-    return tuple(out)
-
-
 def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
-                     nodes: int = 1, channels: int = 1, cap_Bps: float = float("inf"),
+                     nodes: int = 1, channels: float = 1, cap_Bps: float = float("inf"),
                      share: float = 1.0) -> Network:
     """``network`` as ``family`` under ``protocol`` sees it: each link's latency x its
     :func:`hop_factor`, its bandwidth x the protocol's factor x ``share`` (the fraction of
-    the machine's channels the call runs) x :data:`TREE_EFFICIENCY` for trees, network
+    the machine's channels the call runs) x :data:`TREE_EFFICIENCY` for trees (a ring's or
+    tree's direct NVLinks at their GPU's whole NVLink bandwidth, :func:`nvlink_spread`), network
     links also x ``channels`` (NCCL's rings,
     one channel per NIC, see :func:`ring_channels`), every link at most ``cap_Bps``. The
     result is a plain alpha-beta network (its ``nccl`` block dropped), timed as given."""
     table = NcclConfig.of(network).tables
     classes = link_classes(network)
     efficiency = TREE_EFFICIENCY if family == "tree" else 1.0
+    spread = nvlink_spread(network) if family in ("ring", "tree") else {}
     links = tuple(
         Link(
             link.src,
             link.dst,
             link.latency_s * hop_factor(table, cls, family, protocol.name, nodes > 1),
-            min(link.bandwidth_Bps * protocol.bandwidth * share * efficiency
+            min(spread.get(i, link.bandwidth_Bps) * protocol.bandwidth * share * efficiency
                 * (channels if cls == "net" else 1), cap_Bps),
             link.label,
         )
-        for link, cls in zip(network.links, classes, strict=True)
+        for i, (link, cls) in enumerate(zip(network.links, classes, strict=True))
     )
     meta = {k: v for k, v in network.meta.items() if k != "nccl"}
     return network.rebuilt(name=f"{network.name}+{protocol.name}", links=links, meta=meta)
@@ -331,7 +284,7 @@ class NcclModel:
             raise SpecError(f"NCCL runs {name} with the Simple protocol only, not {protocol!r}")
 
     def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
-             channels: int = 1, active: int | None = None) -> Network:
+             channels: float = 1, active: int | None = None) -> Network:
         """The protocol network of ``ranks`` for ``family``, ``active`` of the machine's
         channels running (all by default), network links x ``channels``."""
         active = self.config.channels if active is None else active
@@ -359,8 +312,14 @@ class NcclModel:
         active = None
         if nbytes is not None:
             active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
-        return self._net(tuple(range(ranks)), self.protocol(protocol), family, channels,
-                         active)
+        order = self._ring_order(ranks) if name == "ring" else tuple(range(ranks))
+        return self._net(order, self.protocol(protocol), family, channels, active)
+
+    def _ring_order(self, ranks: int) -> tuple[int, ...]:
+        key = ("order", ranks)
+        if key not in self._memo:
+            self._memo[key] = ring_order(self.network, ranks)
+        return self._memo[key]  # type: ignore[return-value]
 
     def candidates(self, call: Call) -> list[tuple[str, str]]:
         """(algorithm, protocol) pairs NCCL would consider for ``call`` (on the first
@@ -433,13 +392,18 @@ class NcclModel:
     def evaluate(self, call: Call, name: str, protocol: str, engine: str,
                  records: bool = False) -> Evaluation:
         """``call`` (on the first ``call.ranks`` ranks) run by ``name`` under ``protocol``,
-        on the channels NCCL runs it with; launch NOT included (:meth:`launch_s` gives it).
+        on the channels NCCL runs it with, NCCL's trees no faster than its tuner's tree cap
+        (:func:`~commsim.nccl_tables.tree_cap_Bps`); launch NOT included (:meth:`launch_s`).
         A composed candidate has no schedule: its evaluation carries the time only."""
         proto = self.protocol(protocol)
         if name == PIPELINED:
             time_s = self.pipelined_hierarchical(call.collective, call.ranks, call.nbytes,
                                                  proto, engine)
-            return Evaluation(time_s, 1, self.network)
+            nodes = len(self._hosts(call.ranks))
+            cap = tree_cap_Bps(self.config.tables, self.config.arch, nodes, proto.name,
+                               self.config.channels)
+            bus = call.nbytes * call.collective.busbw_factor(call.ranks)
+            return Evaluation(max(time_s, bus / cap), 1, self.network)
         if self.composed(name, call.ranks):
             time_s = self.pipelined_in_network(name, call.ranks, call.nbytes, proto, engine)
             return Evaluation(time_s, 1, self.network)
@@ -450,13 +414,21 @@ class NcclModel:
             call = replace(call, chunks=chain_chunks(call.nbytes, call.ranks, proto.name, nc))
         return evaluate(call, net, name, engine, records)
 
+    def _rail_share(self, ranks: int) -> float:
+        """The share of a NIC one rail gets: 1 where every GPU has its own, 1/2 where two
+        GPUs share one (every rail runs at once)."""
+        per_host = len(self._hosts(ranks)[0])
+        return min(1.0, self._channels(ranks) / per_host)
+
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
-             protocol: Protocol, engine: str, channels: int = 1, family: str = "tree"
+             protocol: Protocol, engine: str, channels: float = 1, family: str = "tree"
              ) -> float:
         """One phase of a composed candidate: ``name`` among ``ranks`` on their protocol
         network (``family``'s hop latencies, the channels a call of ``nbytes`` runs)."""
         active = active_channels(nbytes, len(ranks), family, protocol.name,
                                  self.config.channels)[0]
+        if name == "ring" and ranks == tuple(range(len(ranks))):
+            ranks = self._ring_order(len(ranks))
         net = self._net(ranks, protocol, family, channels, active)
         return evaluate(make_call(collective, net, nbytes), net, name, engine).time_s
 
@@ -482,7 +454,7 @@ class NcclModel:
                     a += self._run(coll, host, n, "ring", protocol, engine, family=name)
             rail_algorithm = RAIL_TREE if name == "nvls" else "collnet"
             b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), rail_algorithm,
-                          protocol, engine, family=name)
+                          protocol, engine, self._rail_share(ranks), family=name)
             return a, b
 
         a, b = phases(nbytes)
@@ -515,7 +487,7 @@ class NcclModel:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
                     a += self._run(coll, host, n, "ring", protocol, engine)
             b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), RAIL_TREE,
-                          protocol, engine)
+                          protocol, engine, self._rail_share(ranks))
             return a, b
 
         a, b = phases(nbytes)

@@ -182,3 +182,30 @@ class Floor:
     def total_s(self) -> float:
         """The sum of the parts."""
         return self.base_s + self.hops_s + self.host_s
+
+
+#: The tree's bus bandwidth cap in GB/s, NCCL 2.7-2.16 (tuning.cc ``maxTreeBw``): two nodes
+#: or fewer 110 (Ampere under LL128: 130), more nodes 80 (105).
+MAX_TREE_BW_OLD = {(False, False): 110.0, (False, True): 130.0,
+                   (True, False): 80.0, (True, True): 105.0}
+#: Per-channel tree bus bandwidth caps in GB/s, NCCL 2.17+ (tuning.cc ``perChMaxTreeBws``),
+#: by GPU generation for one node, two nodes, and more.
+PER_CHANNEL_TREE_BW = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
+                       "hopper": (38.7, 41.4, 36.0), "blackwell": (2 * 38.7, 2 * 41.4, 2 * 36.0)}
+
+
+def tree_cap_Bps(table: Tables, arch: str | None, nodes: int, protocol: str,
+                 channels: int) -> float:
+    """The bus bandwidth NCCL's tuner lets its tree reach (bytes/s; inf without an arch).
+
+    >>> tree_cap_Bps(tables("2.7"), "ampere", 16, "Simple", 16) / 1e9
+    80.0
+    """
+    if arch is None:
+        return float("inf")
+    if parse_version(table.release) < (2, 17):
+        return MAX_TREE_BW_OLD[(nodes > 2, arch == "ampere" and protocol == "LL128")] * 1e9
+    row = PER_CHANNEL_TREE_BW.get(arch)
+    if row is None:
+        return float("inf")
+    return channels * row[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9

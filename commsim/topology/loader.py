@@ -24,6 +24,7 @@ from typing import Any
 
 from commsim import fields
 from commsim.errors import SpecError, describe
+from commsim.topology import server
 from commsim.topology.spec import (
     CustomLinkSpec,
     CustomSpec,
@@ -230,6 +231,11 @@ def _custom(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
     )
 
 
+def _server(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
+    """``kind: server``, expanded to the equivalent ``custom`` (:mod:`.server`)."""
+    return _custom(server.expand_server(data), common)
+
+
 _KindParser = Callable[[Mapping[Any, Any], dict[str, Any]], TopologySpec]
 
 #: kind -> (required keys, optional keys, parser)
@@ -241,6 +247,7 @@ KINDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...], _KindParser]] = Mapp
         "hierarchical": (("nodes", "gpus_per_node", "intra", "inter"), ("gpu",), _hierarchical),
         "switch": (("ranks", "link"), ("device",), _flat(SwitchSpec)),
         "custom": (("devices", "links"), ("ranks",), _custom),
+        "server": (server.REQUIRED, server.OPTIONAL, _server),
         "shared": (
             ("ranks", "link"),
             ("medium", "latency_per_rank", "cores", "device"),

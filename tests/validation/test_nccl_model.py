@@ -33,17 +33,20 @@ TWO_HOSTS = {
 def test_only_nccl_algorithms_are_candidates() -> None:
     """all_gather/broadcast/reduce/reduce_scatter: ring only; all_reduce on one host: ring
     (NCCL's tree inside a host is a chain, no faster); across hosts also the tree and the
-    pipelined hierarchical across equal hosts; each with the three protocols."""
+    pipelined hierarchical across equal hosts; each with the three protocols (LL128 only over
+    NVLink)."""
     switch = load_topology(SWITCH)
     one = NcclModel(switch)
+    # a plain switch's ports are PCIe to NCCL, where it enables LL128 only over NVLink
     assert one.candidates(make_call("all_gather", switch, 1)) == [
-        ("ring", "LL"), ("ring", "LL128"), ("ring", "Simple")
+        ("ring", "LL"), ("ring", "Simple")
     ]
     assert {name for name, _ in one.candidates(make_call("all_reduce", switch, 1))} == {"ring"}
     hosts = load_topology(TWO_HOSTS)
     two = NcclModel(hosts)
-    names = {name for name, _ in two.candidates(make_call("all_reduce", hosts, 1))}
-    assert names == {"ring", "double_binary_tree", "hierarchical_pipelined"}
+    pairs = two.candidates(make_call("all_reduce", hosts, 1))
+    assert {name for name, _ in pairs} == {"ring", "double_binary_tree", "hierarchical_pipelined"}
+    assert ("ring", "LL128") in pairs
     uneven = NcclModel(hosts).candidates(make_call("all_reduce", hosts.with_ranks(6), 1))
     assert ("hierarchical_pipelined", "LL") not in uneven
 
