@@ -107,15 +107,10 @@ def tables(version: str = DEFAULT_VERSION) -> Tables:
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 
-#: Bytes of payload one channel moves per pipeline step (``stepSize``: the protocol's buffer
-#: over ``NCCL_STEPS`` = 8): Simple 4 MiB / 8; LL 8 lines x 512 threads x 16 B / 8, half of
-#: it payload; LL128 120 x 8 B x 640 threads, 120 of every 128 bytes payload. A pipelined
-#: chain (broadcast, reduce) forwards a Simple step only once it has arrived whole; LL and
-#: LL128 forward every line as its flag lands, so their chains pipeline in lines.
-STEP_BYTES = {"LL": 32 * 1024, "LL128": 576_000, "Simple": 512 * 1024}
-#: The line an LL/LL128 receiver forwards at once: 8 B of payload per 16 B line (LL), 120 of
-#: every 128 B (LL128), counted over a warp of 32 threads.
-LINE_BYTES = {"LL": 8 * 32, "LL128": 120 * 32}
+#: Bytes one channel moves per Simple pipeline step (``stepSize``: the 4 MiB Simple buffer
+#: over ``NCCL_STEPS`` = 8). A chain (broadcast, reduce) forwards a Simple step only once it
+#: has arrived whole.
+SIMPLE_STEP_BYTES = 512 * 1024
 
 #: nccl-tests' timing loop (``src/common.cu``, ``BenchTime``): it enqueues ``iters`` calls
 #: back to back, synchronizes once, and divides the wall time by ``iters``; with ``-g N`` one
@@ -155,10 +150,16 @@ def active_channels(nbytes: int, ranks: int, family: str, protocol: str,
 def chain_chunks(nbytes: int, ranks: int, protocol: str, nc: int) -> int:
     """Pieces of a pipelined chain (broadcast, reduce) on ``nc`` channels: a Simple step
     (512 KiB per channel) moves on only once whole; LL and LL128 forward each line as its
-    flag lands, so their chains pipeline in lines (bounded, as commsim's ring chains, by
-    ``max(64, 4 (ranks - 1))`` pieces)."""
-    piece = nc * (STEP_BYTES["Simple"] if protocol == "Simple" else LINE_BYTES[protocol])
-    return max(1, min(max(MAX_CHAIN_CHUNKS, 4 * (ranks - 1)), -(-nbytes // piece)))
+    flag lands, finer than any piece count commsim schedules, so their chains take the most
+    pieces commsim's ring chains allow (``max(64, 4 (ranks - 1))``, at most one per byte).
+
+    >>> chain_chunks(1 << 20, 8, "LL128", 16), chain_chunks(64 << 20, 8, "Simple", 16)
+    (64, 8)
+    """
+    limit = max(MAX_CHAIN_CHUNKS, 4 * (ranks - 1))
+    if protocol != "Simple":
+        return max(1, min(limit, nbytes))
+    return max(1, min(limit, -(-nbytes // (nc * SIMPLE_STEP_BYTES))))
 
 
 @dataclass(frozen=True, slots=True)
