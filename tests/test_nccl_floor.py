@@ -73,7 +73,8 @@ def test_the_release_selects_the_constants() -> None:
     times = {}
     for version in ("2.7", "2.19"):
         net = load_topology({**hosts, "nccl": {"arch": "ampere", "version": version}})
-        times[version] = commsim.simulate("all_reduce", net, 1 << 16, algorithm="double_binary_tree",
+        times[version] = commsim.simulate("all_reduce", net, 1 << 16,
+                                          algorithm="double_binary_tree",
                                           protocol="Simple").time_s
     assert times["2.7"] > times["2.19"]
     assert [t.release for t in VERSIONS] == sorted((t.release for t in VERSIONS),

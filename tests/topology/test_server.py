@@ -64,7 +64,8 @@ def test_compact_form_builds_the_hand_written_network() -> None:
     assert compact.devices == custom.devices
     assert [(k.src, k.dst, k.bandwidth_Bps) for k in compact.links] == \
         [(k.src, k.dst, k.bandwidth_Bps) for k in custom.links]
-    assert [k.latency_s for k in compact.links] == pytest.approx([k.latency_s for k in custom.links])
+    latencies = [k.latency_s for k in custom.links]
+    assert [k.latency_s for k in compact.links] == pytest.approx(latencies)
     assert compact.rank_devices == custom.rank_devices
     for size in ("8B", "1MiB", "256MiB"):
         a = commsim.simulate("all_reduce", compact, size).time_s
