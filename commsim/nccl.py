@@ -222,6 +222,22 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     return network.rebuilt(name=f"{network.name}+{protocol.name}", links=links, meta=meta)
 
 
+def relabel(done: Evaluation, order: tuple[int, ...], network: Network) -> Evaluation:
+    """``done``, timed with rank ``r`` on the GPU of rank ``order[r]``, told with the ranks'
+    own numbers, on ``network`` (the same links, ranks in their own order)."""
+    if done.schedule is None:
+        return replace(done, network=network)
+    p = len(order)
+
+    def rank(r: int) -> int:
+        return order[r] if r < p else r  # endpoints beyond the ranks (switches) stay
+
+    schedule = done.schedule
+    transfers = tuple(replace(t, src=rank(t.src), dst=rank(t.dst)) for t in schedule.transfers)
+    schedule = replace(schedule, transfers=transfers, root=rank(schedule.root))
+    return replace(done, schedule=schedule, network=network)
+
+
 def _hosts(network: Network, ranks: int) -> list[list[int]]:
     """The first ``ranks`` ranks grouped by host, hosts in order of their lowest rank."""
     groups: dict[object, list[int]] = {}
@@ -411,8 +427,19 @@ class NcclModel:
         if call.collective.rooted and name == "ring" and call.chunks is None:
             nc = active_channels(call.nbytes, call.ranks, "ring", proto.name,
                                  self.config.channels)[0]
-            call = replace(call, chunks=chain_chunks(call.nbytes, call.ranks, proto.name, nc))
-        return evaluate(call, net, name, engine, records)
+            hop = net.path_cost(0, 1)
+            call = replace(call, chunks=chain_chunks(call.nbytes, call.ranks, proto.name, nc,
+                                                     hop[0] * hop[1]))
+        order = self._ring_order(call.ranks) if name == "ring" else tuple(range(call.ranks))
+        if order == tuple(range(call.ranks)):
+            return evaluate(call, net, name, engine, records)
+        # NCCL's ring order: run the ring on the GPUs in that order, then name the ranks back
+        done = evaluate(replace(call, root=order.index(call.root)), net, name, engine, records)
+        plain = self._net(tuple(range(call.ranks)), proto, family_of(name),
+                          self._channels(call.ranks) if name == "ring" else 1,
+                          active_channels(call.nbytes, call.ranks, family_of(name), proto.name,
+                                          self.config.channels)[0])
+        return relabel(done, order, plain)
 
     def _rail_share(self, ranks: int) -> float:
         """The share of a NIC one rail gets: 1 where every GPU has its own, 1/2 where two

@@ -15,6 +15,7 @@ and ``src/enqueue.cc`` (the per-call channel count); NVIDIA/nccl-tests ``src/com
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from commsim.algorithms.ring import MAX_CHAIN_CHUNKS
@@ -147,18 +148,21 @@ def active_channels(nbytes: int, ranks: int, family: str, protocol: str,
     return nc, threads
 
 
-def chain_chunks(nbytes: int, ranks: int, protocol: str, nc: int) -> int:
-    """Pieces of a pipelined chain (broadcast, reduce) on ``nc`` channels: a Simple step
-    (512 KiB per channel) moves on only once whole; LL and LL128 forward each line as its
-    flag lands, finer than any piece count commsim schedules, so their chains take the most
-    pieces commsim's ring chains allow (``max(64, 4 (ranks - 1))``, at most one per byte).
+def chain_chunks(nbytes: int, ranks: int, protocol: str, nc: int, hop_bytes: float) -> int:
+    """Pieces of a pipelined chain (broadcast, reduce) on ``nc`` channels, ``hop_bytes`` the
+    bytes a hop moves in its latency (latency x bandwidth). A Simple step (512 KiB per
+    channel) moves on only once whole. LL and LL128 forward each line as its flag lands: a
+    stream, which commsim's chain (a piece leaves once the previous one arrived) approaches
+    best with ``sqrt((ranks - 2) x nbytes / hop_bytes)`` pieces. At most
+    ``max(64, 4 (ranks - 1))`` pieces, as commsim's ring chains.
 
-    >>> chain_chunks(1 << 20, 8, "LL128", 16), chain_chunks(64 << 20, 8, "Simple", 16)
-    (64, 8)
+    >>> chain_chunks(1 << 20, 8, "LL128", 16, 1e4), chain_chunks(64 << 20, 8, "Simple", 16, 1e4)
+    (25, 8)
     """
     limit = max(MAX_CHAIN_CHUNKS, 4 * (ranks - 1))
     if protocol != "Simple":
-        return max(1, min(limit, nbytes))
+        best = round(math.sqrt(max(ranks - 2, 1) * nbytes / max(hop_bytes, 1.0)))
+        return max(1, min(limit, best, nbytes))
     return max(1, min(limit, -(-nbytes // (nc * SIMPLE_STEP_BYTES))))
 
 

@@ -90,7 +90,8 @@ def test_time_grows_with_size(topology: str) -> None:
     for collective in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
         times = [commsim.simulate(collective, topology, 2**e, engine="analytic").time_s
                  for e in range(3, 31)]
-        assert all(b >= a * (1 - 1e-12) for a, b in zip(times, times[1:], strict=False))
+        # within 1e-4: a chain's piece count is an integer, rounded from its optimum
+        assert all(b >= a * (1 - 1e-4) for a, b in zip(times, times[1:], strict=False))
 
 
 def test_more_channels_never_slower_at_large_sizes() -> None:
