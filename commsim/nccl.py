@@ -362,15 +362,22 @@ class NcclModel:
                 except ScheduleError:
                     continue
             out.extend((name, protocol) for protocol in self.protocols_of(name)
-                       if protocol != "LL128" or self._nvlink())
+                       if protocol != "LL128" or self._nvlink(ranks))
         return out
 
-    def _nvlink(self) -> bool:
-        """Whether the GPUs talk over NVLink: NCCL enables LL128 by default only there
-        (tuning.cc; on PCIe it may corrupt data silently)."""
-        key = ("nvlink",)
+    def _nvlink(self, ranks: int) -> bool:
+        """Whether NCCL's ring over the first ``ranks`` ranks goes over NVLink (or the
+        network) only, never PCIe inside a host: NCCL enables LL128 by default only there
+        (tuning.cc; elsewhere it may corrupt data silently)."""
+        key = ("nvlink", ranks)
         if key not in self._memo:
-            self._memo[key] = "nvlink" in link_classes(self.network)
+            classes = link_classes(self.network)
+            order = self._ring_order(ranks)
+            self._memo[key] = all(
+                classes[i] != "pcie"
+                for a, b in zip(order, order[1:] + order[:1], strict=True)
+                for i in self.network.route(a, b)
+            )
         return bool(self._memo[key])
 
     def composed(self, name: str, ranks: int) -> bool:
