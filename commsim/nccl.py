@@ -141,6 +141,15 @@ class NcclConfig:
         return tables(self.version)
 
 
+def with_gpus_per_thread(network: Network, gpus: int) -> Network:
+    """``network`` run as nccl-tests ``-g gpus`` runs it: one host thread issuing each call
+    to ``gpus`` GPUs (the floor's ``host`` part). How a log's ``# nThread 1 nGpus N`` line
+    is to be predicted."""
+    nccl = network.meta.get("nccl")
+    nccl = dict(nccl) if isinstance(nccl, dict) else {}
+    return network.rebuilt(meta={**network.meta, "nccl": {**nccl, "gpus_per_thread": gpus}})
+
+
 def family_of(algorithm: str) -> str:
     """NCCL's algorithm family of a commsim algorithm (its pipelined trees are its tree;
     commsim's own algorithms count as rings)."""
@@ -448,6 +457,16 @@ class NcclModel:
                                           self.config.channels)[0])
         return relabel(done, order, plain)
 
+    def _rail(self, rail: tuple[int, ...], nbytes: int, protocol: Protocol, engine: str,
+              ranks: int, family: str) -> float:
+        """One rail's all-reduce of ``nbytes`` among the hosts, as NCCL's trees cross them: a
+        double binary tree (``log2(hosts)`` network hops each way), pipelined in NCCL's
+        chunks up to the ring's bandwidth, which commsim's few-piece tree schedule does not
+        reach: the faster of the tree and a ring among the hosts."""
+        share = self._rail_share(ranks)
+        return min(self._run(Collective.ALL_REDUCE, rail, nbytes, name, protocol, engine,
+                             share, family=family) for name in (RAIL_TREE, "ring"))
+
     def _rail_share(self, ranks: int) -> float:
         """The share of a NIC one rail gets: 1 where every GPU has its own, 1/2 where two
         GPUs share one (every rail runs at once)."""
@@ -472,8 +491,8 @@ class NcclModel:
         (NVLS tree, CollNet chain/direct): ``max(A, B) + min(A0, B0)`` as
         :meth:`pipelined_hierarchical`, with host phase ``A`` the in-switch all-reduce of the
         buffer (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase
-        ``B`` each rail's all-reduce of ``nbytes / L``: a double binary tree among the hosts
-        (nvls) or reduced inside the fabric switch (collnet). Launch latency not included."""
+        ``B`` each rail's all-reduce of ``nbytes / L``: among the hosts (nvls, :meth:`_rail`)
+        or reduced inside the fabric switch (collnet). Launch latency not included."""
         groups = self._hosts(ranks)
         host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
         per_host = len(host)
@@ -486,9 +505,11 @@ class NcclModel:
             elif per_host > 1:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
                     a += self._run(coll, host, n, "ring", protocol, engine, family=name)
-            rail_algorithm = RAIL_TREE if name == "nvls" else "collnet"
-            b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), rail_algorithm,
-                          protocol, engine, self._rail_share(ranks), family=name)
+            if name == "nvls":
+                b = self._rail(rail, max(n // per_host, 1), protocol, engine, ranks, name)
+            else:
+                b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), "collnet",
+                              protocol, engine, self._rail_share(ranks), family=name)
             return a, b
 
         a, b = phases(nbytes)
@@ -501,9 +522,8 @@ class NcclModel:
 
         Host phase ``A``: ring reduce-scatter plus ring all-gather of the buffer on one host
         (they share the GPUs' ports, so they add up). Network phase ``B``: all-reduce of
-        ``nbytes / L`` among one rank per host by a double binary tree (NCCL's tree across
-        nodes) (every rail does the same at once, each over
-        its own NICs). Pipelined in many chunks, the call takes the slower phase plus the
+        ``nbytes / L`` among one rank per host (:meth:`_rail`; every rail does the same at
+        once, over its own NICs or its share of them). Pipelined in many chunks, the call takes the slower phase plus the
         faster one's latency (its time at 1 byte per rank): ``max(A, B) + min(A0, B0)``.
         Launch latency is not included (:func:`base_latency_s` gives it).
         """
@@ -520,8 +540,7 @@ class NcclModel:
             if per_host > 1:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
                     a += self._run(coll, host, n, "ring", protocol, engine)
-            b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), RAIL_TREE,
-                          protocol, engine, self._rail_share(ranks))
+            b = self._rail(rail, max(n // per_host, 1), protocol, engine, ranks, "tree")
             return a, b
 
         a, b = phases(nbytes)
