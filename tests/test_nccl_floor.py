@@ -9,7 +9,7 @@ import pytest
 
 import commsim
 from commsim.algorithms.calls import make_call
-from commsim.nccl import NcclModel, base_latency_s
+from commsim.nccl import NcclModel, base_latency_s, with_gpus_per_thread
 from commsim.nccl_paths import nvlink_spread, ring_order
 from commsim.nccl_tables import HOST_LAUNCH_US, VERSIONS, active_channels, tables
 from commsim.topology import load_topology
@@ -128,6 +128,16 @@ def test_rings_follow_direct_nvlinks_and_use_them_all() -> None:
                                                                   strict=True))
     assert set(nvlink_spread(net).values()) == {120e9}
     assert ring_order(load_topology("dgx-a100"), 8) == tuple(range(8))
+
+
+def test_gpus_per_thread_sets_the_host_part() -> None:
+    """nccl-tests -g 8 on one host: the floor is the host's 8 x 4 us, not the GPUs' time;
+    at 1 GiB the host's time is hidden."""
+    net = with_gpus_per_thread(load_topology("dgx-a100"), 8)
+    small = commsim.simulate("all_reduce", net, 8).time_s
+    assert small == pytest.approx(8 * HOST_LAUNCH_US * 1e-6, rel=1e-9)
+    big = commsim.simulate("all_reduce", net, "1GiB").time_s
+    assert big == pytest.approx(commsim.simulate("all_reduce", "dgx-a100", "1GiB").time_s)
 
 
 def test_gpus_per_thread_is_validated() -> None:
