@@ -523,8 +523,8 @@ class NcclModel:
         Host phase ``A``: ring reduce-scatter plus ring all-gather of the buffer on one host
         (they share the GPUs' ports, so they add up). Network phase ``B``: all-reduce of
         ``nbytes / L`` among one rank per host (:meth:`_rail`; every rail does the same at
-        once, over its own NICs or its share of them). Pipelined in many chunks, the call takes the slower phase plus the
-        faster one's latency (its time at 1 byte per rank): ``max(A, B) + min(A0, B0)``.
+        once, over its own NICs or its share of them). Pipelined in many chunks, the call
+        takes the slower phase plus the faster one's latency (its time at 1 byte per rank): ``max(A, B) + min(A0, B0)``.
         Launch latency is not included (:func:`base_latency_s` gives it).
         """
         if collective is not Collective.ALL_REDUCE:
