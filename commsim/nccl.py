@@ -45,16 +45,21 @@ from commsim.errors import ScheduleError, SpecError
 from commsim.nccl_paths import (
     link_classes,
     nvlink_spread,
+    relabel,
     ring_channels,
     ring_order,
 )
 from commsim.nccl_tables import (
     DEFAULT_VERSION,
     HOST_LAUNCH_US,
+    LL128_PER_CHANNEL,
+    LL_MAX_BW_NODES,
+    LL_MAX_BW_ONE_NODE,
     Floor,
-    Tables,
+    NcclConfig,
     active_channels,
     chain_chunks,
+    hop_factor,
     tables,
     tree_cap_Bps,
 )
@@ -105,42 +110,6 @@ BASE_LATENCY_US: dict[str, dict[str, float]] = {
     "collnet": {"Simple": tables().hop_us["net"]["collnet"]["Simple"]},
 }
 
-#: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws): one node by GPU generation; two and
-#: more nodes (x86 Intel hosts' row).
-LL_MAX_BW_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
-LL_MAX_BW_NODES = (39.0, 20.4)
-#: LL128 per-channel bus bandwidth caps in GB/s (tuning.cc perChMaxRingLL128Bws).
-LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
-
-
-@dataclass(frozen=True, slots=True)
-class NcclConfig:
-    """The ``nccl:`` block of a topology as the model reads it (defaults where absent)."""
-
-    arch: str | None = None
-    channels: int = 16
-    version: str = DEFAULT_VERSION
-    gpus_per_thread: int = 1
-
-    @classmethod
-    def of(cls, network: Network) -> NcclConfig:
-        """The configuration of ``network`` (all defaults without an ``nccl`` block)."""
-        nccl = network.meta.get("nccl")
-        if not isinstance(nccl, dict):
-            return cls()
-        return cls(
-            arch=str(nccl["arch"]) if "arch" in nccl else None,
-            channels=int(nccl.get("channels", 16)),
-            version=str(nccl.get("version", DEFAULT_VERSION)),
-            gpus_per_thread=int(nccl.get("gpus_per_thread", 1)),
-        )
-
-    @property
-    def tables(self) -> Tables:
-        """The constants of this NCCL release."""
-        return tables(self.version)
-
-
 def with_gpus_per_thread(network: Network, gpus: int) -> Network:
     """``network`` run as nccl-tests ``-g gpus`` runs it: one host thread issuing each call
     to ``gpus`` GPUs (the floor's ``host`` part). How a log's ``# nThread 1 nGpus N`` line
@@ -172,20 +141,6 @@ def base_latency_s(algorithm: str, protocol: str, version: str = DEFAULT_VERSION
         return table.hop_us["net"]["collnet"]["Simple"] * 1e-6
     row = table.base_us[family]
     return row.get(protocol, row["Simple"]) * 1e-6
-
-
-def hop_factor(table: Tables, link_class: str, family: str, protocol: str,
-               multi_node: bool) -> float:
-    """How ``protocol`` scales the latency of a ``link_class`` hop for ``family``: tuning.cc's
-    ``hwLat`` over that class's ring LL ``hwLat`` (a topology's latency is read as the ring LL
-    hop); NVLS and CollNet hop as ring Simple. Across nodes, LL's intra-node hops x 1.8
-    (tuning.cc: LL flags cross PCIe to the NIC's proxy)."""
-    row = table.hop_us[link_class]
-    fam = "ring" if family in SIMPLE_ONLY else family
-    factor = row[fam][protocol] / row["ring"]["LL"]
-    if multi_node and protocol == "LL" and link_class != "net":
-        factor *= 1.8
-    return factor
 
 
 def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float:
@@ -229,22 +184,6 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     )
     meta = {k: v for k, v in network.meta.items() if k != "nccl"}
     return network.rebuilt(name=f"{network.name}+{protocol.name}", links=links, meta=meta)
-
-
-def relabel(done: Evaluation, order: tuple[int, ...], network: Network) -> Evaluation:
-    """``done``, timed with rank ``r`` on the GPU of rank ``order[r]``, told with the ranks'
-    own numbers, on ``network`` (the same links, ranks in their own order)."""
-    if done.schedule is None:
-        return replace(done, network=network)
-    p = len(order)
-
-    def rank(r: int) -> int:
-        return order[r] if r < p else r  # endpoints beyond the ranks (switches) stay
-
-    schedule = done.schedule
-    transfers = tuple(replace(t, src=rank(t.src), dst=rank(t.dst)) for t in schedule.transfers)
-    schedule = replace(schedule, transfers=transfers, root=rank(schedule.root))
-    return replace(done, schedule=schedule, network=network)
 
 
 def _hosts(network: Network, ranks: int) -> list[list[int]]:
@@ -524,7 +463,8 @@ class NcclModel:
         (they share the GPUs' ports, so they add up). Network phase ``B``: all-reduce of
         ``nbytes / L`` among one rank per host (:meth:`_rail`; every rail does the same at
         once, over its own NICs or its share of them). Pipelined in many chunks, the call
-        takes the slower phase plus the faster one's latency (its time at 1 byte per rank): ``max(A, B) + min(A0, B0)``.
+        takes the slower phase plus the faster one's latency (its time at 1 byte per rank):
+        ``max(A, B) + min(A0, B0)``.
         Launch latency is not included (:func:`base_latency_s` gives it).
         """
         if collective is not Collective.ALL_REDUCE:

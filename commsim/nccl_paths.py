@@ -5,6 +5,9 @@ commsim's one ring would use one (see :mod:`commsim.nccl`).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from commsim.engine.evaluate import Evaluation
 from commsim.network import Network
 
 
@@ -124,3 +127,19 @@ def ring_order(network: Network, ranks: int) -> tuple[int, ...]:
         return False
 
     return tuple(path) if extend() else plain
+
+
+def relabel(done: Evaluation, order: tuple[int, ...], network: Network) -> Evaluation:
+    """``done``, timed with rank ``r`` on the GPU of rank ``order[r]``, told with the ranks'
+    own numbers, on ``network`` (the same links, ranks in their own order)."""
+    if done.schedule is None:
+        return replace(done, network=network)
+    p = len(order)
+
+    def rank(r: int) -> int:
+        return order[r] if r < p else r  # endpoints beyond the ranks (switches) stay
+
+    schedule = done.schedule
+    transfers = tuple(replace(t, src=rank(t.src), dst=rank(t.dst)) for t in schedule.transfers)
+    schedule = replace(schedule, transfers=transfers, root=rank(schedule.root))
+    return replace(done, schedule=schedule, network=network)

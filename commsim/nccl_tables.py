@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 
 from commsim.algorithms.ring import MAX_CHAIN_CHUNKS
+from commsim.network import Network
 from commsim.topology.spec import parse_nccl_version as parse_version
 
 #: Link classes NCCL's tuner tells apart (``NCCL_HW_NVLINK``, ``NCCL_HW_PCI``, ``NCCL_HW_NET``).
@@ -98,6 +99,14 @@ def tables(version: str = DEFAULT_VERSION) -> Tables:
         if parse_version(table.release) <= wanted:
             chosen = table
     return chosen
+
+
+#: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws): one node by GPU generation; two and
+#: more nodes (x86 Intel hosts' row).
+LL_MAX_BW_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+LL_MAX_BW_NODES = (39.0, 20.4)
+#: LL128 per-channel bus bandwidth caps in GB/s (tuning.cc perChMaxRingLL128Bws).
+LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
 
 
 #: NCCL's per-call channel and thread choice (enqueue.cc): the per-thread work below which it
@@ -214,3 +223,45 @@ def tree_cap_Bps(table: Tables, arch: str | None, nodes: int, protocol: str,
     if row is None:
         return float("inf")
     return channels * row[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9
+
+
+def hop_factor(table: Tables, link_class: str, family: str, protocol: str,
+               multi_node: bool) -> float:
+    """How ``protocol`` scales the latency of a ``link_class`` hop for ``family``: tuning.cc's
+    ``hwLat`` over that class's ring LL ``hwLat`` (a topology's latency is read as the ring LL
+    hop); NVLS and CollNet hop as ring Simple. Across nodes, LL's intra-node hops x 1.8
+    (tuning.cc: LL flags cross PCIe to the NIC's proxy)."""
+    row = table.hop_us[link_class]
+    fam = "ring" if family in ("nvls", "collnet") else family
+    factor = row[fam][protocol] / row["ring"]["LL"]
+    if multi_node and protocol == "LL" and link_class != "net":
+        factor *= 1.8
+    return factor
+
+
+@dataclass(frozen=True, slots=True)
+class NcclConfig:
+    """The ``nccl:`` block of a topology as the model reads it (defaults where absent)."""
+
+    arch: str | None = None
+    channels: int = 16
+    version: str = DEFAULT_VERSION
+    gpus_per_thread: int = 1
+
+    @classmethod
+    def of(cls, network: Network) -> NcclConfig:
+        """The configuration of ``network`` (all defaults without an ``nccl`` block)."""
+        nccl = network.meta.get("nccl")
+        if not isinstance(nccl, dict):
+            return cls()
+        return cls(
+            arch=str(nccl["arch"]) if "arch" in nccl else None,
+            channels=int(nccl.get("channels", 16)),
+            version=str(nccl.get("version", DEFAULT_VERSION)),
+            gpus_per_thread=int(nccl.get("gpus_per_thread", 1)),
+        )
+
+    @property
+    def tables(self) -> Tables:
+        """The constants of this NCCL release."""
+        return tables(self.version)
