@@ -53,8 +53,7 @@ from commsim.nccl_tables import (
     DEFAULT_VERSION,
     HOST_LAUNCH_US,
     LL128_PER_CHANNEL,
-    LL_MAX_BW_NODES,
-    LL_MAX_BW_ONE_NODE,
+    LL_MAX_BW,
     Floor,
     NcclConfig,
     active_channels,
@@ -149,9 +148,7 @@ def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float
     if config.arch is None:
         return float("inf")
     if protocol.name == "LL":
-        if nodes <= 1:
-            return LL_MAX_BW_ONE_NODE.get(config.arch, float("inf")) * 1e9
-        return LL_MAX_BW_NODES[0 if nodes == 2 else 1] * 1e9
+        return LL_MAX_BW[config.arch][min(nodes, 3) - 1 if nodes > 0 else 0] * 1e9
     if protocol.name == "LL128":
         return config.channels * LL128_PER_CHANNEL.get(config.arch, float("inf")) * 1e9
     return float("inf")

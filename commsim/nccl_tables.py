@@ -101,10 +101,10 @@ def tables(version: str = DEFAULT_VERSION) -> Tables:
     return chosen
 
 
-#: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws): one node by GPU generation; two and
-#: more nodes (x86 Intel hosts' row).
-LL_MAX_BW_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
-LL_MAX_BW_NODES = (39.0, 20.4)
+#: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws, NCCL 2.19+), by GPU generation: one
+#: node, two nodes, more nodes (Volta's row: Intel hosts; the others: AMD hosts).
+LL_MAX_BW = {"volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0),
+             "hopper": (141.0, 45.0, 35.0), "blackwell": (282.0, 90.0, 70.0)}
 #: LL128 per-channel bus bandwidth caps in GB/s (tuning.cc perChMaxRingLL128Bws).
 LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
 
