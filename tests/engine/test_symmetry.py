@@ -57,7 +57,7 @@ def test_nccl_phase_groups_are_symmetric_and_exact() -> None:
     model = NcclModel.of(net)
     host, rail = tuple(range(8)), tuple(range(0, 32, 8))
     for ranks, protocol in itertools.product((host, rail), ("LL", "Simple")):
-        view = model._net(ranks, model.protocol(protocol), 1)  # noqa: SLF001 - a phase's view
+        view = model._net(ranks, model.protocol(protocol), "tree")  # noqa: SLF001 - a phase
         call = make_call("all_reduce", view, 3 << 20)
         assert symmetric_note(call, view, "ring") is not None
         full = evaluate(call, view, "ring", "des", records=True).time_s
