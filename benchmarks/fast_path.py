@@ -107,8 +107,8 @@ def main() -> None:
                     disagree.append(f"{p} ranks: {name} {t!r} s vs exact {fast_t!r} s")
     print(f"ring all_reduce, 1 MiB, kind: ring (1us, 100GB/s); whole command s "
           f"(fresh process, symmetric and exact: best of {args.repeat}); naive SimPy in-process")
-    print(table(["ranks", "transfers", "<clock", "symmetric s", "exact s", "exact tr/s", "forced DES s",
-                 "DES tr/s", "naive s", "exact/naive", "DES/naive"], rows))
+    print(table(["ranks", "transfers", "<clock", "symmetric s", "exact s", "exact tr/s",
+                 "forced DES s", "DES tr/s", "naive s", "exact/naive", "DES/naive"], rows))
     print("targets: exact <= 0.7 s at 512 and <= 2.5 s at 1024 ranks; forced DES >= 250k "
           "transfers/s; exact/naive <= 0.1")
     for line in disagree:
