@@ -72,6 +72,12 @@ PIPELINED = "hierarchical_pipelined"
 #: How NCCL's trees (and NVLS trees) cross hosts: a double binary tree among one rank per
 #: host (tuning.cc counts ``log2(nodes)`` network hops each way).
 RAIL_TREE = "double_binary_tree"
+#: The most transfers one phase of a composed candidate may simulate (a phase's DES time had by
+#: symmetry simulates none). A composed candidate simulates up to eight phases, and a tree's
+#: phase is contended (its two trees share every rank's links): measured about 65 us per
+#: transfer for the double binary tree among 512 to 4096 hosts of dgx-h100 on two cores, so
+#: this keeps a composed DES within seconds; beyond it the call is refused in one line.
+MAX_PHASE_DES_TRANSFERS = 50_000
 #: The note of a composed candidate some of whose phases' DES times were had by symmetry.
 COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops sharing no link were "
                  "timed from one representative rank (exact)")
@@ -400,7 +406,8 @@ class NcclModel:
         if name == "ring" and ranks == tuple(range(len(ranks))):
             ranks = self._ring_order(len(ranks))
         net = self._net(ranks, protocol, family, channels, active)
-        done = evaluate(make_call(collective, net, nbytes), net, name, engine)
+        done = evaluate(make_call(collective, net, nbytes), net, name, engine,
+                        max_transfers=MAX_PHASE_DES_TRANSFERS)
         self._phase_notes.append(done.note)
         return done.time_s
 
