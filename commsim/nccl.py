@@ -176,6 +176,13 @@ class NcclModel:
             self._memo[key] = _hosts(self.network, ranks)
         return self._memo[key]  # type: ignore[return-value]
 
+    def _nodes(self, ranks: int) -> int:
+        """Hosts the first ``ranks`` ranks span."""
+        key = ("nodes", ranks)
+        if key not in self._memo:
+            self._memo[key] = len({self.network.host_of(r) for r in range(ranks)} - {None})
+        return self._memo[key]  # type: ignore[no-any-return]
+
     def _channels(self, ranks: int) -> int:
         key = ("channels", ranks)
         if key not in self._memo:
@@ -210,7 +217,7 @@ class NcclModel:
         active = self.config.channels if active is None else active
         key = (ranks, protocol.name, family, channels, active)
         if key not in self._cache:
-            nodes = len({self.network.host_of(r) for r in range(max(ranks) + 1)} - {None})
+            nodes = self._nodes(max(ranks) + 1)
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
             spread = self._spread(ranks) if family in ("ring", "tree") else {}
             scaled = self._scaled(protocol, family, nodes > 1, channels, cap,
@@ -296,7 +303,7 @@ class NcclModel:
         if key not in self._memo:
             classes = link_classes(self.network)
             order = self._ring_order(ranks)
-            self._memo[key] = all(
+            self._memo[key] = "pcie" not in classes or all(
                 classes[i] != "pcie"
                 for a, b in zip(order, order[1:] + order[:1], strict=True)
                 for i in self.network.route(a, b)

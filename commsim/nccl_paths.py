@@ -197,19 +197,16 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     efficiency = TREE_EFFICIENCY if family == "tree" else 1.0
     if spread is None:
         spread = nvlink_spread(network) if family in ("ring", "tree") else {}
-    factor = {cls: hop_factor(table, cls, family, protocol.name, nodes > 1)
-              for cls in ("net", "nvlink", "pcie")}
+    # per class: (latency factor, bandwidth x channels for network links)
+    per_class = {cls: (hop_factor(table, cls, family, protocol.name, nodes > 1),
+                       channels if cls == "net" else 1) for cls in ("net", "nvlink", "pcie")}
+    bandwidth = protocol.bandwidth
 
     def scaled(i: int, link: Link) -> Link:
-        cls = classes[i]
-        return Link(
-            link.src,
-            link.dst,
-            link.latency_s * factor[cls],
-            min(spread.get(i, link.bandwidth_Bps) * protocol.bandwidth * share * efficiency
-                * (channels if cls == "net" else 1), cap_Bps),
-            link.label,
-        )
+        factor, times = per_class[classes[i]]
+        base = spread.get(i, link.bandwidth_Bps) if spread else link.bandwidth_Bps
+        return Link(link.src, link.dst, link.latency_s * factor,
+                    min(base * bandwidth * share * efficiency * times, cap_Bps), link.label)
 
     meta = {k: v for k, v in network.meta.items() if k != "nccl"}
     return network.rebuilt(name=f"{network.name}+{protocol.name}",
