@@ -64,14 +64,15 @@ class Case:
     algorithm: str = "nccl"  # "ring" where the run forced NCCL_ALGO=RING
 
 
-_DGX1 = "dgx1-v100"  # DGX-1 hybrid cube-mesh: not shipped yet, dgx2-v100 stands in
 CASES = (
-    Case("a100-sxm4-40gb_16gpu_2node_oci-roce_allreduce_ocitutorials.txt", "dgx-a100x2",
-         "OCI BM.GPU4.8: 8 A100 on NVSwitch, 200 Gb/s of RDMA per GPU, as a DGX A100"),
+    Case("a100-sxm4-40gb_16gpu_2node_oci-roce_allreduce_ocitutorials.txt", "oci-bm-gpu4.8x2",
+         "OCI BM.GPU4.8: 8 A100 on NVSwitch, 16 x 100 Gb/s RoCEv2 ports per node (its "
+         "NCCL_IB_HCA), the preset of that shape"),
     Case("a100-sxm4-40gb_8gpu_1node_allreduce_unresolved-test-fixture.txt", "dgx-a100",
          "8 A100 with DGX/HGX A100 PCI ids"),
     Case("a100-pcie-40gb_4gpu_1node_allreduce_unresolved-sm02.txt", "pcie-gen4-8gpu",
-         "4 A100 PCIe, no NVLink (and apparently no P2P: 5 GB/s)"),
+         "4 A100 PCIe, no NVLink bridge stated (so not pcie-nvbridge-8gpu; and apparently no "
+         "P2P: 5 GB/s)"),
     Case("a100-sxm4-80gb_128gpu_16node_ib_allreduce_coreweave-22df9b7.txt", "dgx-a100x16",
          "16 HGX A100 nodes on InfiniBand"),
     Case("a100-sxm4-80gb_32gpu-inferred_multinode_ib-sharp_allreduce_coreweave-703d6eb.txt",
@@ -105,13 +106,14 @@ CASES = (
     Case("h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt", "hgx-h800",
          "an 8-GPU HGX H800 (Inspur NF5688M7)"),
     Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-docker.txt", "pcie-gen4-8gpu",
-         "PCIe-only GPUs, the closest preset (anomalous runs: containers without P2P)"),
+         "PCIe-only GPUs, no NVLink: the PCIe preset without bridges (anomalous runs: "
+         "containers without P2P)"),
     Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-k8s.txt", "pcie-gen4-8gpu", "as above"),
     Case("rtx4090-pcie_4gpu_1node_allreduce_kalavai-docker.txt", "pcie-gen4-8gpu", "as above"),
-    Case("v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116.txt", _DGX1,
-         "4 V100-SXM2 (NVLink apparently unused: 7 GB/s)", fallback="dgx2-v100"),
+    Case("v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116.txt", "dgx1-v100",
+         "4 V100-SXM2, a DGX-1's first 4 (NVLink apparently unused: 7 GB/s)"),
     Case("v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt",
-         _DGX1, "8 V100-SXM2 in the DGX-1 hybrid cube-mesh", fallback="dgx2-v100"),
+         "dgx1-v100", "8 V100-SXM2 in the DGX-1 hybrid cube-mesh"),
     Case("v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_5collectives_unresolved-fork-readme.txt",
          "dgx2-v100", "12 of the 16 V100 of a DGX-2 (its first 12 ranks)",
          machine="DGX-2 V100 (12 GPUs)"),
@@ -194,8 +196,9 @@ def run_cases(fast: bool) -> list[Result]:
             label = case.log.removesuffix(".txt")
             if len(runs) > 1:
                 label += f" [{log.collective.value}]"
+            # as the log ran: its nGpus GPUs per host thread (nccl-tests -g)
             report = validate(rows, preset, algorithm=case.algorithm, engine="auto",
-                              source=case.log)
+                              source=case.log, gpus_per_thread=log.gpus_per_thread)
             results.append(Result(label, case, preset, family_of(text), log, report))
         print(f"{case.log}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return results

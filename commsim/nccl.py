@@ -1,45 +1,40 @@
-"""NCCL as a machine runs it: its algorithms, protocols, channels and launch latencies, and
-the choice its tuner makes (``src/graph/tuning.cc``, ``ncclTopoTuneModel`` / ``getAlgoInfo``).
+"""NCCL as a machine runs it: its algorithms, protocols, channels, the fixed costs of a call
+(the *floor*), and the choice its tuner makes (``src/graph/tuning.cc``, ``src/enqueue.cc``).
 
-A topology with an ``nccl:`` block (``arch``, ``channels``) runs NCCL: ``commsim run`` and the
-API then time every collective as NCCL would run it, and ``auto`` predicts every (algorithm,
-protocol) pair NCCL considers and keeps the fastest, as NCCL does with its own cost model.
-``validate --algorithm nccl`` uses the same model on any topology.
+A topology with an ``nccl:`` block (``arch``, ``channels``, ``version``, ``gpus_per_thread``)
+runs NCCL: ``commsim run`` and the API then time every collective as NCCL would run it, and
+``auto`` predicts every (algorithm, protocol) pair NCCL considers and keeps the fastest, as
+NCCL does with its own cost model. ``validate --algorithm nccl`` uses the same model on any
+topology. docs/nccl.md explains every part with its source; the constants are in
+:mod:`commsim.nccl_tables`, per NCCL release.
 
-**Algorithms.** broadcast, reduce, all_gather and reduce_scatter run NCCL's *ring*; all_reduce
-runs *ring*, *tree* (commsim's ``double_binary_tree``), across hosts ``hierarchical_pipelined``
-(NCCL's trees, which overlap the host and network phases: commsim's ``hierarchical`` with its
-phases pipelined, ``max(host, network) + min(their latencies)``), ``nvls`` where the node
-switch reduces (NVLink SHARP) and ``collnet`` where the fabric does (InfiniBand SHARP). Across
-hosts NCCL pipelines the phases of NVLS (its NVLS tree) and CollNet too, so they are timed the
-same composed way (:meth:`NcclModel.pipelined_in_network`); on one host ``nvls`` is its
-schedule.
+**Algorithms.** broadcast, reduce, all_gather and reduce_scatter run NCCL's *ring* (broadcast
+and reduce as a pipelined chain along it); all_reduce runs *ring*, *tree* (commsim's
+``double_binary_tree``), across hosts ``hierarchical_pipelined`` (NCCL's trees, which overlap
+the host and network phases: ``max(host, network) + min(their latencies)``), ``nvls`` where
+the node switch reduces (NVLink SHARP) and ``collnet`` where the fabric does (InfiniBand
+SHARP); across hosts NVLS and CollNet are composed the same pipelined way.
 
-**Channels.** NCCL's rings are many rings at once, each crossing hosts through another NIC;
-commsim's one ring crosses through one, so a ring's network hops carry the bandwidth of all the
-host's NICs (:func:`ring_channels`). The ``channels`` of the topology bound the per-channel
-bandwidth caps below.
+**The floor** of a call (:meth:`NcclModel.floor`) is the sum of named parts: the launch
+(``base``: tuning.cc ``baseLat`` of the algorithm family and protocol), the hops of its
+schedule (each link's latency scaled by tuning.cc's ``hwLat`` of its class, NVLink, PCIe or
+network, for the family and protocol, per NCCL release), and the host's issue time that the
+device cannot hide (nccl-tests' timing loop: a call costs the larger of what one host thread
+spends issuing it to its GPUs and what the GPUs spend running it).
 
-**Protocols.** LL (an 8-byte flag per 8 bytes: lowest latency, half the bandwidth at most),
-LL128 (a flag per 128-byte line: ~0.92 of the bandwidth) and Simple (full bandwidth, the
-highest per-hop latency). A topology's link latency is read as NCCL's LL per-hop latency and
-its bandwidth as Simple's; a protocol scales them by tuning.cc's ratios (NCCL 2.19-2.23):
-per-hop latency NVLink/PCIe ring ``{LL 0.6, LL128 1.9, Simple 3.4}`` us, network ring
-``{2.7, 4.0, 14.0}`` us; bandwidth ``LL x 0.5``, ``LL128 x 0.92``, ``Simple x 1``. With the
-topology's ``arch``, bus bandwidth is also capped as tuning.cc caps it: LL at ``llMaxBw``
-(Hopper one node 141 GB/s, Ampere 87.7, Volta 39; two nodes 39, more 20.4) and LL128 at
-``channels x`` a per-channel maximum (Hopper 36.7 GB/s, Ampere/Volta 20). NVLS and CollNet run
-Simple only.
+**The ramp.** NCCL runs fewer channels on small calls (enqueue.cc: while the call has fewer
+than ``channels x threads x threshold`` bytes, one channel less); a call on ``c`` of the
+machine's ``C`` channels moves at ``c / C`` of the link bandwidth. Chains (broadcast, reduce)
+pipeline in Simple steps of 512 KiB per channel, or line by line under LL and LL128.
 
-**Launch latency.** Every call pays the tuner's base latency before its first hop: ring
-``{6.6, 14.0, 8.4}`` us and tree ``{6.8, 14.0, 8.4}`` us for LL/LL128/Simple (``baseLat``);
-NVLS 25 us and CollNet 30 us (their ``hwLat``, whose ``baseLat`` is 0). Other algorithms
-(commsim's textbook ones, named explicitly) pay the ring's.
+**Protocols** scale bandwidth (LL x 0.5, LL128 x 0.92, Simple x 1) and, with the topology's
+``arch``, cap bus bandwidth as tuning.cc does (LL at ``llMaxBw``, LL128 at ``channels x`` a
+per-channel maximum). NVLS and CollNet run Simple only.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from typing import Any
 
 from commsim.algorithms import get_algorithm
@@ -48,32 +43,44 @@ from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import ScheduleError, SpecError
-from commsim.network import DerivedLinks, Link, Network
+from commsim.nccl_paths import (
+    bandwidth_cap_Bps,
+    link_classes,
+    nvlink_spread,
+    protocol_network,
+    relabel,
+    ring_channels,
+    ring_order,
+)
+from commsim.nccl_tables import (
+    DEFAULT_VERSION,
+    HOST_LAUNCH_US,
+    PROTOCOL_NAMES,
+    PROTOCOLS,
+    Floor,
+    NcclConfig,
+    Protocol,
+    active_channels,
+    chain_chunks,
+    tables,
+    tree_cap_Bps,
+)
+from commsim.network import Network
 
 #: The composed (not scheduled) algorithm of this model; see NcclModel.pipelined_hierarchical.
 PIPELINED = "hierarchical_pipelined"
+#: How NCCL's trees (and NVLS trees) cross hosts: a double binary tree among one rank per
+#: host (tuning.cc counts ``log2(nodes)`` network hops each way).
+RAIL_TREE = "double_binary_tree"
+#: The most transfers one phase of a composed candidate may simulate (a phase's DES time had by
+#: symmetry simulates none). A composed candidate simulates up to eight phases, and a tree's
+#: phase is contended (its two trees share every rank's links): measured about 65 us per
+#: transfer for the double binary tree among 512 to 4096 hosts of dgx-h100 on two cores, so
+#: this keeps a composed DES within seconds; beyond it the call is refused in one line.
+MAX_PHASE_DES_TRANSFERS = 50_000
 #: The note of a composed candidate some of whose phases' DES times were had by symmetry.
 COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops sharing no link were "
                  "timed from one representative rank (exact)")
-
-
-def ring_channels(network: Network, ranks: int) -> int:
-    """How many NICs NCCL's rings use in parallel where commsim's one ring crosses a host.
-
-    NCCL runs several rings (channels) at once, each crossing between hosts through another
-    GPU's NIC (``src/graph/search.cc`` picks a NIC per channel; on rail-optimized machines
-    every GPU's own), so the crossing carries the bandwidth of all the host's NICs while each
-    GPU's NVLink port carries what one ring's does. commsim's ``ring`` is one ring, crossing
-    through one GPU's NIC: for NCCL's rings, its network hops get the bandwidth of the ranks
-    per host NICs (1 on a single host).
-    """
-    hosts: dict[object, int] = {}
-    for rank in range(ranks):
-        host = network.host_of(rank)
-        hosts[host] = hosts.get(host, 0) + 1
-    if len(hosts) < 2 or None in hosts:
-        return 1
-    return min(hosts.values())
 
 
 #: The algorithms NCCL's tuner considers for each collective, as commsim algorithms (nvls and
@@ -87,110 +94,50 @@ NCCL_ALGORITHMS: dict[Collective, tuple[str, ...]] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class Protocol:
-    """How one NCCL protocol scales a topology: per-hop latency of host links (NVLink/PCIe)
-    and of network links, as ratios to LL's, and the bandwidth factor."""
-
-    name: str
-    host_latency: float
-    network_latency: float
-    bandwidth: float
-
-
-#: tuning.cc ring hwLat ratios to LL, and bandwidth factors (see the module docstring).
-PROTOCOLS = (
-    Protocol("LL", 1.0, 1.0, 0.5),
-    Protocol("LL128", 1.9 / 0.6, 4.0 / 2.7, 0.92),
-    Protocol("Simple", 3.4 / 0.6, 14.0 / 2.7, 1.0),
-)
-PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
 #: NVLS and CollNet run Simple only (tuning.cc).
 SIMPLE_ONLY = frozenset({"nvls", "collnet"})
 
-#: Launch latency in us per algorithm family and protocol (tuning.cc baseLat; NVLS/CollNet:
-#: their hwLat, see the module docstring).
+#: Launch (base) latency in us per algorithm family and protocol of the default release
+#: (tuning.cc baseLat; NVLS/CollNet: their hwLat, as their baseLat is 0).
 BASE_LATENCY_US: dict[str, dict[str, float]] = {
-    "ring": {"LL": 6.6, "LL128": 14.0, "Simple": 8.4},
-    "tree": {"LL": 6.8, "LL128": 14.0, "Simple": 8.4},
-    "nvls": {"Simple": 25.0},
-    "collnet": {"Simple": 30.0},
+    "ring": dict(tables().base_us["ring"]),
+    "tree": dict(tables().base_us["tree"]),
+    "nvls": {"Simple": tables().hop_us["nvlink"]["nvls"]["Simple"]},
+    "collnet": {"Simple": tables().hop_us["net"]["collnet"]["Simple"]},
 }
 
-#: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws): one node by GPU generation; two and
-#: more nodes (x86 Intel hosts' row).
-LL_MAX_BW_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
-LL_MAX_BW_NODES = (39.0, 20.4)
-#: LL128 per-channel bus bandwidth caps in GB/s (tuning.cc perChMaxRingLL128Bws).
-LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
 
-
-def base_latency_s(algorithm: str, protocol: str) -> float:
-    """Seconds every call of ``algorithm`` under ``protocol`` pays before its first hop."""
-    # NCCL's pipelined trees are its tree; commsim's own algorithms pay the ring's
-    name = "tree" if algorithm == PIPELINED else get_algorithm(algorithm).nccl_family
-    family = BASE_LATENCY_US[name or "ring"]
-    return family.get(protocol, family.get("Simple", 0.0)) * 1e-6
-
-
-def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float:
-    """The protocol's bus bandwidth cap on this machine (inf without an ``nccl`` arch)."""
+def with_gpus_per_thread(network: Network, gpus: int) -> Network:
+    """``network`` run as nccl-tests ``-g gpus`` runs it: one host thread issuing each call
+    to ``gpus`` GPUs (the floor's ``host`` part). How a log's ``# nThread 1 nGpus N`` line
+    is to be predicted."""
     nccl = network.meta.get("nccl")
-    if not isinstance(nccl, dict):
-        return float("inf")
-    arch, channels = str(nccl.get("arch")), int(nccl.get("channels", 16))  # type: ignore[call-overload]
-    if protocol.name == "LL":
-        if nodes <= 1:
-            return LL_MAX_BW_ONE_NODE.get(arch, float("inf")) * 1e9
-        return LL_MAX_BW_NODES[0 if nodes == 2 else 1] * 1e9
-    if protocol.name == "LL128":
-        return channels * LL128_PER_CHANNEL.get(arch, float("inf")) * 1e9
-    return float("inf")
+    nccl = dict(nccl) if isinstance(nccl, dict) else {}
+    return network.rebuilt(meta={**network.meta, "nccl": {**nccl, "gpus_per_thread": gpus}})
 
 
-def network_links(network: Network) -> frozenset[int]:
-    """Indices of the links that belong to the inter-host network: those touching a switch
-    that belongs to no host (the ``fabric`` of hierarchical topologies)."""
-    fabric = {
-        i for i, d in enumerate(network.devices) if d.kind == "switch" and d.host is None
-    }
-    multi_host = len({d.host for d in network.devices if d.host is not None}) > 1
-    if not multi_host:
-        return frozenset()
-    return frozenset(
-        i for i, link in enumerate(network.links) if link.src in fabric or link.dst in fabric
-    )
+def family_of(algorithm: str) -> str:
+    """NCCL's algorithm family of a commsim algorithm (its pipelined trees are its tree;
+    commsim's own algorithms count as rings)."""
+    if algorithm == PIPELINED:
+        return "tree"
+    try:
+        return get_algorithm(algorithm).nccl_family or "ring"
+    except SpecError:
+        return "ring"  # "send": point-to-point runs ring-like Simple
 
 
-def protocol_network(
-    network: Network,
-    protocol: Protocol,
-    collective: Collective,
-    multi_host: bool,
-    channels: int = 1,
-    cap_Bps: float = float("inf"),
-) -> Network:
-    """``network`` with latencies and bandwidths scaled for ``protocol``; network links also
-    carry ``channels`` x their bandwidth (NCCL's rings, one channel per NIC, see
-    :func:`ring_channels`); every link at most ``cap_Bps``. The result is a plain alpha-beta
-    network (its ``nccl`` block dropped), so it is timed as given."""
-    del collective, multi_host  # the same factors for every collective since NCCL 2.19
-    net_links = network_links(network)
-
-    def scaled(i: int, link: Link) -> Link:
-        on_net = i in net_links
-        return Link(
-            link.src,
-            link.dst,
-            link.latency_s * (protocol.network_latency if on_net else protocol.host_latency),
-            min(link.bandwidth_Bps * protocol.bandwidth * (channels if on_net else 1), cap_Bps),
-            link.label,
-        )
-
-    # each link is scaled when first read: closed forms read a few, a simulation all
-    links = DerivedLinks(network.links, scaled)
-    meta = {k: v for k, v in network.meta.items() if k != "nccl"}
-    return network.rebuilt(name=f"{network.name}+{protocol.name}", links=links, meta=meta)
+def base_latency_s(algorithm: str, protocol: str, version: str = DEFAULT_VERSION) -> float:
+    """Seconds every call of ``algorithm`` under ``protocol`` pays before its first hop
+    (tuning.cc ``baseLat``; NVLS and CollNet: their own ``hwLat``, their ``baseLat`` being 0)."""
+    table = tables(version)
+    family = family_of(algorithm)
+    if family == "nvls":
+        return table.hop_us["nvlink"]["nvls"]["Simple"] * 1e-6
+    if family == "collnet":
+        return table.hop_us["net"]["collnet"]["Simple"] * 1e-6
+    row = table.base_us[family]
+    return row.get(protocol, row["Simple"]) * 1e-6
 
 
 def _hosts(network: Network, ranks: int) -> list[list[int]]:
@@ -203,15 +150,16 @@ def _hosts(network: Network, ranks: int) -> list[list[int]]:
 
 class NcclModel:
     """How NCCL runs calls on the first ranks of ``network`` (see the module docstring): which
-    (algorithm, protocol) candidates its tuner weighs, the network each runs on, its launch
-    latency, and the composed time of the pipelined phases across hosts.
+    (algorithm, protocol) candidates its tuner weighs, the network each runs on at each size,
+    its launch and floor, and the composed time of the pipelined phases across hosts.
 
     It times one candidate at a time; choosing among them is :mod:`commsim.timing`'s job.
-    Networks scaled per (ranks, protocol, channels) are built once and kept.
+    Networks scaled per (ranks, protocol, family, channels) are built once and kept.
     """
 
     def __init__(self, network: Network) -> None:
         self.network = network
+        self.config = NcclConfig.of(network)
         self._cache: dict[tuple[object, ...], Network] = {}
         self._memo: dict[tuple[object, ...], Any] = {}
         #: The notes of the phases of the composed candidate being timed (see _run).
@@ -227,6 +175,13 @@ class NcclModel:
         if key not in self._memo:
             self._memo[key] = _hosts(self.network, ranks)
         return self._memo[key]  # type: ignore[return-value]
+
+    def _nodes(self, ranks: int) -> int:
+        """Hosts the first ``ranks`` ranks span."""
+        key = ("nodes", ranks)
+        if key not in self._memo:
+            self._memo[key] = len({self.network.host_of(r) for r in range(ranks)} - {None})
+        return self._memo[key]  # type: ignore[no-any-return]
 
     def _channels(self, ranks: int) -> int:
         key = ("channels", ranks)
@@ -255,35 +210,62 @@ class NcclModel:
         if self.protocol(protocol).name not in self.protocols_of(name):
             raise SpecError(f"NCCL runs {name} with the Simple protocol only, not {protocol!r}")
 
-    def _net(self, ranks: tuple[int, ...], protocol: Protocol, channels: int) -> Network:
-        key = (ranks, protocol.name, channels)
+    def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
+             channels: float = 1, active: int | None = None) -> Network:
+        """The protocol network of ``ranks`` for ``family``, ``active`` of the machine's
+        channels running (all by default), network links x ``channels``."""
+        active = self.config.channels if active is None else active
+        key = (ranks, protocol.name, family, channels, active)
         if key not in self._cache:
-            nodes = len({self.network.host_of(r) for r in range(max(ranks) + 1)} - {None})
+            nodes = self._nodes(max(ranks) + 1)
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
-            scaled = self._scaled(protocol, channels, cap)
+            spread = self._spread(ranks) if family in ("ring", "tree") else {}
+            scaled = self._scaled(protocol, family, nodes > 1, channels, cap,
+                                  active / self.config.channels, spread)
             # The same devices and links, scaled: every protocol's network of the same ranks
             # shares one structure (routes, out-links, hosts, reducing switches, ...).
             routes, structure = self._memo.setdefault(("structure", ranks), ({}, {}))
-            net = Network(scaled.name, scaled.devices, scaled.links,
-                          tuple(self.network.rank_devices[r] for r in ranks),
-                          scaled.gamma_s_per_B, scaled.router, dict(scaled.meta),
-                          _routes=routes, _out=self.network.out_links, _structure=structure)
-            self._cache[key] = net
+            self._cache[key] = Network(
+                scaled.name, scaled.devices, scaled.links,
+                tuple(self.network.rank_devices[r] for r in ranks), scaled.gamma_s_per_B,
+                scaled.router, dict(scaled.meta),
+                _routes=routes, _out=self.network.out_links, _structure=structure)
         return self._cache[key]
 
-    def _scaled(self, protocol: Protocol, channels: int, cap: float) -> Network:
-        """The whole network scaled for ``protocol`` (built once per protocol, channels and
-        cap: at 65,536 ranks a quarter million links, shared by every group of ranks)."""
-        key = ("scaled", protocol.name, channels, cap)
+    def _scaled(self, protocol: Protocol, family: str, multi_host: bool, channels: float,
+                cap: float, share: float, spread: dict[int, float]) -> Network:
+        """The whole network scaled for ``protocol`` and ``family`` (built once per such
+        scaling: at 65,536 ranks a quarter million links, shared by every group of ranks
+        whose direct NVLinks spread alike)."""
+        key = ("scaled", protocol.name, family, multi_host, channels, cap, share,
+               tuple(sorted(spread.items())))
         if key not in self._memo:
-            self._memo[key] = protocol_network(self.network, protocol, Collective.ALL_REDUCE,
-                                               True, channels, cap)
-        return self._memo[key]  # type: ignore[return-value]
+            self._memo[key] = protocol_network(self.network, protocol, family,
+                                               2 if multi_host else 1, channels, cap, share,
+                                               spread)
+        return self._memo[key]  # type: ignore[no-any-return]
 
-    def network_for(self, ranks: int, name: str, protocol: str) -> Network:
-        """The alpha-beta network ``name`` under ``protocol`` runs on (first ``ranks`` ranks)."""
+    def _spread(self, ranks: tuple[int, ...]) -> dict[int, float]:
+        """:func:`nvlink_spread` of the network running only ``ranks``."""
+        return nvlink_spread(self.network, {self.network.rank_devices[r] for r in ranks})
+
+    def network_for(self, ranks: int, name: str, protocol: str, nbytes: int | None = None
+                    ) -> Network:
+        """The alpha-beta network ``name`` under ``protocol`` runs on (first ``ranks`` ranks),
+        with the channels NCCL runs a call of ``nbytes`` on (all when None)."""
+        family = family_of(name)
         channels = self._channels(ranks) if name == "ring" else 1
-        return self._net(tuple(range(ranks)), self.protocol(protocol), channels)
+        active = None
+        if nbytes is not None:
+            active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
+        order = self._ring_order(ranks) if name == "ring" else tuple(range(ranks))
+        return self._net(order, self.protocol(protocol), family, channels, active)
+
+    def _ring_order(self, ranks: int) -> tuple[int, ...]:
+        key = ("order", ranks)
+        if key not in self._memo:
+            self._memo[key] = ring_order(self.network, ranks)
+        return self._memo[key]  # type: ignore[return-value]
 
     def candidates(self, call: Call) -> list[tuple[str, str]]:
         """(algorithm, protocol) pairs NCCL would consider for ``call`` (on the first
@@ -302,13 +284,31 @@ class NcclModel:
         for name in NCCL_ALGORITHMS[call.collective]:
             if name == PIPELINED and not (multi and even):
                 continue
+            if name == "double_binary_tree" and len(groups) == 1:
+                continue  # NCCL's tree inside a host is a chain: the ring's hops, no faster
             if name in SIMPLE_ONLY:
                 try:
                     get_algorithm(name).check_supports(call)
                 except ScheduleError:
                     continue
-            out.extend((name, protocol) for protocol in self.protocols_of(name))
+            out.extend((name, protocol) for protocol in self.protocols_of(name)
+                       if protocol != "LL128" or self._nvlink(ranks))
         return out
+
+    def _nvlink(self, ranks: int) -> bool:
+        """Whether NCCL's ring over the first ``ranks`` ranks goes over NVLink (or the
+        network) only, never PCIe inside a host: NCCL enables LL128 by default only there
+        (tuning.cc; elsewhere it may corrupt data silently)."""
+        key = ("nvlink", ranks)
+        if key not in self._memo:
+            classes = link_classes(self.network)
+            order = self._ring_order(ranks)
+            self._memo[key] = "pcie" not in classes or all(
+                classes[i] != "pcie"
+                for a, b in zip(order, order[1:] + order[:1], strict=True)
+                for i in self.network.route(a, b)
+            )
+        return bool(self._memo[key])
 
     def composed(self, name: str, ranks: int) -> bool:
         """Whether NCCL's ``name`` on the first ``ranks`` ranks is timed as pipelined phases
@@ -317,30 +317,104 @@ class NcclModel:
             return True
         return name in SIMPLE_ONLY and len(self._hosts(ranks)) > 1
 
+    # -- the floor ------------------------------------------------------------------------
+    def base_s(self, name: str, protocol: str) -> float:
+        """tuning.cc's baseLat of ``name``'s family under ``protocol``, this release."""
+        return base_latency_s(name, protocol, self.config.version)
+
+    def host_s(self) -> float:
+        """What one host thread spends issuing a call to the GPUs it drives."""
+        return self.config.gpus_per_thread * HOST_LAUNCH_US * 1e-6
+
+    def launch_s(self, name: str, protocol: str, device_s: float) -> float:
+        """The time before the first transfer of a call whose schedule takes ``device_s``:
+        its base latency, plus the host's issue time the device does not hide (nccl-tests'
+        loop: per call, the larger of the host's time and the device's)."""
+        base = self.base_s(name, protocol)
+        return base + max(0.0, self.host_s() - base - device_s)
+
+    def floor(self, call: Call, name: str, protocol: str, engine: str = "des") -> Floor:
+        """The fixed cost of ``call``'s size class under (``name``, ``protocol``): the call
+        timed on one byte per rank, in named parts (see :class:`Floor`)."""
+        tiny = replace(call, nbytes=call.ranks, chunks=None)
+        hops = self.evaluate(tiny, name, protocol, engine).time_s
+        base = self.base_s(name, protocol)
+        return Floor(base, hops, max(0.0, self.host_s() - base - hops))
+
+    # -- timing ---------------------------------------------------------------------------
     def evaluate(self, call: Call, name: str, protocol: str, engine: str,
                  records: bool = False) -> Evaluation:
         """``call`` (on the first ``call.ranks`` ranks) run by ``name`` under ``protocol``,
-        launch latency NOT included (:func:`base_latency_s` gives it). A composed candidate
-        has no schedule: its evaluation carries the time only."""
+        on the channels NCCL runs it with, NCCL's trees no faster than its tuner's tree cap
+        (:func:`~commsim.nccl_tables.tree_cap_Bps`); launch NOT included (:meth:`launch_s`).
+        A composed candidate has no schedule: its evaluation carries the time only."""
         proto = self.protocol(protocol)
-        if not self.composed(name, call.ranks):
-            return evaluate(call, self.network_for(call.ranks, name, proto.name), name, engine,
-                            records)
+        if self.composed(name, call.ranks):
+            return self._composed(call, name, proto, engine)
+        net = self.network_for(call.ranks, name, proto.name, call.nbytes)
+        if call.collective.rooted and name == "ring" and call.chunks is None:
+            nc = active_channels(call.nbytes, call.ranks, "ring", proto.name,
+                                 self.config.channels)[0]
+            hop = net.path_cost(0, 1)
+            call = replace(call, chunks=chain_chunks(call.nbytes, call.ranks, proto.name, nc,
+                                                     hop[0] * hop[1]))
+        order = self._ring_order(call.ranks) if name == "ring" else tuple(range(call.ranks))
+        if order == tuple(range(call.ranks)):
+            return evaluate(call, net, name, engine, records)
+        # NCCL's ring order: run the ring on the GPUs in that order, then name the ranks back
+        done = evaluate(replace(call, root=order.index(call.root)), net, name, engine, records)
+        plain = self._net(tuple(range(call.ranks)), proto, family_of(name),
+                          self._channels(call.ranks) if name == "ring" else 1,
+                          active_channels(call.nbytes, call.ranks, family_of(name), proto.name,
+                                          self.config.channels)[0])
+        return relabel(done, order, plain)
+
+    def _composed(self, call: Call, name: str, proto: Protocol, engine: str) -> Evaluation:
+        """A composed candidate's time (no schedule), noted when some of its phases' DES
+        times were had by symmetry."""
         self._phase_notes = []
         if name == PIPELINED:
             time_s = self.pipelined_hierarchical(call.collective, call.ranks, call.nbytes,
                                                  proto, engine)
+            nodes = len(self._hosts(call.ranks))
+            cap = tree_cap_Bps(self.config.tables, self.config.arch, nodes, proto.name,
+                               self.config.channels)
+            bus = call.nbytes * call.collective.busbw_factor(call.ranks)
+            time_s = max(time_s, bus / cap)
         else:
             time_s = self.pipelined_in_network(name, call.ranks, call.nbytes, proto, engine)
         symmetric = engine == "des" and any(self._phase_notes)
         return Evaluation(time_s, 1, self.network, note=COMPOSED_NOTE if symmetric else None)
 
+    def _rail(self, rail: tuple[int, ...], nbytes: int, protocol: Protocol, engine: str,
+              ranks: int, family: str) -> float:
+        """One rail's all-reduce of ``nbytes`` among the hosts, as NCCL's trees cross them: a
+        double binary tree (``log2(hosts)`` network hops each way), pipelined in NCCL's
+        chunks up to the ring's bandwidth, which commsim's few-piece tree schedule does not
+        reach: the faster of the tree and a ring among the hosts."""
+        share = self._rail_share(ranks)
+        return min(self._run(Collective.ALL_REDUCE, rail, nbytes, name, protocol, engine,
+                             share, family=family) for name in (RAIL_TREE, "ring"))
+
+    def _rail_share(self, ranks: int) -> float:
+        """The share of a NIC one rail gets: 1 where every GPU has its own, 1/2 where two
+        GPUs share one (every rail runs at once)."""
+        per_host = len(self._hosts(ranks)[0])
+        return min(1.0, self._channels(ranks) / per_host)
+
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
-             protocol: Protocol, engine: str, channels: int = 1) -> float:
+             protocol: Protocol, engine: str, channels: float = 1, family: str = "tree"
+             ) -> float:
         """One phase of a composed candidate: ``name`` among ``ranks`` on their protocol
-        network (whether its DES time was had by symmetry is noted for :meth:`evaluate`)."""
-        net = self._net(ranks, protocol, channels)
-        done = evaluate(make_call(collective, net, nbytes), net, name, engine)
+        network (``family``'s hop latencies, the channels a call of ``nbytes`` runs; whether
+        its DES time was had by symmetry is noted for :meth:`_composed`)."""
+        active = active_channels(nbytes, len(ranks), family, protocol.name,
+                                 self.config.channels)[0]
+        if name == "ring" and ranks == tuple(range(len(ranks))):
+            ranks = self._ring_order(len(ranks))
+        net = self._net(ranks, protocol, family, channels, active)
+        done = evaluate(make_call(collective, net, nbytes), net, name, engine,
+                        max_transfers=MAX_PHASE_DES_TRANSFERS)
         self._phase_notes.append(done.note)
         return done.time_s
 
@@ -350,8 +424,8 @@ class NcclModel:
         (NVLS tree, CollNet chain/direct): ``max(A, B) + min(A0, B0)`` as
         :meth:`pipelined_hierarchical`, with host phase ``A`` the in-switch all-reduce of the
         buffer (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase
-        ``B`` each rail's all-reduce of ``nbytes / L``: a ring among the hosts (nvls) or
-        reduced inside the fabric switch (collnet). Launch latency not included."""
+        ``B`` each rail's all-reduce of ``nbytes / L``: among the hosts (nvls, :meth:`_rail`)
+        or reduced inside the fabric switch (collnet). Launch latency not included."""
         groups = self._hosts(ranks)
         host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
         per_host = len(host)
@@ -359,13 +433,16 @@ class NcclModel:
         def phases(n: int) -> tuple[float, float]:
             a = 0.0
             if name == "nvls":
-                a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, engine)
+                a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, engine,
+                              family="nvls")
             elif per_host > 1:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-                    a += self._run(coll, host, n, "ring", protocol, engine)
-            rail_algorithm = "ring" if name == "nvls" else "collnet"
-            b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), rail_algorithm,
-                          protocol, engine)
+                    a += self._run(coll, host, n, "ring", protocol, engine, family=name)
+            if name == "nvls":
+                b = self._rail(rail, max(n // per_host, 1), protocol, engine, ranks, name)
+            else:
+                b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), "collnet",
+                              protocol, engine, self._rail_share(ranks), family=name)
             return a, b
 
         a, b = phases(nbytes)
@@ -377,10 +454,11 @@ class NcclModel:
         """All-reduce over equal hosts of L ranks, phases pipelined as NCCL's tree does.
 
         Host phase ``A``: ring reduce-scatter plus ring all-gather of the buffer on one host
-        (they share the GPUs' ports, so they add up). Network phase ``B``: ring all-reduce of
-        ``nbytes / L`` among one rank per host (every rail does the same at once, each over
-        its own NICs). Pipelined in many chunks, the call takes the slower phase plus the
-        faster one's latency (its time at 1 byte per rank): ``max(A, B) + min(A0, B0)``.
+        (they share the GPUs' ports, so they add up). Network phase ``B``: all-reduce of
+        ``nbytes / L`` among one rank per host (:meth:`_rail`; every rail does the same at
+        once, over its own NICs or its share of them). Pipelined in many chunks, the call
+        takes the slower phase plus the faster one's latency (its time at 1 byte per rank):
+        ``max(A, B) + min(A0, B0)``.
         Launch latency is not included (:func:`base_latency_s` gives it).
         """
         if collective is not Collective.ALL_REDUCE:
@@ -396,8 +474,7 @@ class NcclModel:
             if per_host > 1:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
                     a += self._run(coll, host, n, "ring", protocol, engine)
-            b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), "ring",
-                          protocol, engine)
+            b = self._rail(rail, max(n // per_host, 1), protocol, engine, ranks, "tree")
             return a, b
 
         a, b = phases(nbytes)

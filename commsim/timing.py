@@ -31,7 +31,7 @@ from commsim.collectives import Collective, parse_collective
 from commsim.engine.des import Timing
 from commsim.engine.evaluate import Evaluation, check_engine, evaluate
 from commsim.errors import ScheduleError, SpecError
-from commsim.nccl import PIPELINED, NcclModel, base_latency_s
+from commsim.nccl import PIPELINED, NcclModel
 from commsim.network import Network
 from commsim.progress import Progress
 from commsim.results import Result
@@ -201,7 +201,7 @@ class Timer:
         if not runs_nccl(self.network, "auto"):
             return self.network, 0.0
         model = NcclModel.of(self.network)
-        return model.network_for(self.network.ranks, "send", "Simple"), base_latency_s(
+        return model.network_for(self.network.ranks, "send", "Simple"), model.base_s(
             "ring", "Simple"
         )
 
@@ -302,16 +302,18 @@ class Timer:
                 self._evaluations[key] = Evaluation(done.time_s, done.chunks, done.network)
 
     @staticmethod
-    def _launch_s(c: Call, candidate: Candidate) -> float:
+    def _launch_s(c: Call, net: Network, candidate: Candidate, device_s: float) -> float:
+        """NCCL's launch before the first transfer of a call whose schedule takes
+        ``device_s`` (:meth:`~commsim.nccl.NcclModel.launch_s`); 0 without a protocol."""
         name, protocol = candidate
         if protocol is None or c.nbytes == 0 or c.ranks < 2:
             return 0.0
-        return base_latency_s(name, protocol)
+        return NcclModel.of(net).launch_s(name, protocol, device_s)
 
     def _total(self, group: tuple[int, ...] | None, c: Call, net: Network,
                candidate: Candidate, engine: str) -> float:
-        return self._launch_s(c, candidate) + self._evaluate(group, c, net, candidate,
-                                                             engine).time_s
+        device = self._evaluate(group, c, net, candidate, engine).time_s
+        return self._launch_s(c, net, candidate, device) + device
 
     def _result(self, group: tuple[int, ...] | None, c: Call, net: Network,
                 candidate: Candidate, engine: str, records: bool) -> Result:
@@ -320,7 +322,7 @@ class Timer:
             # a DES answer carries its records (a loser's were dropped: made again here),
             # unless it was had by symmetry: then, as under the closed form, when asked
             done = self._evaluate(group, c, net, candidate, engine, True)
-        launch = self._launch_s(c, candidate)
+        launch = self._launch_s(c, net, candidate, done.time_s)
         timing = done.timing
         if timing is not None and launch:
             timing = Timing(tuple(t + launch for t in timing.start_s),

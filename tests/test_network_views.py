@@ -9,6 +9,8 @@ import pickle
 import pytest
 
 from commsim.nccl import NcclModel
+from commsim.nccl_paths import link_classes
+from commsim.nccl_tables import NcclConfig, hop_factor
 from commsim.network import DerivedLinks, Link
 from commsim.topology import load_topology
 
@@ -45,8 +47,10 @@ def test_protocol_networks_scale_every_link_and_share_the_routes() -> None:
     ll, simple = (model.network_for(net.ranks, "double_binary_tree", p) for p in ("LL", "Simple"))
     assert isinstance(ll.links, DerivedLinks)
     assert ll.ends() is net.links and simple.ends() is net.links
-    assert ll.links[0].latency_s == pytest.approx(net.links[0].latency_s)
-    assert simple.links[0].latency_s == pytest.approx(net.links[0].latency_s * 3.4 / 0.6)
+    table, cls = NcclConfig.of(net).tables, link_classes(net)[0]
+    for view, protocol in ((ll, "LL"), (simple, "Simple")):  # each link x its hop factor
+        assert view.links[0].latency_s == pytest.approx(
+            net.links[0].latency_s * hop_factor(table, cls, "tree", protocol, True))
     assert ll.route(0, 9) == simple.route(0, 9) == net.route(0, 9)
     assert ll._routes is simple._routes  # noqa: SLF001 - one route cache per group of ranks
     assert ll.structural("probe", lambda: 1) == 1 and simple.structural("probe", lambda: 2) == 1

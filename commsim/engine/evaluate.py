@@ -75,11 +75,13 @@ def check_engine(engine: str) -> str:
     return engine
 
 
-def check_des_size(call: Call, algo: Algorithm, chunks: int) -> None:
-    """SpecError, in one line, when simulating ``call`` by ``algo`` would exceed
-    :data:`MAX_DES_TRANSFERS` (seconds) or the memory budget (:mod:`commsim.budget`)."""
+def check_des_size(call: Call, algo: Algorithm, chunks: int, limit: int | None = None) -> None:
+    """SpecError, in one line, when simulating ``call`` by ``algo`` would exceed ``limit``
+    transfers (default :data:`MAX_DES_TRANSFERS`: seconds) or the memory budget
+    (:mod:`commsim.budget`)."""
     transfers = estimate_transfers(call, algo.name, chunks)
-    limit = MAX_COLUMNAR_TRANSFERS if algo.columnar else MAX_DES_TRANSFERS
+    if limit is None:
+        limit = MAX_COLUMNAR_TRANSFERS if algo.columnar else MAX_DES_TRANSFERS
     what = (f"simulating {algo.name} {call.collective.value} on {call.ranks} ranks in "
             f"{chunks} piece(s) would take about {transfers:.3g} transfers")
     options = "use --engine analytic (closed form), fewer --chunks or fewer --ranks"
@@ -109,8 +111,9 @@ def _des_limit(algo: Algorithm) -> int:
 
 
 def evaluate(call: Call, network: Network, algorithm: str, engine: str,
-             records: bool = False) -> Evaluation:
-    """Time ``call`` run by ``algorithm`` on ``network`` with ``engine``.
+             records: bool = False, max_transfers: int | None = None) -> Evaluation:
+    """Time ``call`` run by ``algorithm`` on ``network`` with ``engine``; a simulation of
+    more than ``max_transfers`` (default: :func:`check_des_size`'s) is refused.
 
     With ``records`` the result carries the schedule and its per-transfer timing: from the DES
     run itself, or (closed form) from a DES run that gives the same time; SpecError when the
@@ -126,14 +129,14 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
         note = (None if _small(call, algo, chunks) or full_des_forced()
                 else symmetric_note(call, view, algo.name))
         if note is None:  # the DES runs (or its exact uncontended evaluation)
-            check_des_size(call, algo, chunks)
+            check_des_size(call, algo, chunks, max_transfers)
             schedule = build_schedule(call, algo.name)
             timing = time_schedule(schedule, view, _des_limit(algo))
             return Evaluation(timing.time_s, chunks, view, schedule, timing)
         time_s = predict(call, view, algo.name)  # a symmetric ring's DES is its closed form
     if not records:
         return Evaluation(time_s, chunks, view, note=note)
-    check_des_size(call, algo, chunks)
+    check_des_size(call, algo, chunks, max_transfers)
     schedule = build_schedule(call, algo.name)
     timing = time_schedule(schedule, view, _des_limit(algo))
     if abs(timing.time_s - time_s) > RECORDS_RTOL * max(time_s, 1e-30):

@@ -117,7 +117,7 @@ def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
     if spec.algorithms:
         data["algorithms"] = dict(spec.algorithms)
     if spec.nccl is not None:
-        data["nccl"] = {"arch": spec.nccl.arch, "channels": spec.nccl.channels}
+        data["nccl"] = spec.nccl.as_meta()
     if spec.device_info:
         data["device"] = json.loads(spec.device_info)
     if spec.sources:

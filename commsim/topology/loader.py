@@ -24,6 +24,7 @@ from typing import Any
 
 from commsim import fields
 from commsim.errors import SpecError, describe
+from commsim.topology import server
 from commsim.topology.spec import (
     CustomLinkSpec,
     CustomSpec,
@@ -83,7 +84,8 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
         out["algorithms"] = _algorithms(data["algorithms"])
     if "nccl" in data:
         nccl = fields.mapping(data["nccl"], "nccl")
-        fields.check_keys(nccl, (), ("arch", "channels"), "nccl")
+        fields.check_keys(nccl, (), ("arch", "channels", "version", "gpus_per_thread"),
+                          "nccl")
         default = NcclSpec()
         out["nccl"] = NcclSpec(
             arch=fields.string(nccl["arch"], "nccl.arch").lower()
@@ -92,6 +94,11 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
             channels=fields.positive_int(nccl["channels"], "nccl.channels")
             if "channels" in nccl
             else default.channels,
+            version=str(nccl["version"]) if "version" in nccl else default.version,
+            gpus_per_thread=fields.positive_int(nccl["gpus_per_thread"],
+                                                "nccl.gpus_per_thread")
+            if "gpus_per_thread" in nccl
+            else default.gpus_per_thread,
         )
     return out
 
@@ -224,6 +231,11 @@ def _custom(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
     )
 
 
+def _server(data: Mapping[Any, Any], common: dict[str, Any]) -> TopologySpec:
+    """``kind: server``, expanded to the equivalent ``custom`` (:mod:`.server`)."""
+    return _custom(server.expand_server(data), common)
+
+
 _KindParser = Callable[[Mapping[Any, Any], dict[str, Any]], TopologySpec]
 
 #: kind -> (required keys, optional keys, parser)
@@ -235,6 +247,7 @@ KINDS: Mapping[str, tuple[tuple[str, ...], tuple[str, ...], _KindParser]] = Mapp
         "hierarchical": (("nodes", "gpus_per_node", "intra", "inter"), ("gpu",), _hierarchical),
         "switch": (("ranks", "link"), ("device",), _flat(SwitchSpec)),
         "custom": (("devices", "links"), ("ranks",), _custom),
+        "server": (server.REQUIRED, server.OPTIONAL, _server),
         "shared": (
             ("ranks", "link"),
             ("medium", "latency_per_rank", "cores", "device"),

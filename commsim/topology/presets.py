@@ -24,6 +24,7 @@ from pathlib import Path
 from commsim.errors import SpecError
 from commsim.gcpause import paused_gc
 from commsim.network import Network
+from commsim.topology import server
 from commsim.topology.build import build_network
 from commsim.topology.loader import parse_yaml, read_spec_file, spec_from_dict
 from commsim.topology.spec import HierarchicalSpec, TopologySpec
@@ -75,10 +76,15 @@ def _split_suffix(name: str, names: list[str]) -> tuple[str, str] | None:
 # per process: YAML parsing was most of the time of a sweep that names its topology by preset
 # (benchmarks/sweep_throughput.py).
 @functools.cache
-def _read_preset(name: str) -> TopologySpec:
+def _preset_data(name: str) -> object:
     source = f"preset {name!r}"
     text = files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
-    spec = spec_from_dict(parse_yaml(text, source), source)
+    return parse_yaml(text, source)
+
+
+@functools.cache
+def _read_preset(name: str) -> TopologySpec:
+    spec = spec_from_dict(_preset_data(name), f"preset {name!r}")
     return dataclasses.replace(spec, name=name)
 
 
@@ -139,6 +145,10 @@ def _preset_spec(name: str) -> TopologySpec:
             f"(want xN with N >= 1, e.g. {base}x4)"
         )
     spec = _read_preset(base)
+    data = _preset_data(base)
+    if isinstance(data, dict) and data.get("kind") == "server":  # N such servers
+        more = server.with_nodes(data, int(count), f"[x{count}]")
+        return dataclasses.replace(spec_from_dict(more, f"topology {name!r}"), name=name)
     if not isinstance(spec, HierarchicalSpec):
         raise SpecError(
             f"topology {name!r}: the xN suffix needs a hierarchical GPU preset, "

@@ -136,13 +136,35 @@ class TopologySpec:
 NCCL_ARCHS = ("volta", "ampere", "hopper", "blackwell")
 
 
+def parse_nccl_version(text: str) -> tuple[int, int]:
+    """An NCCL release, ``"2.18.1"`` -> ``(2, 18)``; a one-line SpecError for anything else.
+
+    >>> parse_nccl_version("2.18.1")
+    (2, 18)
+    """
+    parts = str(text).split(".")
+    try:
+        major, minor = int(parts[0]), int(parts[1])
+    except (ValueError, IndexError):
+        raise SpecError(
+            f"nccl.version: expected a release like 2.19 or 2.18.1 (got {text!r})"
+        ) from None
+    if major != 2 or len(parts) > 3:
+        raise SpecError(f"nccl.version: expected a release like 2.19 or 2.18.1 (got {text!r})")
+    return major, minor
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NcclSpec:
     """How NCCL runs on this machine: the GPU generation (``arch``, one of
-    :data:`NCCL_ARCHS`) and the number of channels (rings/trees run at once, 1..64)."""
+    :data:`NCCL_ARCHS`), the number of channels (rings/trees run at once, 1..64), the NCCL
+    release (``version``, whose tuning constants apply: :mod:`commsim.nccl_tables`) and how
+    many GPUs one host thread drives (``gpus_per_thread``: nccl-tests' ``-g``; 1..64)."""
 
     arch: str = "hopper"
     channels: int = 16
+    version: str = "2.19"
+    gpus_per_thread: int = 1
 
     def __post_init__(self) -> None:
         if self.arch not in NCCL_ARCHS:
@@ -151,9 +173,14 @@ class NcclSpec:
         positive_int(self.channels, "nccl.channels")
         if self.channels > 64:
             raise SpecError(f"nccl.channels: at most 64, NCCL's MAXCHANNELS (got {self.channels})")
+        parse_nccl_version(self.version)
+        positive_int(self.gpus_per_thread, "nccl.gpus_per_thread")
+        if self.gpus_per_thread > 64:
+            raise SpecError(f"nccl.gpus_per_thread: at most 64 (got {self.gpus_per_thread})")
 
     def as_meta(self) -> dict[str, object]:
-        return {"arch": self.arch, "channels": self.channels}
+        return {"arch": self.arch, "channels": self.channels, "version": self.version,
+                "gpus_per_thread": self.gpus_per_thread}
 
 
 def _check_common(spec: TopologySpec) -> None:

@@ -153,6 +153,7 @@ class _Loaded:
     notes: list[str]
     hosts: tuple[int, ...] | None
     partial: str = ""  # the --partial line, printed once the command has succeeded
+    gpus_per_thread: int | None = None  # the log's nGpus (nccl-tests -g), when all runs agree
 
 
 def _looks_like_csv(path: Path) -> bool:
@@ -198,8 +199,9 @@ def _load(args: argparse.Namespace) -> _Loaded:
     notes: list[str] = []
     hosts = None
     partial = ""
+    gpus = None
     if kind == "nccl-tests":
-        rows, notes, hosts, partial = _load_log(path, args)
+        rows, notes, hosts, partial, gpus = _load_log(path, args)
     else:
         if args.partial:
             raise SpecError(f"--partial: only for nccl-tests logs, not the CSV {str(path)!r}")
@@ -218,14 +220,16 @@ def _load(args: argparse.Namespace) -> _Loaded:
         _nonempty(rows, f"--collectives {args.collectives}")
     if args.algorithm is None:
         args.algorithm = "nccl" if kind == "nccl-tests" else "auto"
-    return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial)
+    return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial,
+                   gpus_per_thread=gpus)
 
 
 def _load_log(
     path: Path, args: argparse.Namespace
-) -> tuple[list[Any], list[str], tuple[int, ...] | None, str]:
-    """(rows, notes, hosts, the --partial line) of an nccl-tests log of one or several runs
-    (each run inferred on its own; ``--collectives`` then picks among them)."""
+) -> tuple[list[Any], list[str], tuple[int, ...] | None, str, int | None]:
+    """(rows, notes, hosts, the --partial line, GPUs per host thread) of an nccl-tests log of
+    one or several runs (each run inferred on its own; ``--collectives`` then picks among
+    them)."""
     from commsim.validation.nccl_runs import parse_nccl_tests_runs, split_runs
     from commsim.validation.nccl_tests import parse_nccl_tests, read_text
 
@@ -250,9 +254,11 @@ def _load_log(
         count = sum(len(log.rows) for log in logs)
         partial = f"commsim: --partial: read {count} rows of {path}{damage}"
     hosts = {log.host_indices() for log in logs}
+    gpus = {log.gpus_per_thread for log in logs}
     if not rows:
         raise ParseError(f"{path}: no row with a size > 0")
-    return rows, notes, hosts.pop() if len(hosts) == 1 else None, partial
+    return (rows, notes, hosts.pop() if len(hosts) == 1 else None, partial,
+            gpus.pop() if len(gpus) == 1 else None)
 
 
 def _nonempty(rows: list[Any], flag: str) -> None:
@@ -274,6 +280,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         engine=args.engine or "des",
         source=loaded.source,
         notes=loaded.notes,
+        gpus_per_thread=loaded.gpus_per_thread,
     )
     if args.plot is not None:
         from commsim.validation.plot import save_plot

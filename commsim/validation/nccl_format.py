@@ -30,7 +30,7 @@ _TIME_COLUMNS = ("time", "cputime")
 #: nccl-tests closes every table with these lines (src/common.cu, since 2017).
 _FOOTER = re.compile(r"^(Out of bounds values|Avg bus bandwidth)\b")
 #: nccl-tests' first line of parameters, printed before any table.
-_PREAMBLE = re.compile(r"^nThread\s+\d+")
+_PREAMBLE = re.compile(r"^nThread\s+\d+(?:\s+nGpus\s+(\d+))?")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +119,8 @@ class Scan:
     notes: list[str] = field(default_factory=list)
     #: The log shows nccl-tests' preamble (``# nThread ...``): it is a whole run's output.
     preamble: bool = False
+    #: GPUs each host thread drives (the preamble's ``nGpus``: nccl-tests' ``-g``), if shown.
+    gpus_per_thread: int | None = None
     #: A footer (``# Avg bus bandwidth``) follows the last row: the table is complete.
     closed: bool = False
     #: The last line read as a row (or the column header): (line number, text).
@@ -178,10 +180,13 @@ def scan_text(text: str, source: str) -> Scan:
             if comment.startswith("Using devices"):
                 in_devices = True
                 continue
-            if _PREAMBLE.match(comment):
+            preamble = _PREAMBLE.match(comment)
+            if preamble:
                 if scan.header_seen and not in_devices:
                     scan.later_runs.append(number)
                 scan.preamble = True
+                if preamble.group(1) and int(preamble.group(1)) > 0:
+                    scan.gpus_per_thread = int(preamble.group(1))
             if _FOOTER.match(comment) and scan.rows:
                 scan.closed = True
             device = _DEVICE.match(comment)

@@ -61,6 +61,9 @@ class NcclTestsLog:
         Host name of each rank, when the device lines list every rank.
     binary : str or None
         The test binary the log names (``all_reduce_perf``), if any.
+    gpus_per_thread : int or None
+        GPUs each host thread drove (the preamble's ``nGpus``, nccl-tests' ``-g``), if shown:
+        predict on :func:`commsim.nccl.with_gpus_per_thread` of the machine.
     notes : tuple of str
         How the collective and rank count were determined, and anything odd.
     damage : str
@@ -73,6 +76,7 @@ class NcclTestsLog:
     rows: tuple[NcclTestsRow, ...]
     hosts: tuple[str, ...] | None = None
     binary: str | None = None
+    gpus_per_thread: int | None = None
     notes: tuple[str, ...] = ()
     damage: str = ""
 
@@ -161,7 +165,8 @@ def parse_nccl_tests(
     found = infer(scan, source, collective, ranks)
     return NcclTestsLog(source=source, collective=found.collective, ranks=found.ranks,
                         rows=tuple(scan.rows), hosts=found.hosts, binary=found.binary,
-                        notes=found.notes, damage=damage)
+                        gpus_per_thread=scan.gpus_per_thread, notes=found.notes,
+                        damage=damage)
 
 
 def read_text(path: str | Path) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from commsim.collectives import Collective, parse_collective
 from commsim.errors import SpecError
-from commsim.nccl import NcclModel
+from commsim.nccl import NcclModel, with_gpus_per_thread
 from commsim.network import Network
 from commsim.timing import (
     CollectiveCall,
@@ -219,6 +219,15 @@ def predict_time(
     )
 
 
+def _runs_nccl_model(network: Network, algorithm: str, protocol: str) -> bool:
+    """Whether :class:`Predictor` times calls with NCCL's model (and so its floor)."""
+    chosen = canonical_protocol(protocol)
+    if chosen == "none":
+        return False
+    return (chosen != "auto" or isinstance(network.meta.get("nccl"), dict)
+            or algorithm == "nccl" or "+" in algorithm)
+
+
 def validate(
     rows: Sequence[Measurement],
     topology: TopologyRef,
@@ -228,8 +237,14 @@ def validate(
     source: str = "",
     notes: Sequence[str] = (),
     protocol: str = "auto",
+    gpus_per_thread: int | None = None,
 ) -> ValidationReport:
     """Predict every measured row on ``topology`` and report the errors.
+
+    ``gpus_per_thread``: the GPUs each host thread drove in the measured run (an nccl-tests
+    log's ``nGpus``, :attr:`~commsim.validation.nccl_tests.NcclTestsLog.gpus_per_thread`);
+    where the calls run NCCL's model, they are predicted on
+    :func:`~commsim.nccl.with_gpus_per_thread` of the topology (None: the topology's own).
 
     Raises
     ------
@@ -245,6 +260,8 @@ def validate(
             f"the measurements have {most} ranks, topology {network.name!r} only "
             f"{network.ranks} (use a larger topology, e.g. a preset with an xN suffix)"
         )
+    if gpus_per_thread is not None and _runs_nccl_model(network, algorithm, protocol):
+        network = with_gpus_per_thread(network, gpus_per_thread)
     predictor = Predictor(network, algorithm=algorithm, engine=engine, protocol=protocol)
     cache: dict[tuple[Collective, int, int], Prediction] = {}
     out: list[ValidationRow] = []

@@ -57,7 +57,7 @@ def test_preset_networks_are_built_once() -> None:
     first, again = load_topology("dgx-h100x2"), load_topology("dgx-h100x2")
     assert first is again
     call = make_call("all_reduce", first, "64MiB")
-    rebuilt = hierarchical(2, 8, intra=("1us", "370GB/s"), inter=("5us", "46GB/s"))
+    rebuilt = hierarchical(2, 8, intra=("0.6us", "370GB/s"), inter=("2.7us", "46GB/s"))
     for name in candidates(call):
         if name == "nvls":  # the preset's node switches reduce; the rebuilt ones do not
             continue

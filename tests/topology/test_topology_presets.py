@@ -84,7 +84,7 @@ def test_preset_bandwidths_aim_at_nccl_busbw() -> None:
     h800 = load_topology("hgx-h800").path_cost(0, 7)[1]
     assert h800 < 200e9  # below NVLink4-at-400-GB/s-aggregate line rate
     latency, bandwidth = load_topology("dgx-h100x2").path_cost(0, 8)
-    assert latency == pytest.approx(5e-6) and bandwidth == pytest.approx(46e9)
+    assert latency == pytest.approx(2.7e-6) and bandwidth == pytest.approx(46e9)  # NCCL NET hop
 
 
 def test_pcie_preset_models_switches_and_sockets() -> None:

@@ -69,7 +69,7 @@ def test_single_host_rows_keep_the_inter_class() -> None:
     """When no row spans two hosts, ``inter`` is kept from the template (and said so)."""
     rows = _synthetic("dgx-h100", ["all_reduce"], [8], algorithm="ring")
     cal = calibrate(rows, "dgx-h100x2", algorithm="ring")
-    assert cal.spec.inter == LinkSpec(latency_s=5e-6, bandwidth_Bps=46e9)  # type: ignore[attr-defined]
+    assert cal.spec.inter == LinkSpec(latency_s=2.7e-6, bandwidth_Bps=46e9)  # type: ignore[attr-defined]
     assert "inter.latency_s" not in cal.parameters
     assert any("inter" in note for note in cal.notes)
     assert cal.parameters["intra.bandwidth_Bps"] == pytest.approx(370e9, rel=1e-3)

@@ -10,6 +10,7 @@ from commsim.api import make_call, simulate
 from commsim.collectives import Collective
 from commsim.errors import SpecError
 from commsim.nccl import BASE_LATENCY_US, PROTOCOLS, NcclModel, ring_channels
+from commsim.nccl_tables import TREE_EFFICIENCY, hop_factor, tables
 from commsim.topology import load_topology
 from commsim.validation.nccl_tests import read_nccl_tests
 from commsim.validation.validate import Predictor, validate
@@ -23,31 +24,35 @@ TWO_HOSTS = {
 
 
 def test_only_nccl_algorithms_are_candidates() -> None:
-    """all_gather/broadcast/reduce/reduce_scatter: ring only; all_reduce: ring and tree, plus
-    the pipelined hierarchical across equal hosts; each with the three protocols."""
+    """all_gather/broadcast/reduce/reduce_scatter: ring only; all_reduce on one host: ring
+    (NCCL's tree inside a host is a chain, no faster); across hosts also the tree and the
+    pipelined hierarchical across equal hosts; each with the three protocols (LL128 only over
+    NVLink)."""
     switch = load_topology(SWITCH)
     one = NcclModel(switch)
+    # a plain switch's ports are PCIe to NCCL, where it enables LL128 only over NVLink
     assert one.candidates(make_call("all_gather", switch, 1)) == [
-        ("ring", "LL"), ("ring", "LL128"), ("ring", "Simple")
+        ("ring", "LL"), ("ring", "Simple")
     ]
-    assert {name for name, _ in one.candidates(make_call("all_reduce", switch, 1))} == {
-        "ring", "double_binary_tree"
-    }
+    assert {name for name, _ in one.candidates(make_call("all_reduce", switch, 1))} == {"ring"}
     hosts = load_topology(TWO_HOSTS)
     two = NcclModel(hosts)
-    assert ("hierarchical_pipelined", "Simple") in two.candidates(make_call("all_reduce", hosts, 1))
+    pairs = two.candidates(make_call("all_reduce", hosts, 1))
+    assert {name for name, _ in pairs} == {"ring", "double_binary_tree", "hierarchical_pipelined"}
+    assert ("ring", "LL128") in pairs
     uneven = NcclModel(hosts).candidates(make_call("all_reduce", hosts.with_ranks(6), 1))
     assert ("hierarchical_pipelined", "LL") not in uneven
 
 
 def test_protocols_scale_latency_and_bandwidth_as_tuning_cc() -> None:
     """On one host a ring all-reduce under protocol P equals NCCL's launch latency for
-    (ring, P) plus the closed form with the link's latency x P's latency ratio and bandwidth
-    x P's bandwidth factor (no caps: the topology names no GPU generation)."""
+    (ring, P) plus the closed form with the link's latency x P's hwLat ratio (a plain switch's
+    ports are PCIe to NCCL) and bandwidth x P's bandwidth factor (no caps: the topology names
+    no GPU generation; 16 MiB runs every channel)."""
     net = load_topology(SWITCH)
     n, p = 1 << 24, 8
     for protocol in PROTOCOLS:
-        alpha = 1e-6 * protocol.host_latency
+        alpha = 1e-6 * hop_factor(tables(), "pcie", "ring", protocol.name, False)
         beta = 100e9 * protocol.bandwidth
         expected = BASE_LATENCY_US["ring"][protocol.name] * 1e-6
         expected += 2 * (p - 1) * (alpha + n / p / beta)
@@ -81,7 +86,8 @@ def test_ring_channels_use_every_nic_of_a_host() -> None:
 
 def test_pipelined_hierarchical_overlaps_the_phases() -> None:
     """For a large all-reduce the pipelined hierarchical takes about the slower phase (the
-    network here), not the sum of the phases like the ``hierarchical`` schedule."""
+    network here, at NCCL's tree efficiency), not the sum of the phases like the
+    ``hierarchical`` schedule."""
     net = load_topology(TWO_HOSTS)
     model = NcclModel(net)
     n = 1 << 30
@@ -92,7 +98,8 @@ def test_pipelined_hierarchical_overlaps_the_phases() -> None:
     rail = model.pipelined_hierarchical(Collective.ALL_REDUCE, 8, n, PROTOCOLS[2], "des")
     assert pipelined == pytest.approx(rail + BASE_LATENCY_US["tree"]["Simple"] * 1e-6, rel=1e-12)
     assert pipelined < sequential
-    assert pipelined == pytest.approx(n / 4 / 10e9, rel=0.05) and network_phase > 0
+    assert pipelined == pytest.approx(n / 4 / (TREE_EFFICIENCY * 10e9), rel=0.05)
+    assert network_phase > 0
     with pytest.raises(SpecError, match="all_reduce only"):
         model.pipelined_hierarchical(Collective.ALL_GATHER, 8, n, PROTOCOLS[2], "des")
 

@@ -94,3 +94,23 @@ def test_deterministic_table_and_plot(tmp_path) -> None:
     save_plot(report, tmp_path / "b.png")
     assert (tmp_path / "a.png").read_bytes() == (tmp_path / "b.png").read_bytes()
     assert len(plot_report(report)) == 1
+
+
+def test_a_logs_gpus_per_thread_is_read_and_predicted() -> None:
+    """A log's ``# nThread 1 nGpus N`` line gives its GPUs per host thread; validate then
+    predicts on the machine driven that way (commsim.nccl.with_gpus_per_thread): the host's
+    issue time is part of the floor, so small calls take longer with more GPUs per thread,
+    and never less; without an NCCL model the count changes nothing."""
+    log = read_nccl_tests(DATA / "a100-sxm4-80gb_8gpu_1node_allreduce-g8_unresolved-thanos.txt")
+    assert log.gpus_per_thread == 8
+    one_process = DATA / "a100-sxm4-80gb_8gpu_1node_allreduce-mpirun_unresolved-thanos.txt"
+    assert read_nccl_tests(one_process).gpus_per_thread == 1
+    rows = log.measurements()
+    plain = validate(rows, "dgx-a100", algorithm="nccl", engine="analytic")
+    driven = validate(rows, "dgx-a100", algorithm="nccl", engine="analytic", gpus_per_thread=8)
+    pairs = list(zip(plain.rows, driven.rows, strict=True))
+    assert all(d.predicted_time_s >= p.predicted_time_s for p, d in pairs)
+    assert pairs[0][1].predicted_time_s > pairs[0][0].predicted_time_s
+    bare = {"kind": "switch", "ranks": 8, "link": {"latency": "1us", "bandwidth": "100GB/s"}}
+    assert validate(rows, bare, engine="analytic", gpus_per_thread=8).rows == validate(
+        rows, bare, engine="analytic").rows

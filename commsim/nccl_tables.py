@@ -1,0 +1,284 @@
+"""NCCL's tuning constants, per release where they changed, and the other fixed costs of the
+measured floor (what nccl-tests' timing loop adds).
+
+Sources (facts, not code): NVIDIA/nccl ``src/graph/tuning.cc`` (``baseLat``, ``hwLat``,
+``llMaxBws``, ``perChMaxRingLL128Bws``) as of the releases named below;
+``src/include/comm.h``/``device.h`` (``NCCL_*_THREAD_THRESHOLD``, ``NCCL_*_MAX_NTHREADS``)
+and ``src/enqueue.cc`` (the per-call channel count); NVIDIA/nccl-tests ``src/common.cu``
+(the timing loop) and nccl-tests issue #123 (the host cost per GPU a thread drives).
+
+>>> tables("2.19").base_us["tree"]["LL"], tables("2.12").base_us["ring"]["LL"]
+(6.8, 3.6)
+>>> tables("2.19").hop_us["net"]["ring"]["Simple"], tables("2.7").hop_us["net"]["ring"]["Simple"]
+(14.0, 9.6)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from commsim.algorithms.ring import MAX_CHAIN_CHUNKS
+from commsim.network import Network
+from commsim.topology.spec import parse_nccl_version as parse_version
+
+#: Link classes NCCL's tuner tells apart (``NCCL_HW_NVLINK``, ``NCCL_HW_PCI``, ``NCCL_HW_NET``).
+LINK_CLASSES = ("nvlink", "pcie", "net")
+
+Table = dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True, slots=True)
+class Tables:
+    """The constants of one NCCL release: launch (base) latency per algorithm family and
+    protocol, and per-hop latency per link class, family and protocol, in microseconds."""
+
+    release: str
+    base_us: Table
+    hop_us: dict[str, Table]
+
+
+def _fam(tree: tuple[float, float, float], ring: tuple[float, float, float],
+         nvls: float = 0.0, collnet: float = 0.0) -> Table:
+    names = ("LL", "LL128", "Simple")
+    return {
+        "tree": dict(zip(names, tree, strict=True)),
+        "ring": dict(zip(names, ring, strict=True)),
+        "nvls": {"Simple": nvls},
+        "collnet": {"Simple": collnet},
+    }
+
+
+#: tuning.cc as of NCCL 2.7 (NVIDIA/nccl commit 01afd20: Tree/Ring/CollNet, no NVLS). NVLS
+#: and CollNet then had no hop latency of their own; CollNet's row is its Simple one.
+_V2_7 = Tables(
+    "2.7",
+    base_us=_fam((4.4, 4.4, 0.0), (3.6, 10.0, 8.4)),
+    hop_us={
+        "nvlink": _fam((0.52, 1.2, 28.0), (0.47, 1.9, 3.4), collnet=4.0),
+        "pcie": _fam((1.0, 1.9, 28.0), (1.0, 2.5, 5.7), collnet=5.5),
+        "net": _fam((5.0, 8.5, 50.0), (2.7, 4.0, 9.6), collnet=10.7),
+    },
+)
+#: tuning.cc as of NCCL 2.17/2.18 (NVLS and NVLS tree added; CollNet split in Direct/Chain:
+#: the Chain row is used, as commsim's collnet is NCCL's chain).
+_V2_17 = Tables(
+    "2.17",
+    base_us=_fam((6.8, 14.0, 0.0), (6.6, 14.0, 8.4)),
+    hop_us={
+        "nvlink": _fam((0.6, 1.25, 28.0), (0.6, 1.9, 3.4), nvls=23.0, collnet=2.8),
+        "pcie": _fam((1.0, 1.9, 28.0), (1.0, 2.5, 5.7), collnet=2.8),
+        "net": _fam((5.0, 8.5, 28.0), (2.7, 4.0, 14.0), nvls=18.0, collnet=30.0),
+    },
+)
+#: tuning.cc as of NCCL 2.19-2.23 (tree Simple hop 4 us on NVLink/PCIe, 14 us on the network;
+#: NVLS 25 us).
+_V2_19 = Tables(
+    "2.19",
+    base_us=_fam((6.8, 14.0, 0.0), (6.6, 14.0, 8.4)),
+    hop_us={
+        "nvlink": _fam((0.6, 1.25, 4.0), (0.6, 1.9, 3.4), nvls=25.0, collnet=2.8),
+        "pcie": _fam((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), collnet=2.8),
+        "net": _fam((5.0, 8.5, 14.0), (2.7, 4.0, 14.0), nvls=18.0, collnet=30.0),
+    },
+)
+#: Known tables, oldest first. A release between two keys uses the older key's table: the
+#: tables are those of the releases named; the exact release each constant changed in is
+#: not pinned down.
+VERSIONS: tuple[Tables, ...] = (_V2_7, _V2_17, _V2_19)
+#: The release assumed where a topology names none.
+DEFAULT_VERSION = "2.19"
+
+
+def tables(version: str = DEFAULT_VERSION) -> Tables:
+    """The constants NCCL ``version`` runs with (the newest known table not after it; 2.7's
+    for anything older)."""
+    wanted = parse_version(version)
+    chosen = VERSIONS[0]
+    for table in VERSIONS:
+        if parse_version(table.release) <= wanted:
+            chosen = table
+    return chosen
+
+
+#: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws, NCCL 2.19+), by GPU generation: one
+#: node, two nodes, more nodes (Volta's row: Intel hosts; the others: AMD hosts).
+LL_MAX_BW = {"volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0),
+             "hopper": (141.0, 45.0, 35.0), "blackwell": (282.0, 90.0, 70.0)}
+#: LL128 per-channel bus bandwidth caps in GB/s (tuning.cc perChMaxRingLL128Bws).
+LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
+
+
+#: NCCL's per-call channel and thread choice (enqueue.cc): the per-thread work below which it
+#: runs fewer channels (comm.h ``NCCL_LL_THREAD_THRESHOLD`` 8, ``NCCL_LL128_THREAD_THRESHOLD``
+#: 8, ``NCCL_SIMPLE_THREAD_THRESHOLD`` 64; the ring's LL threshold is multiplied by the rank
+#: count, tuning.cc), and the most threads per channel (``NCCL_LL_MAX_NTHREADS`` 512,
+#: ``NCCL_LL128_MAX_NTHREADS`` 640, ``NCCL_SIMPLE_MAX_NTHREADS`` 512).
+THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
+MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+
+#: Bytes one channel moves per Simple pipeline step (``stepSize``: the 4 MiB Simple buffer
+#: over ``NCCL_STEPS`` = 8). A chain (broadcast, reduce) forwards a Simple step only once it
+#: has arrived whole.
+SIMPLE_STEP_BYTES = 512 * 1024
+
+#: nccl-tests' timing loop (``src/common.cu``, ``BenchTime``): it enqueues ``iters`` calls
+#: back to back, synchronizes once, and divides the wall time by ``iters``; with ``-g N`` one
+#: host thread issues the call to N GPUs in a group. A call's time is then the larger of what
+#: the host spends issuing it and what the GPUs spend running it. The host's cost per GPU it
+#: drives: ~4 us (nccl-tests issue #123, DGX A100, ring on one channel, ``-g 2..8`` in one
+#: thread: 10 -> 33.7 us, +3.9 us per GPU while NCCL's device latency grows 1.2 us per GPU).
+HOST_LAUNCH_US = 4.0
+
+
+def active_channels(nbytes: int, ranks: int, family: str, protocol: str,
+                    channels: int) -> tuple[int, int]:
+    """(channels, threads per channel) NCCL runs a call of ``nbytes`` with (enqueue.cc):
+    starting from all ``channels`` and the protocol's most threads, one channel less while
+    ``nbytes < channels x threads x threshold``, then half the threads (while a multiple of
+    128). The ring's LL threshold is x ``ranks`` (tuning.cc); NVLS and CollNet keep theirs.
+
+    >>> [active_channels(n, 8, "ring", "Simple", 16) for n in (64 * 1024, 1 << 20)]
+    [(2, 512), (16, 512)]
+    """
+    threads = MAX_THREADS[protocol]
+    if family in ("nvls", "collnet"):
+        return channels, threads
+    threshold = THREAD_THRESHOLD[protocol] * (ranks if (family, protocol) == ("ring", "LL")
+                                              else 1)
+    nc = channels
+    while nbytes < nc * threads * threshold:
+        if nc >= 2:
+            nc -= 1
+        elif threads % 128 == 0:
+            threads //= 2
+        else:
+            break
+    return nc, threads
+
+
+def chain_chunks(nbytes: int, ranks: int, protocol: str, nc: int, hop_bytes: float) -> int:
+    """Pieces of a pipelined chain (broadcast, reduce) on ``nc`` channels, ``hop_bytes`` the
+    bytes a hop moves in its latency (latency x bandwidth). A Simple step (512 KiB per
+    channel) moves on only once whole. LL and LL128 forward each line as its flag lands: a
+    stream, which commsim's chain (a piece leaves once the previous one arrived) approaches
+    best with ``sqrt((ranks - 2) x nbytes / hop_bytes)`` pieces. At most
+    ``max(64, 4 (ranks - 1))`` pieces, as commsim's ring chains.
+
+    >>> chain_chunks(1 << 20, 8, "LL128", 16, 1e4), chain_chunks(64 << 20, 8, "Simple", 16, 1e4)
+    (25, 8)
+    """
+    limit = max(MAX_CHAIN_CHUNKS, 4 * (ranks - 1))
+    if protocol != "Simple":
+        best = round(math.sqrt(max(ranks - 2, 1) * nbytes / max(hop_bytes, 1.0)))
+        return max(1, min(limit, best, nbytes))
+    return max(1, min(limit, -(-nbytes // (nc * SIMPLE_STEP_BYTES))))
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """The fixed cost of one call, in seconds, as named parts that add up to :attr:`total_s`
+    (the time of the call at the smallest size): ``base`` (tuning.cc baseLat), ``hops`` (its
+    schedule's latency on the protocol network: hwLat per link class), ``host`` (the host's
+    issue time the device does not hide: nccl-tests' loop, ``gpus_per_thread`` x
+    :data:`HOST_LAUNCH_US` beyond the device's time)."""
+
+    base_s: float
+    hops_s: float
+    host_s: float
+
+    @property
+    def parts(self) -> dict[str, float]:
+        """Every part by name."""
+        return {"base": self.base_s, "hops": self.hops_s, "host": self.host_s}
+
+    @property
+    def total_s(self) -> float:
+        """The sum of the parts."""
+        return self.base_s + self.hops_s + self.host_s
+
+
+#: The tree's bus bandwidth cap in GB/s, NCCL 2.7-2.16 (tuning.cc ``maxTreeBw``): two nodes
+#: or fewer 110 (Ampere under LL128: 130), more nodes 80 (105).
+MAX_TREE_BW_OLD = {(False, False): 110.0, (False, True): 130.0,
+                   (True, False): 80.0, (True, True): 105.0}
+#: Per-channel tree bus bandwidth caps in GB/s, NCCL 2.17+ (tuning.cc ``perChMaxTreeBws``),
+#: by GPU generation for one node, two nodes, and more.
+PER_CHANNEL_TREE_BW = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
+                       "hopper": (38.7, 41.4, 36.0), "blackwell": (2 * 38.7, 2 * 41.4, 2 * 36.0)}
+
+
+def tree_cap_Bps(table: Tables, arch: str | None, nodes: int, protocol: str,
+                 channels: int) -> float:
+    """The bus bandwidth NCCL's tuner lets its tree reach (bytes/s; inf without an arch).
+
+    >>> tree_cap_Bps(tables("2.7"), "ampere", 16, "Simple", 16) / 1e9
+    80.0
+    """
+    if arch is None:
+        return float("inf")
+    if parse_version(table.release) < (2, 17):
+        return MAX_TREE_BW_OLD[(nodes > 2, arch == "ampere" and protocol == "LL128")] * 1e9
+    row = PER_CHANNEL_TREE_BW.get(arch)
+    if row is None:
+        return float("inf")
+    return channels * row[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9
+
+
+def hop_factor(table: Tables, link_class: str, family: str, protocol: str,
+               multi_node: bool) -> float:
+    """How ``protocol`` scales the latency of a ``link_class`` hop for ``family``: tuning.cc's
+    ``hwLat`` over that class's ring LL ``hwLat`` (a topology's latency is read as the ring LL
+    hop); NVLS and CollNet hop as ring Simple. Across nodes, LL's intra-node hops x 1.8
+    (tuning.cc: LL flags cross PCIe to the NIC's proxy)."""
+    row = table.hop_us[link_class]
+    fam = "ring" if family in ("nvls", "collnet") else family
+    factor = row[fam][protocol] / row["ring"]["LL"]
+    if multi_node and protocol == "LL" and link_class != "net":
+        factor *= 1.8
+    return factor
+
+
+@dataclass(frozen=True, slots=True)
+class NcclConfig:
+    """The ``nccl:`` block of a topology as the model reads it (defaults where absent)."""
+
+    arch: str | None = None
+    channels: int = 16
+    version: str = DEFAULT_VERSION
+    gpus_per_thread: int = 1
+
+    @classmethod
+    def of(cls, network: Network) -> NcclConfig:
+        """The configuration of ``network`` (all defaults without an ``nccl`` block)."""
+        nccl = network.meta.get("nccl")
+        if not isinstance(nccl, dict):
+            return cls()
+        return cls(
+            arch=str(nccl["arch"]) if "arch" in nccl else None,
+            channels=int(nccl.get("channels", 16)),
+            version=str(nccl.get("version", DEFAULT_VERSION)),
+            gpus_per_thread=int(nccl.get("gpus_per_thread", 1)),
+        )
+
+    @property
+    def tables(self) -> Tables:
+        """The constants of this NCCL release."""
+        return tables(self.version)
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    """One NCCL protocol: its name and bandwidth factor. (Its per-hop latencies are per link
+    class, algorithm family and NCCL release: :func:`hop_factor`.)"""
+
+    name: str
+    bandwidth: float
+
+
+#: Bandwidth factors: LL carries 8 bytes of data per 16-byte line, LL128 120 of every 128,
+#: Simple all of it (tuning.cc's LL128 factor 0.92; LL's data half, see docs/nccl.md).
+PROTOCOLS = (Protocol("LL", 0.5), Protocol("LL128", 0.92), Protocol("Simple", 1.0))
+PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
+#: NCCL's trees move data at 0.9 of the links' bus bandwidth (tuning.cc: tree ``busBw x .9``).
+TREE_EFFICIENCY = 0.9

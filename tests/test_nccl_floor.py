@@ -1,0 +1,148 @@
+"""The structure of the NCCL model (commsim.nccl, commsim.nccl_tables, commsim.nccl_paths):
+the floor is the sum of its named parts, the NCCL release selects the constants, time grows
+with size, more channels are never slower at large sizes, NCCL's per-call channel count and
+ring order. No test here checks a constant against a measurement."""
+
+from __future__ import annotations
+
+import pytest
+
+import commsim
+from commsim.algorithms.calls import make_call
+from commsim.nccl import NcclModel, base_latency_s, with_gpus_per_thread
+from commsim.nccl_paths import nvlink_spread, ring_order
+from commsim.nccl_tables import HOST_LAUNCH_US, VERSIONS, active_channels, tables
+from commsim.topology import load_topology
+
+ONE_HOST = {"kind": "hierarchical", "nodes": 1, "gpus_per_node": 8,
+            "intra": {"latency": "0.6us", "bandwidth": "235GB/s"},
+            "inter": {"latency": "2.7us", "bandwidth": "23GB/s"}}
+
+
+def with_nccl(**nccl: object) -> dict[str, object]:
+    return {**ONE_HOST, "nccl": {"arch": "ampere", "channels": 16, **nccl}}
+
+
+@pytest.mark.parametrize("topology", ["dgx-a100", "dgx-h100x2", "dgx1-v100", "pcie-gen4-8gpu"])
+@pytest.mark.parametrize("gpus_per_thread", [1, 8])
+def test_floor_is_the_sum_of_its_named_parts(topology: str, gpus_per_thread: int) -> None:
+    """For every (algorithm, protocol) NCCL weighs, the time of a one-byte-per-rank call is
+    base + hops + host, each from its source: base = tuning.cc baseLat of the release, host =
+    what the host's issue time (GPUs per thread x the per-GPU cost) leaves unhidden."""
+    net = load_topology(topology)
+    meta = {**net.meta, "nccl": {**net.meta["nccl"], "gpus_per_thread": gpus_per_thread}}
+    net = net.rebuilt(meta=meta)
+    model = NcclModel.of(net)
+    version = str(meta["nccl"]["version"])  # type: ignore[index]
+    for collective in ("all_reduce", "all_gather", "broadcast"):
+        call = make_call(collective, net, net.ranks)
+        for name, protocol in model.candidates(call):
+            floor = model.floor(call, name, protocol)
+            assert floor.total_s == pytest.approx(sum(floor.parts.values()), rel=1e-12)
+            assert floor.base_s == base_latency_s(name, protocol, version)
+            host = gpus_per_thread * HOST_LAUNCH_US * 1e-6
+            assert floor.host_s == pytest.approx(max(0.0, host - floor.base_s - floor.hops_s))
+            timed = commsim.simulate(collective, net, net.ranks, algorithm=name,
+                                     protocol=protocol, engine="des").time_s
+            assert timed == pytest.approx(floor.total_s, rel=1e-9)
+
+
+def test_ring_hops_are_its_steps_times_the_hop_latency() -> None:
+    """On one NVSwitch host a ring all-reduce's hops are its 2 (p - 1) steps, each the
+    topology's NVLink hop scaled by hwLat (LL: the hop itself; Simple: 3.4 / 0.6 of it)."""
+    net = load_topology("dgx-a100")
+    call = make_call("all_reduce", net, 8)
+    model = NcclModel.of(net)
+    hop = 0.6e-6
+    assert model.floor(call, "ring", "LL").hops_s == pytest.approx(14 * hop, rel=1e-3)
+    assert model.floor(call, "ring", "Simple").hops_s == pytest.approx(14 * hop * 3.4 / 0.47,
+                                                                       rel=1e-3)
+
+
+def test_the_release_selects_the_constants() -> None:
+    """The same machine under NCCL 2.7 and 2.19: each floor's base is that release's baseLat,
+    and a tree's Simple hop follows that release's hwLat (28 us per NVLink hop in 2.7, 4 in
+    2.19, as ratios to the ring LL hop)."""
+    old, new = (load_topology(with_nccl(version=v)) for v in ("2.7", "2.19"))
+    for net, version in ((old, "2.7"), (new, "2.19")):
+        call = make_call("all_reduce", net, 8)
+        floor = NcclModel.of(net).floor(call, "ring", "LL")
+        assert floor.base_s == tables(version).base_us["ring"]["LL"] * 1e-6
+    assert tables("2.7").base_us["ring"]["LL"] != tables("2.19").base_us["ring"]["LL"]
+    hosts = {**ONE_HOST, "nodes": 2}
+    times = {}
+    for version in ("2.7", "2.19"):
+        net = load_topology({**hosts, "nccl": {"arch": "ampere", "version": version}})
+        times[version] = commsim.simulate("all_reduce", net, 1 << 16,
+                                          algorithm="double_binary_tree",
+                                          protocol="Simple").time_s
+    assert times["2.7"] > times["2.19"]
+    assert [t.release for t in VERSIONS] == sorted((t.release for t in VERSIONS),
+                                                   key=lambda r: tuple(map(int, r.split("."))))
+    assert tables("2.12").release == "2.7" and tables("2.30").release == VERSIONS[-1].release
+
+
+@pytest.mark.parametrize("topology", ["dgx-a100", "dgx-h100x2", "dgx1-v100", "dgx2-v100",
+                                      "pcie-gen4-8gpu", "gcp-a3-megax2"])
+def test_time_grows_with_size(topology: str) -> None:
+    """At nccl-tests' sizes (powers of two) NCCL's choice never gets faster for more bytes,
+    for every collective (the channel ramp keeps each channel's share constant)."""
+    for collective in ("all_reduce", "all_gather", "reduce_scatter", "broadcast"):
+        times = [commsim.simulate(collective, topology, 2**e, engine="analytic").time_s
+                 for e in range(3, 31)]
+        # within 1e-4: a chain's piece count is an integer, rounded from its optimum
+        assert all(b >= a * (1 - 1e-4) for a, b in zip(times, times[1:], strict=False))
+
+
+def test_more_channels_never_slower_at_large_sizes() -> None:
+    """At 256 MiB and 1 GiB, 1..64 channels: time never grows with the channel count."""
+    for size in ("256MiB", "1GiB"):
+        for collective in ("all_reduce", "all_gather"):
+            times = [commsim.simulate(collective, load_topology(with_nccl(channels=c)),
+                                      size).time_s for c in (1, 2, 4, 8, 16, 32, 64)]
+            assert all(b <= a * (1 + 1e-12) for a, b in zip(times, times[1:], strict=False))
+
+
+def test_small_calls_run_fewer_channels() -> None:
+    """enqueue.cc's loop: one channel less while the call has fewer than channels x threads x
+    threshold bytes; the ring's LL threshold scales with the ranks; then threads halve."""
+    assert active_channels(1 << 30, 8, "ring", "Simple", 16) == (16, 512)
+    channels = [active_channels(2**e, 8, "ring", "Simple", 16)[0] for e in range(10, 24)]
+    assert channels == sorted(channels) and channels[0] == 1 and channels[-1] == 16
+    assert active_channels(1 << 16, 16, "ring", "LL", 16)[0] < \
+        active_channels(1 << 16, 2, "ring", "LL", 16)[0]
+    assert active_channels(8, 8, "ring", "Simple", 16) == (1, 64)
+    assert active_channels(8, 8, "nvls", "Simple", 16) == (16, 512)
+
+
+def test_rings_follow_direct_nvlinks_and_use_them_all() -> None:
+    """On the DGX-1's cube-mesh NCCL's ring visits the GPUs through direct NVLinks only, and
+    commsim's one ring gets all of a GPU's NVLinks (6 links, 120 GB/s); behind a switch the
+    order is the rank order."""
+    net = load_topology("dgx1-v100")
+    order = ring_order(net, 8)
+    assert sorted(order) == list(range(8)) and order[0] == 0
+    direct = {(link.src, link.dst) for link in net.links}
+    devices = net.rank_devices
+    assert all((devices[a], devices[b]) in direct for a, b in zip(order, order[1:] + order[:1],
+                                                                  strict=True))
+    assert set(nvlink_spread(net).values()) == {120e9}
+    assert ring_order(load_topology("dgx-a100"), 8) == tuple(range(8))
+
+
+def test_gpus_per_thread_sets_the_host_part() -> None:
+    """nccl-tests -g 8 on one host: the floor is the host's 8 x 4 us, not the GPUs' time;
+    at 1 GiB the host's time is hidden."""
+    net = with_gpus_per_thread(load_topology("dgx-a100"), 8)
+    small = commsim.simulate("all_reduce", net, 8).time_s
+    assert small == pytest.approx(8 * HOST_LAUNCH_US * 1e-6, rel=1e-9)
+    big = commsim.simulate("all_reduce", net, "1GiB").time_s
+    assert big == pytest.approx(commsim.simulate("all_reduce", "dgx-a100", "1GiB").time_s)
+
+
+def test_gpus_per_thread_is_validated() -> None:
+    """gpus_per_thread and version are checked as the rest of the nccl block."""
+    with pytest.raises(commsim.SpecError, match="nccl.gpus_per_thread"):
+        load_topology(with_nccl(gpus_per_thread=0))
+    with pytest.raises(commsim.SpecError, match="nccl.version"):
+        load_topology(with_nccl(version="two"))
