@@ -273,10 +273,14 @@ def cross_table(results: list[Result], fast: bool) -> list[list[str]]:
         check = [row for r in members if r.log.collective is not fit_on
                  for row in r.log.measurements()]
         check = _thin(check, 8) if fast else check
-        hosts = next(r.log.host_indices() for r in members if r.log.collective is fit_on)
+        fit_log = next(r.log for r in members if r.log.collective is fit_on)
+        # both as the logs ran (their nGpus GPUs per host thread), as the uncalibrated mode
+        gpus = {r.log.gpus_per_thread for r in members}
         fitted = calibrate(_thin(fit_rows, 6) if fast else fit_rows, members[0].preset,
-                           hosts=hosts, algorithm="nccl", source=machine)
-        report = validate(check, fitted.spec, algorithm="nccl", engine="auto")
+                           hosts=fit_log.host_indices(), algorithm="nccl", source=machine,
+                           gpus_per_thread=fit_log.gpus_per_thread)
+        report = validate(check, fitted.spec, algorithm="nccl", engine="auto",
+                          gpus_per_thread=gpus.pop() if len(gpus) == 1 else None)
         small, large = _band(report.rows, False), _band(report.rows, True)
         table.append([machine, members[0].preset, fit_on.value,
                       ", ".join(sorted(c.value for c in collectives - {fit_on})),

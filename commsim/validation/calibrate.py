@@ -12,13 +12,14 @@ What is fitted are the parameters of the template's *link classes*:
 * optionally ``gamma`` (seconds per byte reduced; CPU reductions cost, GPU ones hardly).
 
 **Objective.** Least squares on ``log(predicted / measured)``: relative error, symmetric, so a
-4 KiB row counts as much as a 4 GiB one. **Optimizer.** A predicted time is homogeneous of
-degree one in the time parameters ``x`` (latencies, inverse bandwidths, gamma), and linear in
-them wherever the schedule's critical path, the link sharing and ``auto``'s choice of
-algorithm stay the same: ``t(x) = J x``. Each outer iteration measures ``J`` at the current
-``x`` by finite differences (one prediction of every row per parameter) and solves the smooth
-problem ``min sum (log(J x) - log t)^2`` over ``x > 0`` by damped Gauss-Newton in ``log x``
-(numpy only), halving a step that does not improve the fit (:data:`BACKTRACK` times at
+4 KiB row counts as much as a 4 GiB one. **Optimizer.** A predicted time is linear in the time
+parameters ``x`` (latencies, inverse bandwidths, gamma) wherever the schedule's critical path,
+the link sharing and ``auto``'s choice of algorithm stay the same, plus a part no parameter
+moves (under NCCL's model: its launch latency and the host's issue time, docs/nccl.md):
+``t(x) = c + J x``. Each outer iteration measures ``J`` at the current ``x`` by finite
+differences (one prediction of every row per parameter), takes ``c = t(x) - J x``, and
+solves the smooth problem ``min sum (log(c + J x) - log t)^2`` over ``x > 0`` by damped
+Gauss-Newton in ``log x`` (numpy only), halving a step that does not improve the fit (:data:`BACKTRACK` times at
 most); it stops when ``x`` settles and returns the best ``x`` seen. Everything is
 deterministic. Predictions use the same engine as ``validate`` (``auto``: the DES up to 32
 ranks, closed forms beyond), so contention the DES sees is part of the fit.
@@ -49,7 +50,13 @@ from commsim.topology.spec import (
 from commsim.validation.measurements import Measurement
 from commsim.validation.parameters import BOUNDS, Param, reported, template_parameters
 from commsim.validation.solve import solve_log_linear
-from commsim.validation.validate import Predictor, ValidationReport, summary_line, validate
+from commsim.validation.validate import (
+    Predictor,
+    ValidationReport,
+    as_run,
+    summary_line,
+    validate,
+)
 
 #: Outer iterations (re-measuring J); the inner Gauss-Newton loop is in :mod:`.solve`.
 MAX_OUTER = 12
@@ -200,6 +207,7 @@ def calibrate(
     engine: str = "auto",
     source: str = "",
     progress: Progress | None = None,
+    gpus_per_thread: int | None = None,
 ) -> Calibration:
     """Fit the template's link classes (and ``gamma`` if asked) to ``rows``.
 
@@ -216,6 +224,11 @@ def calibrate(
         Also fit the reduction cost per byte.
     algorithm, engine : str
         How rows are predicted while fitting (as in :func:`~commsim.validation.validate`).
+    gpus_per_thread : int, optional
+        The GPUs each host thread drove in the measured run (an nccl-tests log's ``nGpus``):
+        rows are fitted as the run went (:func:`~commsim.validation.validate.as_run`), so
+        that the floor's ``host`` part is not fitted into the links. The written topology
+        stays the machine's (one GPU per thread unless the template says otherwise).
     progress : callable, optional
         Called as ``progress(done, total)`` after each outer iteration (the CLI's bar).
 
@@ -244,7 +257,7 @@ def calibrate(
     notes: list[str] = []
     if isinstance(spec, HierarchicalSpec) and not multi_host:
         notes.append("inter (network) link kept from the template: no row spans two hosts")
-    predict = _Predictor(rows, build, algorithm, engine)
+    predict = _Predictor(rows, build, algorithm, engine, gpus_per_thread)
     if template is None:
         x = _initial_guess(rows, params, x, predict)
     best_x, active = _fit(predict, params, x, progress)
@@ -256,7 +269,8 @@ def calibrate(
     fitted_by = f"fitted by commsim calibrate to {source or 'measurements'}"
     sources = (fitted_by,) if template is None else (*fitted.sources, fitted_by)
     fitted = dataclasses.replace(fitted, sources=sources)
-    report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source)
+    report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source,
+                      gpus_per_thread=gpus_per_thread)
     return Calibration(
         spec=fitted,
         parameters=reported(params, best_x),
@@ -279,13 +293,17 @@ class _Predictor:
         build: Callable[[np.ndarray], TopologySpec],
         algorithm: str,
         engine: str,
+        gpus_per_thread: int | None = None,
     ) -> None:
         self.rows, self.build, self.algorithm, self.engine = rows, build, algorithm, engine
+        self.gpus_per_thread = gpus_per_thread
         self.measured = np.asarray([r.time_s for r in rows], dtype=float)
 
     def __call__(self, x: np.ndarray, chosen: list[str] | None = None) -> np.ndarray:
         algorithm, engine = self.algorithm, self.engine
-        predictor = Predictor(build_network(self.build(x)), algorithm=algorithm, engine=engine)
+        network = as_run(build_network(self.build(x)), algorithm,
+                         gpus_per_thread=self.gpus_per_thread)
+        predictor = Predictor(network, algorithm=algorithm, engine=engine)
         fixed: dict[str, Predictor] = {}
         cache: dict[tuple[Collective, int, int, str], float] = {}
         out = np.empty(len(self.rows))
@@ -344,9 +362,12 @@ def _fit(
         active = np.any(jac > 0, axis=0)
         if not np.any(active):
             raise SpecError("nothing to fit: no parameter changes any predicted time")
+        # the first-order model about x: base + J (x' - x); what no parameter moves (NCCL's
+        # launch, the host's issue time) is its constant part, never fitted into the links
+        offset = np.maximum(base - jac @ x, 0.0)
         new = x.copy()
         new[active] = solve_log_linear(
-            jac[:, active], predict.measured, x[active], low[active], high[active]
+            jac[:, active], predict.measured, x[active], low[active], high[active], offset
         )
         value = predict.objective(predict(new))
         for _ in range(BACKTRACK):

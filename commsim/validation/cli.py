@@ -332,6 +332,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             engine=args.engine or "auto",
             source=loaded.source,
             progress=bar.update_to,
+            gpus_per_thread=loaded.gpus_per_thread,
         )
     finally:
         bar.close()

@@ -1,7 +1,8 @@
 """The inner fit of ``calibrate``: bounded least squares on log-predictions that are linear in x.
 
-Predicted times are ``J @ x`` (x: latencies, inverse bandwidths, ...); the fit minimises the
-squared log ratio to the measured times, so small and large sizes weigh alike.
+Predicted times are ``c + J @ x`` (x: latencies, inverse bandwidths, ...; ``c`` the part of each
+time no fitted parameter moves: NCCL's launch latency, the host's issue time); the fit minimises
+the squared log ratio to the measured times, so small and large sizes weigh alike.
 """
 
 from __future__ import annotations
@@ -15,16 +16,18 @@ MAX_INNER = 200
 
 
 def solve_log_linear(
-    jac: np.ndarray, target: np.ndarray, x0: np.ndarray, low: np.ndarray, high: np.ndarray
+    jac: np.ndarray, target: np.ndarray, x0: np.ndarray, low: np.ndarray, high: np.ndarray,
+    offset: np.ndarray | None = None,
 ) -> np.ndarray:
-    """``argmin sum (log(J x) - log t)^2`` over ``low <= x <= high`` by damped Gauss-Newton in
-    ``u = log x`` (projected onto the bounds)."""
+    """``argmin sum (log(c + J x) - log t)^2`` over ``low <= x <= high`` by damped Gauss-Newton
+    in ``u = log x`` (projected onto the bounds); ``c`` is ``offset`` (none: 0)."""
     log_t = np.log(target)
     u_low, u_high = np.log(low), np.log(high)
     u = np.clip(np.log(x0), u_low, u_high)
+    const = np.zeros(len(target)) if offset is None else offset
 
     def cost(u: np.ndarray) -> tuple[float, np.ndarray, np.ndarray]:
-        pred = jac @ np.exp(u)
+        pred = const + jac @ np.exp(u)
         if np.any(pred <= 0):
             return math.inf, pred, np.empty(0)
         r = np.log(pred) - log_t

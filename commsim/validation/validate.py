@@ -219,6 +219,17 @@ def predict_time(
     )
 
 
+def as_run(network: Network, algorithm: str, protocol: str = "auto",
+           gpus_per_thread: int | None = None) -> Network:
+    """``network`` as the measured run drove it: with ``gpus_per_thread`` GPUs per host thread
+    (an nccl-tests log's ``nGpus``) where its calls are timed with NCCL's model and floor
+    (:func:`~commsim.nccl.with_gpus_per_thread`); unchanged otherwise or for None. What
+    :func:`validate` and :func:`~commsim.validation.calibrate.calibrate` both predict on."""
+    if gpus_per_thread is not None and _runs_nccl_model(network, algorithm, protocol):
+        return with_gpus_per_thread(network, gpus_per_thread)
+    return network
+
+
 def _runs_nccl_model(network: Network, algorithm: str, protocol: str) -> bool:
     """Whether :class:`Predictor` times calls with NCCL's model (and so its floor)."""
     chosen = canonical_protocol(protocol)
@@ -260,8 +271,7 @@ def validate(
             f"the measurements have {most} ranks, topology {network.name!r} only "
             f"{network.ranks} (use a larger topology, e.g. a preset with an xN suffix)"
         )
-    if gpus_per_thread is not None and _runs_nccl_model(network, algorithm, protocol):
-        network = with_gpus_per_thread(network, gpus_per_thread)
+    network = as_run(network, algorithm, protocol, gpus_per_thread)
     predictor = Predictor(network, algorithm=algorithm, engine=engine, protocol=protocol)
     cache: dict[tuple[Collective, int, int], Prediction] = {}
     out: list[ValidationRow] = []
