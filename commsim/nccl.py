@@ -61,6 +61,7 @@ from commsim.nccl_tables import (
     NcclConfig,
     Protocol,
     active_channels,
+    bandwidth_factor,
     chain_chunks,
     tables,
     tree_cap_Bps,
@@ -107,13 +108,19 @@ BASE_LATENCY_US: dict[str, dict[str, float]] = {
 }
 
 
+def with_nccl(network: Network, **settings: object) -> Network:
+    """``network`` with these keys of its ``nccl:`` block set (``version``,
+    ``gpus_per_thread``, ...): the same machine as a run drove it."""
+    nccl = network.meta.get("nccl")
+    nccl = dict(nccl) if isinstance(nccl, dict) else {}
+    return network.rebuilt(meta={**network.meta, "nccl": {**nccl, **settings}})
+
+
 def with_gpus_per_thread(network: Network, gpus: int) -> Network:
     """``network`` run as nccl-tests ``-g gpus`` runs it: one host thread issuing each call
     to ``gpus`` GPUs (the floor's ``host`` part). How a log's ``# nThread 1 nGpus N`` line
     is to be predicted."""
-    nccl = network.meta.get("nccl")
-    nccl = dict(nccl) if isinstance(nccl, dict) else {}
-    return network.rebuilt(meta={**network.meta, "nccl": {**nccl, "gpus_per_thread": gpus}})
+    return with_nccl(network, gpus_per_thread=gpus)
 
 
 def family_of(algorithm: str) -> str:
@@ -211,17 +218,21 @@ class NcclModel:
             raise SpecError(f"NCCL runs {name} with the Simple protocol only, not {protocol!r}")
 
     def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
-             channels: float = 1, active: int | None = None) -> Network:
-        """The protocol network of ``ranks`` for ``family``, ``active`` of the machine's
-        channels running (all by default), network links x ``channels``."""
+             channels: float = 1, active: int | None = None,
+             collective: Collective = Collective.ALL_REDUCE) -> Network:
+        """The protocol network of ``ranks`` for ``family`` running ``collective``,
+        ``active`` of the machine's channels running (all by default), network links x
+        ``channels``."""
         active = self.config.channels if active is None else active
-        key = (ranks, protocol.name, family, channels, active)
+        nodes = self._nodes(max(ranks) + 1)
+        factor = bandwidth_factor(self.config.version, family, protocol, nodes > 1,
+                                  collective in (Collective.ALL_REDUCE, Collective.REDUCE))
+        key = (ranks, protocol.name, family, channels, active, factor)
         if key not in self._cache:
-            nodes = self._nodes(max(ranks) + 1)
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
             spread = self._spread(ranks) if family in ("ring", "tree") else {}
             scaled = self._scaled(protocol, family, nodes > 1, channels, cap,
-                                  active / self.config.channels, spread)
+                                  active / self.config.channels, spread, factor)
             # The same devices and links, scaled: every protocol's network of the same ranks
             # shares one structure (routes, out-links, hosts, reducing switches, ...).
             routes, structure = self._memo.setdefault(("structure", ranks), ({}, {}))
@@ -233,33 +244,34 @@ class NcclModel:
         return self._cache[key]
 
     def _scaled(self, protocol: Protocol, family: str, multi_host: bool, channels: float,
-                cap: float, share: float, spread: dict[int, float]) -> Network:
+                cap: float, share: float, spread: dict[int, float], factor: float) -> Network:
         """The whole network scaled for ``protocol`` and ``family`` (built once per such
         scaling: at 65,536 ranks a quarter million links, shared by every group of ranks
         whose direct NVLinks spread alike)."""
         key = ("scaled", protocol.name, family, multi_host, channels, cap, share,
-               tuple(sorted(spread.items())))
+               tuple(sorted(spread.items())), factor)
         if key not in self._memo:
             self._memo[key] = protocol_network(self.network, protocol, family,
                                                2 if multi_host else 1, channels, cap, share,
-                                               spread)
+                                               spread, factor)
         return self._memo[key]  # type: ignore[no-any-return]
 
     def _spread(self, ranks: tuple[int, ...]) -> dict[int, float]:
         """:func:`nvlink_spread` of the network running only ``ranks``."""
         return nvlink_spread(self.network, {self.network.rank_devices[r] for r in ranks})
 
-    def network_for(self, ranks: int, name: str, protocol: str, nbytes: int | None = None
-                    ) -> Network:
-        """The alpha-beta network ``name`` under ``protocol`` runs on (first ``ranks`` ranks),
-        with the channels NCCL runs a call of ``nbytes`` on (all when None)."""
+    def network_for(self, ranks: int, name: str, protocol: str, nbytes: int | None = None,
+                    collective: Collective = Collective.ALL_REDUCE) -> Network:
+        """The alpha-beta network ``name`` under ``protocol`` runs ``collective`` on (first
+        ``ranks`` ranks), with the channels NCCL runs a call of ``nbytes`` on (all when
+        None)."""
         family = family_of(name)
         channels = self._channels(ranks) if name == "ring" else 1
         active = None
         if nbytes is not None:
             active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
         order = self._ring_order(ranks) if name == "ring" else tuple(range(ranks))
-        return self._net(order, self.protocol(protocol), family, channels, active)
+        return self._net(order, self.protocol(protocol), family, channels, active, collective)
 
     def _ring_order(self, ranks: int) -> tuple[int, ...]:
         key = ("order", ranks)
@@ -351,7 +363,7 @@ class NcclModel:
         proto = self.protocol(protocol)
         if self.composed(name, call.ranks):
             return self._composed(call, name, proto, engine)
-        net = self.network_for(call.ranks, name, proto.name, call.nbytes)
+        net = self.network_for(call.ranks, name, proto.name, call.nbytes, call.collective)
         if call.collective.rooted and name == "ring" and call.chunks is None:
             nc = active_channels(call.nbytes, call.ranks, "ring", proto.name,
                                  self.config.channels)[0]
@@ -366,7 +378,7 @@ class NcclModel:
         plain = self._net(tuple(range(call.ranks)), proto, family_of(name),
                           self._channels(call.ranks) if name == "ring" else 1,
                           active_channels(call.nbytes, call.ranks, family_of(name), proto.name,
-                                          self.config.channels)[0])
+                                          self.config.channels)[0], call.collective)
         return relabel(done, order, plain)
 
     def _composed(self, call: Call, name: str, proto: Protocol, engine: str) -> Evaluation:
@@ -412,7 +424,7 @@ class NcclModel:
                                  self.config.channels)[0]
         if name == "ring" and ranks == tuple(range(len(ranks))):
             ranks = self._ring_order(len(ranks))
-        net = self._net(ranks, protocol, family, channels, active)
+        net = self._net(ranks, protocol, family, channels, active, collective)
         done = evaluate(make_call(collective, net, nbytes), net, name, engine,
                         max_transfers=MAX_PHASE_DES_TRANSFERS)
         self._phase_notes.append(done.note)

@@ -282,3 +282,34 @@ PROTOCOLS = (Protocol("LL", 0.5), Protocol("LL128", 0.92), Protocol("Simple", 1.
 PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
 #: NCCL's trees move data at 0.9 of the links' bus bandwidth (tuning.cc: tree ``busBw x .9``).
 TREE_EFFICIENCY = 0.9
+
+#: LL's bus bandwidth as a fraction of the links' (tuning.cc's "model refinements", releases
+#: 2.8 to 2.22): the ring's ``1/4`` for all_reduce and reduce or across nodes, else ``1/3``; the
+#: tree's ``1/3.8`` (on top of its :data:`TREE_EFFICIENCY`). From 2.23 the ring's is ``1/2``.
+#: LL carries 8 bytes of data per 16-byte line; the rest is what its per-line flags and
+#: polling cost in NCCL's own measurements.
+LL_RING_FACTOR = {"reducing or multi-node": 1 / 4, "other": 1 / 3}
+LL_TREE_FACTOR = 1 / 3.8
+#: The release from which tuning.cc charges the ring's LL ``1/2``.
+LL_HALF_FROM = (2, 23)
+
+
+def bandwidth_factor(version: str, family: str, protocol: Protocol, multi_node: bool,
+                     reducing: bool) -> float:
+    """What ``protocol`` makes of a link's bandwidth for ``family`` (before the bus caps):
+    LL per tuning.cc's refinements of NCCL ``version`` (:data:`LL_RING_FACTOR`,
+    :data:`LL_TREE_FACTOR`), LL128 and Simple their :class:`Protocol` factor; trees x
+    :data:`TREE_EFFICIENCY`. ``reducing``: an all_reduce or reduce.
+
+    >>> ll = PROTOCOLS[0]
+    >>> [bandwidth_factor(v, "ring", ll, False, True) for v in ("2.18", "2.23")]
+    [0.25, 0.5]
+    """
+    efficiency = TREE_EFFICIENCY if family == "tree" else 1.0
+    if protocol.name != "LL":
+        return protocol.bandwidth * efficiency
+    if family == "tree":
+        return LL_TREE_FACTOR * efficiency
+    if parse_version(version) >= LL_HALF_FROM:
+        return protocol.bandwidth
+    return LL_RING_FACTOR["reducing or multi-node" if multi_node or reducing else "other"]

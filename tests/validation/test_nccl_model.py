@@ -10,7 +10,13 @@ from commsim.api import make_call, simulate
 from commsim.collectives import Collective
 from commsim.errors import SpecError
 from commsim.nccl import BASE_LATENCY_US, PROTOCOLS, NcclModel, ring_channels
-from commsim.nccl_tables import TREE_EFFICIENCY, hop_factor, tables
+from commsim.nccl_tables import (
+    DEFAULT_VERSION,
+    TREE_EFFICIENCY,
+    bandwidth_factor,
+    hop_factor,
+    tables,
+)
 from commsim.topology import load_topology
 from commsim.validation.nccl_tests import read_nccl_tests
 from commsim.validation.validate import Predictor, validate
@@ -47,13 +53,14 @@ def test_only_nccl_algorithms_are_candidates() -> None:
 def test_protocols_scale_latency_and_bandwidth_as_tuning_cc() -> None:
     """On one host a ring all-reduce under protocol P equals NCCL's launch latency for
     (ring, P) plus the closed form with the link's latency x P's hwLat ratio (a plain switch's
-    ports are PCIe to NCCL) and bandwidth x P's bandwidth factor (no caps: the topology names
-    no GPU generation; 16 MiB runs every channel)."""
+    ports are PCIe to NCCL) and bandwidth x P's bandwidth factor for a ring all-reduce
+    (tuning.cc's: LL's ring 1/4 in this release; no caps: the topology names no GPU
+    generation; 16 MiB runs every channel)."""
     net = load_topology(SWITCH)
     n, p = 1 << 24, 8
     for protocol in PROTOCOLS:
         alpha = 1e-6 * hop_factor(tables(), "pcie", "ring", protocol.name, False)
-        beta = 100e9 * protocol.bandwidth
+        beta = 100e9 * bandwidth_factor(DEFAULT_VERSION, "ring", protocol, False, True)
         expected = BASE_LATENCY_US["ring"][protocol.name] * 1e-6
         expected += 2 * (p - 1) * (alpha + n / p / beta)
         got = simulate("all_reduce", net, n, algorithm="ring", protocol=protocol.name).time_s
