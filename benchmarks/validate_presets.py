@@ -35,7 +35,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from commsim.topology.presets import preset_names
+from commsim.nccl_tables import NcclConfig
+from commsim.topology.presets import load_topology, preset_names
 from commsim.validation.calibrate import calibrate
 from commsim.validation.measurements import Measurement, filter_rows
 from commsim.validation.nccl_runs import parse_nccl_tests_runs
@@ -62,6 +63,9 @@ class Case:
     fallback: str | None = None
     machine: str | None = None  # logs of one machine share it (the cross-collective mode)
     algorithm: str = "nccl"  # "ring" where the run forced NCCL_ALGO=RING
+    #: The NCCL release the run used, where the log's provenance header names it (its image,
+    #: container or wheel) but the log does not print it; a printed ``NCCL version`` wins.
+    nccl: str | None = None
 
 
 CASES = (
@@ -76,11 +80,13 @@ CASES = (
     Case("a100-sxm4-80gb_128gpu_16node_ib_allreduce_coreweave-22df9b7.txt", "dgx-a100x16",
          "16 HGX A100 nodes on InfiniBand"),
     Case("a100-sxm4-80gb_32gpu-inferred_multinode_ib-sharp_allreduce_coreweave-703d6eb.txt",
-         "dgx-a100x4+sharp", "4 HGX A100 nodes (32 ranks from busbw/algbw), InfiniBand + SHARP"),
+         "dgx-a100x4+sharp", "4 HGX A100 nodes (32 ranks from busbw/algbw), InfiniBand + SHARP; "
+         "NCCL 2.12.0 (its image, per the README's table)", nccl="2.12"),
     Case("a100-sxm4-80gb_8gpu_1node_allreduce-g8_unresolved-thanos.txt", "dgx-a100",
-         "8 A100-SXM4-80GB on NVSwitch, one process"),
+         "8 A100-SXM4-80GB on NVSwitch, one process; NCCL of the nvidia-nccl-cu12 wheel of "
+         "2024 (2.19-2.21, PyTorch's pins then)", nccl="2.19"),
     Case("a100-sxm4-80gb_8gpu_1node_allreduce-mpirun_unresolved-thanos.txt", "dgx-a100",
-         "the same machine, 8 MPI processes"),
+         "the same machine, 8 MPI processes", nccl="2.19"),
     Case("h100-sxm_16gpu_2node_alpha-test_allreduce_unresolved-cnh.txt", "dgx-h100x2",
          "2 x 8 H100 SXM; fabric not stated"),
     Case("h100-sxm_16gpu_2node_dgx-06-07_allreduce_unresolved-cnh.txt", "dgx-h100x2",
@@ -102,7 +108,8 @@ CASES = (
     Case("h100-sxm_8gpu_1node_allreduce_unresolved-single-node-readme.txt", "dgx-h100",
          "8 H100 with DGX/HGX H100 PCI ids"),
     Case("h100-sxm_96gpu-inferred_multinode_ib-sharp-collnetchain_allreduce_coreweave-fb4787c.txt",
-         "dgx-h100x12+sharp", "12 HGX H100 nodes (96 ranks), InfiniBand + SHARP (CollNet chain)"),
+         "dgx-h100x12+sharp", "12 HGX H100 nodes (96 ranks), InfiniBand + SHARP (CollNet "
+         "chain); NCCL 2.18.1 (its image)", nccl="2.18.1"),
     Case("h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt", "hgx-h800",
          "an 8-GPU HGX H800 (Inspur NF5688M7)"),
     Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-docker.txt", "pcie-gen4-8gpu",
@@ -198,7 +205,8 @@ def run_cases(fast: bool) -> list[Result]:
                 label += f" [{log.collective.value}]"
             # as the log ran: its nGpus GPUs per host thread (nccl-tests -g)
             report = validate(rows, preset, algorithm=case.algorithm, engine="auto",
-                              source=case.log, gpus_per_thread=log.gpus_per_thread)
+                              source=case.log, gpus_per_thread=log.gpus_per_thread,
+                              nccl_version=log.nccl_version or case.nccl)
             results.append(Result(label, case, preset, family_of(text), log, report))
         print(f"{case.log}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return results
@@ -276,11 +284,14 @@ def cross_table(results: list[Result], fast: bool) -> list[list[str]]:
         fit_log = next(r.log for r in members if r.log.collective is fit_on)
         # both as the logs ran (their nGpus GPUs per host thread), as the uncalibrated mode
         gpus = {r.log.gpus_per_thread for r in members}
+        versions = {r.log.nccl_version or r.case.nccl for r in members}
+        version = versions.pop() if len(versions) == 1 else None
         fitted = calibrate(_thin(fit_rows, 6) if fast else fit_rows, members[0].preset,
                            hosts=fit_log.host_indices(), algorithm="nccl", source=machine,
-                           gpus_per_thread=fit_log.gpus_per_thread)
+                           gpus_per_thread=fit_log.gpus_per_thread, nccl_version=version)
         report = validate(check, fitted.spec, algorithm="nccl", engine="auto",
-                          gpus_per_thread=gpus.pop() if len(gpus) == 1 else None)
+                          gpus_per_thread=gpus.pop() if len(gpus) == 1 else None,
+                          nccl_version=version)
         small, large = _band(report.rows, False), _band(report.rows, True)
         table.append([machine, members[0].preset, fit_on.value,
                       ", ".join(sorted(c.value for c in collectives - {fit_on})),
@@ -326,15 +337,20 @@ def write_plots(results: list[Result]) -> list[tuple[str, Path]]:
     return written
 
 
-def mapping_table() -> list[list[str]]:
-    table = [["log", "preset", "algorithm", "why"]]
+def mapping_table(results: list[Result]) -> list[list[str]]:
+    """Per log: its preset, the algorithm, the NCCL release predicted with, and why."""
+    table = [["log", "preset", "algorithm", "NCCL", "why"]]
     for case in CASES:
         preset = _preset(case)
         note = "" if preset == case.preset else f" (TODO: `{case.preset}` is not shipped yet)"
+        logs = [r.log for r in results if r.case is case]
+        printed = next((log.nccl_version for log in logs if log.nccl_version), None)
+        release = (f"{printed} (printed)" if printed else case.nccl or
+                   f"{NcclConfig.of(load_topology(preset)).version} (preset)")
         table.append([case.log.removesuffix(".txt"), f"`{preset}`{note}", case.algorithm,
-                      case.why])
+                      release, case.why])
     for log, why in DUPLICATES.items():
-        table.append([log.removesuffix(".txt"), "not counted", "–", why])
+        table.append([log.removesuffix(".txt"), "not counted", "–", "–", why])
     return table
 
 
@@ -378,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.fast or args.no_write):
         plots = write_plots(results)
         markdown = {k: markdown_table(v) for k, v in tables.items()}
-        markdown["mapping"] = markdown_table(mapping_table())
+        markdown["mapping"] = markdown_table(mapping_table(results))
         write_doc(markdown, plots)
     return 0
 

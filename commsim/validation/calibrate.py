@@ -19,10 +19,11 @@ moves (under NCCL's model: its launch latency and the host's issue time, docs/nc
 ``t(x) = c + J x``. Each outer iteration measures ``J`` at the current ``x`` by finite
 differences (one prediction of every row per parameter), takes ``c = t(x) - J x``, and
 solves the smooth problem ``min sum (log(c + J x) - log t)^2`` over ``x > 0`` by damped
-Gauss-Newton in ``log x`` (numpy only), halving a step that does not improve the fit (:data:`BACKTRACK` times at
-most); it stops when ``x`` settles and returns the best ``x`` seen. Everything is
-deterministic. Predictions use the same engine as ``validate`` (``auto``: the DES up to 32
-ranks, closed forms beyond), so contention the DES sees is part of the fit.
+Gauss-Newton in ``log x`` (numpy only), halving a step that does not improve the fit
+(:data:`BACKTRACK` times at most); it stops when ``x`` settles and returns the best ``x``
+seen. Everything is deterministic. Predictions use the same engine as ``validate``
+(``auto``: the DES up to 32 ranks, closed forms beyond), so contention the DES sees is part
+of the fit.
 """
 
 from __future__ import annotations
@@ -208,6 +209,7 @@ def calibrate(
     source: str = "",
     progress: Progress | None = None,
     gpus_per_thread: int | None = None,
+    nccl_version: str | None = None,
 ) -> Calibration:
     """Fit the template's link classes (and ``gamma`` if asked) to ``rows``.
 
@@ -229,6 +231,9 @@ def calibrate(
         rows are fitted as the run went (:func:`~commsim.validation.validate.as_run`), so
         that the floor's ``host`` part is not fitted into the links. The written topology
         stays the machine's (one GPU per thread unless the template says otherwise).
+    nccl_version : str, optional
+        The NCCL release the measured run used (a log's ``NCCL version`` line): its tuning
+        tables apply while fitting (the written topology keeps the template's ``version``).
     progress : callable, optional
         Called as ``progress(done, total)`` after each outer iteration (the CLI's bar).
 
@@ -257,7 +262,7 @@ def calibrate(
     notes: list[str] = []
     if isinstance(spec, HierarchicalSpec) and not multi_host:
         notes.append("inter (network) link kept from the template: no row spans two hosts")
-    predict = _Predictor(rows, build, algorithm, engine, gpus_per_thread)
+    predict = _Predictor(rows, build, algorithm, engine, (gpus_per_thread, nccl_version))
     if template is None:
         x = _initial_guess(rows, params, x, predict)
     best_x, active = _fit(predict, params, x, progress)
@@ -270,7 +275,7 @@ def calibrate(
     sources = (fitted_by,) if template is None else (*fitted.sources, fitted_by)
     fitted = dataclasses.replace(fitted, sources=sources)
     report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source,
-                      gpus_per_thread=gpus_per_thread)
+                      gpus_per_thread=gpus_per_thread, nccl_version=nccl_version)
     return Calibration(
         spec=fitted,
         parameters=reported(params, best_x),
@@ -293,16 +298,15 @@ class _Predictor:
         build: Callable[[np.ndarray], TopologySpec],
         algorithm: str,
         engine: str,
-        gpus_per_thread: int | None = None,
+        ran: tuple[int | None, str | None] = (None, None),
     ) -> None:
         self.rows, self.build, self.algorithm, self.engine = rows, build, algorithm, engine
-        self.gpus_per_thread = gpus_per_thread
+        self.ran = ran  # (GPUs per host thread, NCCL release) of the measured run
         self.measured = np.asarray([r.time_s for r in rows], dtype=float)
 
     def __call__(self, x: np.ndarray, chosen: list[str] | None = None) -> np.ndarray:
         algorithm, engine = self.algorithm, self.engine
-        network = as_run(build_network(self.build(x)), algorithm,
-                         gpus_per_thread=self.gpus_per_thread)
+        network = as_run(build_network(self.build(x)), algorithm, "auto", *self.ran)
         predictor = Predictor(network, algorithm=algorithm, engine=engine)
         fixed: dict[str, Predictor] = {}
         cache: dict[tuple[Collective, int, int, str], float] = {}

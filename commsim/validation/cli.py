@@ -154,6 +154,7 @@ class _Loaded:
     hosts: tuple[int, ...] | None
     partial: str = ""  # the --partial line, printed once the command has succeeded
     gpus_per_thread: int | None = None  # the log's nGpus (nccl-tests -g), when all runs agree
+    nccl_version: str | None = None  # the NCCL release the log prints, when all runs agree
 
 
 def _looks_like_csv(path: Path) -> bool:
@@ -199,9 +200,9 @@ def _load(args: argparse.Namespace) -> _Loaded:
     notes: list[str] = []
     hosts = None
     partial = ""
-    gpus = None
+    gpus = version = None
     if kind == "nccl-tests":
-        rows, notes, hosts, partial, gpus = _load_log(path, args)
+        rows, notes, hosts, partial, (gpus, version) = _load_log(path, args)
     else:
         if args.partial:
             raise SpecError(f"--partial: only for nccl-tests logs, not the CSV {str(path)!r}")
@@ -221,15 +222,15 @@ def _load(args: argparse.Namespace) -> _Loaded:
     if args.algorithm is None:
         args.algorithm = "nccl" if kind == "nccl-tests" else "auto"
     return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial,
-                   gpus_per_thread=gpus)
+                   gpus_per_thread=gpus, nccl_version=version)
 
 
 def _load_log(
     path: Path, args: argparse.Namespace
-) -> tuple[list[Any], list[str], tuple[int, ...] | None, str, int | None]:
-    """(rows, notes, hosts, the --partial line, GPUs per host thread) of an nccl-tests log of
-    one or several runs (each run inferred on its own; ``--collectives`` then picks among
-    them)."""
+) -> tuple[list[Any], list[str], tuple[int, ...] | None, str, tuple[int | None, str | None]]:
+    """(rows, notes, hosts, the --partial line, (GPUs per host thread, NCCL release)) of an
+    nccl-tests log of one or several runs (each run inferred on its own; ``--collectives``
+    then picks among them)."""
     from commsim.validation.nccl_runs import parse_nccl_tests_runs, split_runs
     from commsim.validation.nccl_tests import parse_nccl_tests, read_text
 
@@ -255,10 +256,12 @@ def _load_log(
         partial = f"commsim: --partial: read {count} rows of {path}{damage}"
     hosts = {log.host_indices() for log in logs}
     gpus = {log.gpus_per_thread for log in logs}
+    versions = {log.nccl_version for log in logs} - {None}
     if not rows:
         raise ParseError(f"{path}: no row with a size > 0")
     return (rows, notes, hosts.pop() if len(hosts) == 1 else None, partial,
-            gpus.pop() if len(gpus) == 1 else None)
+            (gpus.pop() if len(gpus) == 1 else None,
+             versions.pop() if len(versions) == 1 else None))
 
 
 def _nonempty(rows: list[Any], flag: str) -> None:
@@ -281,6 +284,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         source=loaded.source,
         notes=loaded.notes,
         gpus_per_thread=loaded.gpus_per_thread,
+        nccl_version=loaded.nccl_version,
     )
     if args.plot is not None:
         from commsim.validation.plot import save_plot
@@ -333,6 +337,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             source=loaded.source,
             progress=bar.update_to,
             gpus_per_thread=loaded.gpus_per_thread,
+            nccl_version=loaded.nccl_version,
         )
     finally:
         bar.close()

@@ -31,6 +31,25 @@ _TIME_COLUMNS = ("time", "cputime")
 _FOOTER = re.compile(r"^(Out of bounds values|Avg bus bandwidth)\b")
 #: nccl-tests' first line of parameters, printed before any table.
 _PREAMBLE = re.compile(r"^nThread\s+\d+(?:\s+nGpus\s+(\d+))?")
+#: The NCCL release a run used, as NCCL prints it (``NCCL version 2.18.3+cuda12.2``) or as a
+#: version code (``NCCL version: 22602``: 2.26.2; before 2.9 the code was 2804 for 2.8.4).
+_VERSION = re.compile(r"\bNCCL version:?\s+(?:(\d+\.\d+(?:\.\d+)?)|(\d{4,5})\b)")
+
+
+def nccl_release(line: str) -> str | None:
+    """The NCCL release a line names (``"2.18.3"``), or None.
+
+    >>> nccl_release("NCCL version 2.18.3+cuda12.2"), nccl_release("NCCL version: 22602, CUDA")
+    ('2.18.3', '2.26.2')
+    """
+    match = _VERSION.search(line)
+    if match is None:
+        return None
+    if match.group(1):
+        return match.group(1)
+    code = int(match.group(2))
+    major, rest = (code // 10000, code % 10000) if code >= 20900 else (code // 1000, code % 1000)
+    return f"{major}.{rest // 100}.{rest % 100}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,6 +140,8 @@ class Scan:
     preamble: bool = False
     #: GPUs each host thread drives (the preamble's ``nGpus``: nccl-tests' ``-g``), if shown.
     gpus_per_thread: int | None = None
+    #: The NCCL release the run used, if the log prints it (:func:`nccl_release`).
+    nccl_version: str | None = None
     #: A footer (``# Avg bus bandwidth``) follows the last row: the table is complete.
     closed: bool = False
     #: The last line read as a row (or the column header): (line number, text).
@@ -168,6 +189,8 @@ def scan_text(text: str, source: str) -> Scan:
         body = line.strip()
         if not body:
             continue
+        if scan.nccl_version is None and "NCCL version" in body:
+            scan.nccl_version = nccl_release(body)
         if "NCCL INFO" in body or "NCCL WARN" in body:
             continue
         if body.startswith("#"):

@@ -64,6 +64,9 @@ class NcclTestsLog:
     gpus_per_thread : int or None
         GPUs each host thread drove (the preamble's ``nGpus``, nccl-tests' ``-g``), if shown:
         predict on :func:`commsim.nccl.with_gpus_per_thread` of the machine.
+    nccl_version : str or None
+        The NCCL release the run used, when the log prints it (``NCCL version 2.18.3``):
+        its tuning tables apply (``validate(..., nccl_version=...)``).
     notes : tuple of str
         How the collective and rank count were determined, and anything odd.
     damage : str
@@ -77,6 +80,7 @@ class NcclTestsLog:
     hosts: tuple[str, ...] | None = None
     binary: str | None = None
     gpus_per_thread: int | None = None
+    nccl_version: str | None = None
     notes: tuple[str, ...] = ()
     damage: str = ""
 
@@ -165,7 +169,8 @@ def parse_nccl_tests(
     found = infer(scan, source, collective, ranks)
     return NcclTestsLog(source=source, collective=found.collective, ranks=found.ranks,
                         rows=tuple(scan.rows), hosts=found.hosts, binary=found.binary,
-                        gpus_per_thread=scan.gpus_per_thread, notes=found.notes,
+                        gpus_per_thread=scan.gpus_per_thread,
+                        nccl_version=scan.nccl_version, notes=found.notes,
                         damage=damage)
 
 

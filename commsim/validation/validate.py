@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from commsim.collectives import Collective, parse_collective
 from commsim.errors import SpecError
-from commsim.nccl import NcclModel, with_gpus_per_thread
+from commsim.nccl import NcclModel, with_nccl
 from commsim.network import Network
 from commsim.timing import (
     CollectiveCall,
@@ -34,6 +34,7 @@ from commsim.timing import (
     resolve_engine,
 )
 from commsim.topology.presets import TopologyRef, load_topology
+from commsim.topology.spec import parse_nccl_version
 from commsim.validation.measurements import Measurement
 
 #: Rows below this size are "small" (latency-bound) in the split medians.
@@ -220,13 +221,20 @@ def predict_time(
 
 
 def as_run(network: Network, algorithm: str, protocol: str = "auto",
-           gpus_per_thread: int | None = None) -> Network:
-    """``network`` as the measured run drove it: with ``gpus_per_thread`` GPUs per host thread
-    (an nccl-tests log's ``nGpus``) where its calls are timed with NCCL's model and floor
-    (:func:`~commsim.nccl.with_gpus_per_thread`); unchanged otherwise or for None. What
+           gpus_per_thread: int | None = None, nccl_version: str | None = None) -> Network:
+    """``network`` as the measured run drove it, where its calls are timed with NCCL's model
+    and floor: ``gpus_per_thread`` GPUs per host thread (an nccl-tests log's ``nGpus``) and
+    the NCCL release the run used (``nccl_version``: the tuning tables that apply,
+    :func:`~commsim.nccl.with_nccl`); unchanged otherwise, and where both are None. What
     :func:`validate` and :func:`~commsim.validation.calibrate.calibrate` both predict on."""
-    if gpus_per_thread is not None and _runs_nccl_model(network, algorithm, protocol):
-        return with_gpus_per_thread(network, gpus_per_thread)
+    settings: dict[str, object] = {}
+    if gpus_per_thread is not None:
+        settings["gpus_per_thread"] = gpus_per_thread
+    if nccl_version is not None:
+        parse_nccl_version(nccl_version)  # a bad release is a SpecError naming it
+        settings["version"] = nccl_version
+    if settings and _runs_nccl_model(network, algorithm, protocol):
+        return with_nccl(network, **settings)
     return network
 
 
@@ -249,6 +257,7 @@ def validate(
     notes: Sequence[str] = (),
     protocol: str = "auto",
     gpus_per_thread: int | None = None,
+    nccl_version: str | None = None,
 ) -> ValidationReport:
     """Predict every measured row on ``topology`` and report the errors.
 
@@ -256,6 +265,8 @@ def validate(
     log's ``nGpus``, :attr:`~commsim.validation.nccl_tests.NcclTestsLog.gpus_per_thread`);
     where the calls run NCCL's model, they are predicted on
     :func:`~commsim.nccl.with_gpus_per_thread` of the topology (None: the topology's own).
+    ``nccl_version``: the NCCL release the run used (a log's ``NCCL version`` line,
+    :attr:`~commsim.validation.nccl_tests.NcclTestsLog.nccl_version`; None: the topology's).
 
     Raises
     ------
@@ -271,7 +282,7 @@ def validate(
             f"the measurements have {most} ranks, topology {network.name!r} only "
             f"{network.ranks} (use a larger topology, e.g. a preset with an xN suffix)"
         )
-    network = as_run(network, algorithm, protocol, gpus_per_thread)
+    network = as_run(network, algorithm, protocol, gpus_per_thread, nccl_version)
     predictor = Predictor(network, algorithm=algorithm, engine=engine, protocol=protocol)
     cache: dict[tuple[Collective, int, int], Prediction] = {}
     out: list[ValidationRow] = []

@@ -11,7 +11,9 @@ from commsim.timing import DES_RANKING_MAX_RANKS
 from commsim.validation.measurements import Measurement
 from commsim.validation.nccl_tests import read_nccl_tests
 from commsim.validation.plot import plot_report, save_plot
-from commsim.validation.validate import format_report, validate
+from commsim.nccl_tables import tables
+from commsim.topology import load_topology
+from commsim.validation.validate import as_run, format_report, validate
 
 SWITCH = {"kind": "switch", "ranks": 4, "link": {"latency": "10us", "bandwidth": "1GB/s"}}
 
@@ -114,3 +116,23 @@ def test_a_logs_gpus_per_thread_is_read_and_predicted() -> None:
     bare = {"kind": "switch", "ranks": 8, "link": {"latency": "1us", "bandwidth": "100GB/s"}}
     assert validate(rows, bare, engine="analytic", gpus_per_thread=8).rows == validate(
         rows, bare, engine="analytic").rows
+
+
+def test_a_logs_nccl_version_is_read_and_predicted_with_its_tables() -> None:
+    """A log that prints its NCCL release (``NCCL version 2.18.3+cuda12.2``, or the code
+    ``NCCL version: 22602``) is predicted with that release's tuning tables (validate's
+    ``nccl_version``, :func:`commsim.validation.validate.as_run`); a bad release is refused."""
+    h800 = read_nccl_tests(DATA / "h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt")
+    assert h800.nccl_version == "2.18.3"
+    gdr = read_nccl_tests(DATA / "v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116.txt")
+    assert gdr.nccl_version == "2.26.2"
+    net = as_run(load_topology("dgx-a100"), "nccl", nccl_version="2.19")
+    assert net.meta["nccl"]["version"] == "2.19"  # type: ignore[index]
+    rows = [Measurement(collective=Collective.ALL_REDUCE, ranks=8, nbytes=8, time_s=1e-5)]
+    old = validate(rows, "dgx-a100", algorithm="ring+LL", engine="analytic").rows[0]
+    new = validate(rows, "dgx-a100", algorithm="ring+LL", engine="analytic",
+                   nccl_version="2.19").rows[0]
+    launch = (tables("2.19").base_us["ring"]["LL"] - tables("2.7").base_us["ring"]["LL"]) * 1e-6
+    assert new.predicted_time_s - old.predicted_time_s == pytest.approx(launch, rel=1e-6)
+    with pytest.raises(SpecError, match="nccl.version"):
+        validate(rows, "dgx-a100", algorithm="nccl", nccl_version="two")
