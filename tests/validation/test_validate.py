@@ -7,12 +7,12 @@ from nccl_logs import DATA
 
 from commsim.collectives import Collective
 from commsim.errors import SpecError
+from commsim.nccl_tables import tables
 from commsim.timing import DES_RANKING_MAX_RANKS
+from commsim.topology import load_topology
 from commsim.validation.measurements import Measurement
 from commsim.validation.nccl_tests import read_nccl_tests
 from commsim.validation.plot import plot_report, save_plot
-from commsim.nccl_tables import tables
-from commsim.topology import load_topology
 from commsim.validation.validate import as_run, format_report, validate
 
 SWITCH = {"kind": "switch", "ranks": 4, "link": {"latency": "10us", "bandwidth": "1GB/s"}}
