@@ -157,22 +157,31 @@ def active_channels(nbytes: int, ranks: int, family: str, protocol: str,
     return nc, threads
 
 
+#: The most transfers a chain's pieces may make (``(ranks - 1) x pieces``): a simulation
+#: budget, not NCCL's; a chain of many ranks still gets commsim's ``max(64, 4 (ranks - 1))``.
+CHAIN_TRANSFERS = 16_384
+
+
 def chain_chunks(nbytes: int, ranks: int, protocol: str, nc: int, hop_bytes: float) -> int:
     """Pieces of a pipelined chain (broadcast, reduce) on ``nc`` channels, ``hop_bytes`` the
-    bytes a hop moves in its latency (latency x bandwidth). A Simple step (512 KiB per
-    channel) moves on only once whole. LL and LL128 forward each line as its flag lands: a
-    stream, which commsim's chain (a piece leaves once the previous one arrived) approaches
-    best with ``sqrt((ranks - 2) x nbytes / hop_bytes)`` pieces. At most
-    ``max(64, 4 (ranks - 1))`` pieces, as commsim's ring chains.
+    bytes a hop moves in its latency (latency x bandwidth). commsim's chain (a piece leaves
+    once the previous one arrived, each paying the hop's latency) is fastest with
+    ``sqrt((ranks - 2) x nbytes / hop_bytes)`` pieces. LL and LL128 forward each line as its
+    flag lands (a stream): that many. A Simple step (512 KiB per channel) moves on only once
+    whole: never more pieces than NCCL's steps. At most :data:`CHAIN_TRANSFERS` transfers, and
+    never fewer pieces than commsim's ring chains allow (``max(64, 4 (ranks - 1))``).
 
     >>> chain_chunks(1 << 20, 8, "LL128", 16, 1e4), chain_chunks(64 << 20, 8, "Simple", 16, 1e4)
     (25, 8)
+    >>> chain_chunks(4 << 30, 12, "Simple", 16, 5e5)
+    293
     """
-    limit = max(MAX_CHAIN_CHUNKS, 4 * (ranks - 1))
+    limit = max(MAX_CHAIN_CHUNKS, 4 * (ranks - 1), CHAIN_TRANSFERS // max(ranks - 1, 1))
+    best = round(math.sqrt(max(ranks - 2, 1) * nbytes / max(hop_bytes, 1.0)))
     if protocol != "Simple":
-        best = round(math.sqrt(max(ranks - 2, 1) * nbytes / max(hop_bytes, 1.0)))
         return max(1, min(limit, best, nbytes))
-    return max(1, min(limit, -(-nbytes // (nc * SIMPLE_STEP_BYTES))))
+    steps = -(-nbytes // (nc * SIMPLE_STEP_BYTES))
+    return max(1, min(limit, steps, max(best, MAX_CHAIN_CHUNKS)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +286,8 @@ class Protocol:
 
 
 #: Bandwidth factors: LL carries 8 bytes of data per 16-byte line, LL128 120 of every 128,
-#: Simple all of it (tuning.cc's LL128 factor 0.92; LL's data half, see docs/nccl.md).
+#: Simple all of it (tuning.cc's LL128 factor 0.92; LL's data half, which NCCL's tuner charges
+#: from 2.23: before it, :func:`bandwidth_factor`'s lower figures).
 PROTOCOLS = (Protocol("LL", 0.5), Protocol("LL128", 0.92), Protocol("Simple", 1.0))
 PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
 #: NCCL's trees move data at 0.9 of the links' bus bandwidth (tuning.cc: tree ``busBw x .9``).

@@ -11,7 +11,17 @@ import commsim
 from commsim.algorithms.calls import make_call
 from commsim.nccl import NcclModel, base_latency_s, with_gpus_per_thread
 from commsim.nccl_paths import nvlink_spread, ring_order
-from commsim.nccl_tables import HOST_LAUNCH_US, VERSIONS, active_channels, tables
+from commsim.nccl_tables import (
+    CHAIN_TRANSFERS,
+    HOST_LAUNCH_US,
+    SIMPLE_STEP_BYTES,
+    VERSIONS,
+    active_channels,
+    bandwidth_factor,
+    chain_chunks,
+    tables,
+)
+from commsim.nccl_tables import PROTOCOLS as NCCL_PROTOCOLS
 from commsim.topology import load_topology
 
 ONE_HOST = {"kind": "hierarchical", "nodes": 1, "gpus_per_node": 8,
@@ -146,3 +156,33 @@ def test_gpus_per_thread_is_validated() -> None:
         load_topology(with_nccl(gpus_per_thread=0))
     with pytest.raises(commsim.SpecError, match="nccl.version"):
         load_topology(with_nccl(version="two"))
+
+
+@pytest.mark.parametrize("ranks", [3, 8, 12, 64, 4096])
+def test_chain_pieces_follow_nccl_steps_within_a_budget(ranks: int) -> None:
+    """A Simple chain never has more pieces than NCCL's 512 KiB steps per channel, never
+    fewer than commsim's ring chains (``max(64, 4 (ranks - 1))`` or the steps), and more
+    only within the transfer budget; more bytes never mean fewer pieces."""
+    last = 0
+    for nbytes in (1 << 20, 64 << 20, 1 << 30, 8 << 30):
+        steps = -(-nbytes // (16 * SIMPLE_STEP_BYTES))
+        got = chain_chunks(nbytes, ranks, "Simple", 16, 5e5)
+        assert got <= steps
+        assert got >= min(steps, max(64, 4 * (ranks - 1)))
+        assert got <= max(64, 4 * (ranks - 1)) or (ranks - 1) * got <= CHAIN_TRANSFERS
+        assert got >= last
+        last = got
+
+
+def test_ll_bandwidth_factors_follow_the_release() -> None:
+    """LL's bandwidth factor: the tree's below the ring's; the ring's for a reducing or
+    multi-node call at most its factor for others; from 2.23 the ring's is LL's data half;
+    LL128 and Simple keep their protocol factor on rings."""
+    ll, ll128, simple = NCCL_PROTOCOLS
+    for version in ("2.7", "2.18", "2.19"):
+        ring = bandwidth_factor(version, "ring", ll, False, False)
+        assert bandwidth_factor(version, "ring", ll, True, True) <= ring
+        assert bandwidth_factor(version, "tree", ll, True, True) < ring < ll.bandwidth
+    assert bandwidth_factor("2.23", "ring", ll, True, True) == ll.bandwidth
+    for protocol in (ll128, simple):
+        assert bandwidth_factor("2.19", "ring", protocol, True, True) == protocol.bandwidth
