@@ -27,7 +27,8 @@ than ``channels x threads x threshold`` bytes, one channel less); a call on ``c`
 machine's ``C`` channels moves at ``c / C`` of the link bandwidth. Chains (broadcast, reduce)
 pipeline in Simple steps of 512 KiB per channel, or line by line under LL and LL128.
 
-**Protocols** scale bandwidth (LL x 0.5, LL128 x 0.92, Simple x 1) and, with the topology's
+**Protocols** scale bandwidth (LL128 x 0.92, Simple x 1; LL as tuning.cc's refinements of the
+release: :func:`~commsim.nccl_tables.bandwidth_factor`) and, with the topology's
 ``arch``, cap bus bandwidth as tuning.cc does (LL at ``llMaxBw``, LL128 at ``channels x`` a
 per-channel maximum). NVLS and CollNet run Simple only.
 """

@@ -224,16 +224,10 @@ def calibrate(
         Host index of each rank of the largest world size (e.g. from nccl-tests device lines).
     fit_gamma : bool
         Also fit the reduction cost per byte.
-    algorithm, engine : str
-        How rows are predicted while fitting (as in :func:`~commsim.validation.validate`).
-    gpus_per_thread : int, optional
-        The GPUs each host thread drove in the measured run (an nccl-tests log's ``nGpus``):
-        rows are fitted as the run went (:func:`~commsim.validation.validate.as_run`), so
-        that the floor's ``host`` part is not fitted into the links. The written topology
-        stays the machine's (one GPU per thread unless the template says otherwise).
-    nccl_version : str, optional
-        The NCCL release the measured run used (a log's ``NCCL version`` line): its tuning
-        tables apply while fitting (the written topology keeps the template's ``version``).
+    algorithm, engine, gpus_per_thread, nccl_version
+        How rows are predicted while fitting, as :func:`~commsim.validation.validate` does
+        (the last two: a log's ``nGpus`` and ``NCCL version``; the topology written is the
+        machine's).
     progress : callable, optional
         Called as ``progress(done, total)`` after each outer iteration (the CLI's bar).
 
@@ -255,9 +249,8 @@ def calibrate(
         template_name = spec.name or spec.kind
         spec = _grown(spec, max(r.ranks for r in rows))
     network0 = build_network(spec)
-    multi_host = any(
-        len({network0.host_of(r) for r in range(row.ranks)} - {None}) > 1 for row in rows
-    )
+    multi_host = any(len({network0.host_of(r) for r in range(row.ranks)} - {None}) > 1
+                     for row in rows)
     params, x, build = template_parameters(spec, multi_host, fit_gamma)
     notes: list[str] = []
     if isinstance(spec, HierarchicalSpec) and not multi_host:
@@ -277,14 +270,9 @@ def calibrate(
     report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source,
                       gpus_per_thread=gpus_per_thread, nccl_version=nccl_version)
     return Calibration(
-        spec=fitted,
-        parameters=reported(params, best_x),
-        report=report,
-        source=source,
-        template=template_name,
-        rows_summary=_rows_summary(rows),
-        notes=tuple(notes) + tuple(b.message for b in bounds),
-        at_bounds=tuple(bounds),
+        spec=fitted, parameters=reported(params, best_x), report=report, source=source,
+        template=template_name, rows_summary=_rows_summary(rows),
+        notes=tuple(notes) + tuple(b.message for b in bounds), at_bounds=tuple(bounds),
     )
 
 
