@@ -64,6 +64,7 @@ from commsim.nccl_tables import (
     active_channels,
     bandwidth_factor,
     chain_chunks,
+    chain_latency_scale,
     tables,
     tree_cap_Bps,
 )
@@ -220,20 +221,20 @@ class NcclModel:
 
     def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
              channels: float = 1, active: int | None = None,
-             collective: Collective = Collective.ALL_REDUCE) -> Network:
+             collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0) -> Network:
         """The protocol network of ``ranks`` for ``family`` running ``collective``,
         ``active`` of the machine's channels running (all by default), network links x
-        ``channels``."""
+        ``channels``, hop latencies x ``latency``."""
         active = self.config.channels if active is None else active
         nodes = self._nodes(max(ranks) + 1)
         factor = bandwidth_factor(self.config.version, family, protocol, nodes > 1,
                                   collective in (Collective.ALL_REDUCE, Collective.REDUCE))
-        key = (ranks, protocol.name, family, channels, active, factor)
+        key = (ranks, protocol.name, family, channels, active, factor, latency)
         if key not in self._cache:
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
             spread = self._spread(ranks) if family in ("ring", "tree") else {}
             scaled = self._scaled(protocol, family, nodes > 1, channels, cap,
-                                  active / self.config.channels, spread, factor)
+                                  active / self.config.channels, spread, factor, latency)
             # The same devices and links, scaled: every protocol's network of the same ranks
             # shares one structure (routes, out-links, hosts, reducing switches, ...).
             routes, structure = self._memo.setdefault(("structure", ranks), ({}, {}))
@@ -245,16 +246,17 @@ class NcclModel:
         return self._cache[key]
 
     def _scaled(self, protocol: Protocol, family: str, multi_host: bool, channels: float,
-                cap: float, share: float, spread: dict[int, float], factor: float) -> Network:
+                cap: float, share: float, spread: dict[int, float], factor: float,
+                latency: float = 1.0) -> Network:
         """The whole network scaled for ``protocol`` and ``family`` (built once per such
         scaling: at 65,536 ranks a quarter million links, shared by every group of ranks
         whose direct NVLinks spread alike)."""
         key = ("scaled", protocol.name, family, multi_host, channels, cap, share,
-               tuple(sorted(spread.items())), factor)
+               tuple(sorted(spread.items())), factor, latency)
         if key not in self._memo:
             self._memo[key] = protocol_network(self.network, protocol, family,
                                                2 if multi_host else 1, channels, cap, share,
-                                               spread, factor)
+                                               spread, factor, latency)
         return self._memo[key]  # type: ignore[no-any-return]
 
     def _spread(self, ranks: tuple[int, ...]) -> dict[int, float]:
@@ -262,17 +264,19 @@ class NcclModel:
         return nvlink_spread(self.network, {self.network.rank_devices[r] for r in ranks})
 
     def network_for(self, ranks: int, name: str, protocol: str, nbytes: int | None = None,
-                    collective: Collective = Collective.ALL_REDUCE) -> Network:
+                    collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0
+                    ) -> Network:
         """The alpha-beta network ``name`` under ``protocol`` runs ``collective`` on (first
         ``ranks`` ranks), with the channels NCCL runs a call of ``nbytes`` on (all when
-        None)."""
+        None), hop latencies x ``latency`` (a chain's, :func:`chain_latency_scale`)."""
         family = family_of(name)
         channels = self._channels(ranks) if name == "ring" else 1
         active = None
         if nbytes is not None:
             active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
         order = self._ring_order(ranks) if name == "ring" else tuple(range(ranks))
-        return self._net(order, self.protocol(protocol), family, channels, active, collective)
+        return self._net(order, self.protocol(protocol), family, channels, active, collective,
+                         latency)
 
     def _ring_order(self, ranks: int) -> tuple[int, ...]:
         key = ("order", ranks)
@@ -364,13 +368,17 @@ class NcclModel:
         proto = self.protocol(protocol)
         if self.composed(name, call.ranks):
             return self._composed(call, name, proto, engine)
-        net = self.network_for(call.ranks, name, proto.name, call.nbytes, call.collective)
-        if call.collective.rooted and name == "ring" and call.chunks is None:
-            nc = active_channels(call.nbytes, call.ranks, "ring", proto.name,
-                                 self.config.channels)[0]
-            hop = net.path_cost(0, 1)
-            call = replace(call, chunks=chain_chunks(call.nbytes, call.ranks, proto.name, nc,
-                                                     hop[0] * hop[1]))
+        latency = 1.0
+        if call.collective.rooted and name == "ring":
+            # NCCL's chain: pieces as fine as its steps (or lines), a hop's latency paid once
+            if call.chunks is None:
+                nc = active_channels(call.nbytes, call.ranks, "ring", proto.name,
+                                     self.config.channels)[0]
+                call = replace(call, chunks=chain_chunks(call.nbytes, call.ranks, proto.name,
+                                                         nc))
+            latency = chain_latency_scale(call.ranks, call.chunks or 1)
+        net = self.network_for(call.ranks, name, proto.name, call.nbytes, call.collective,
+                               latency)
         order = self._ring_order(call.ranks) if name == "ring" else tuple(range(call.ranks))
         if order == tuple(range(call.ranks)):
             return evaluate(call, net, name, engine, records)
@@ -379,7 +387,7 @@ class NcclModel:
         plain = self._net(tuple(range(call.ranks)), proto, family_of(name),
                           self._channels(call.ranks) if name == "ring" else 1,
                           active_channels(call.nbytes, call.ranks, family_of(name), proto.name,
-                                          self.config.channels)[0], call.collective)
+                                          self.config.channels)[0], call.collective, latency)
         return relabel(done, order, plain)
 
     def _composed(self, call: Call, name: str, proto: Protocol, engine: str) -> Evaluation:

@@ -183,7 +183,7 @@ def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float
 def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
                      nodes: int = 1, channels: float = 1, cap_Bps: float = float("inf"),
                      share: float = 1.0, spread: dict[int, float] | None = None,
-                     factor: float | None = None) -> Network:
+                     factor: float | None = None, latency: float = 1.0) -> Network:
     """``network`` as ``family`` under ``protocol`` sees it: each link's latency x its
     :func:`hop_factor`, its bandwidth x the protocol's factor x ``share`` (the fraction of
     the machine's channels the call runs) x :data:`TREE_EFFICIENCY` for trees (a ring's or
@@ -191,7 +191,8 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     :func:`nvlink_spread` of ``network``), network links also x ``channels`` (NCCL's rings,
     one channel per NIC, see :func:`ring_channels`), every link at most ``cap_Bps``;
     ``factor`` replaces the protocol's bandwidth factor and the trees' efficiency
-    (:func:`~commsim.nccl_tables.bandwidth_factor`: LL per family and collective). The
+    (:func:`~commsim.nccl_tables.bandwidth_factor`: LL per family and collective); every
+    latency also x ``latency`` (a chain's, :func:`~commsim.nccl_tables.chain_latency_scale`). The
     result is a plain alpha-beta network (its ``nccl`` block dropped), timed as given; each
     link is scaled when first read (:class:`~commsim.network.DerivedLinks`: closed forms
     read a few, a simulation all)."""
@@ -201,7 +202,7 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     if spread is None:
         spread = nvlink_spread(network) if family in ("ring", "tree") else {}
     # per class: (latency factor, bandwidth x channels for network links)
-    per_class = {cls: (hop_factor(table, cls, family, protocol.name, nodes > 1),
+    per_class = {cls: (hop_factor(table, cls, family, protocol.name, nodes > 1) * latency,
                        channels if cls == "net" else 1) for cls in ("net", "nvlink", "pcie")}
     bandwidth = protocol.bandwidth
     if factor is not None:

@@ -15,7 +15,6 @@ and ``src/enqueue.cc`` (the per-call channel count); NVIDIA/nccl-tests ``src/com
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from commsim.algorithms.ring import MAX_CHAIN_CHUNKS
@@ -162,26 +161,34 @@ def active_channels(nbytes: int, ranks: int, family: str, protocol: str,
 CHAIN_TRANSFERS = 16_384
 
 
-def chain_chunks(nbytes: int, ranks: int, protocol: str, nc: int, hop_bytes: float) -> int:
-    """Pieces of a pipelined chain (broadcast, reduce) on ``nc`` channels, ``hop_bytes`` the
-    bytes a hop moves in its latency (latency x bandwidth). commsim's chain (a piece leaves
-    once the previous one arrived, each paying the hop's latency) is fastest with
-    ``sqrt((ranks - 2) x nbytes / hop_bytes)`` pieces. LL and LL128 forward each line as its
-    flag lands (a stream): that many. A Simple step (512 KiB per channel) moves on only once
-    whole: never more pieces than NCCL's steps. At most :data:`CHAIN_TRANSFERS` transfers, and
-    never fewer pieces than commsim's ring chains allow (``max(64, 4 (ranks - 1))``).
+def chain_chunks(nbytes: int, ranks: int, protocol: str, nc: int) -> int:
+    """Pieces of a pipelined chain (broadcast, reduce) on ``nc`` channels, as fine as NCCL
+    forwards them: a Simple step (512 KiB per channel) moves on only once whole, so never
+    more pieces than NCCL's steps; LL and LL128 forward each line as its flag lands (a
+    stream), so as many pieces as commsim affords. At most :data:`CHAIN_TRANSFERS`
+    transfers, never fewer than commsim's ring chains allow (``max(64, 4 (ranks - 1))``).
+    Each piece's hop latency is scaled by :func:`chain_latency_scale`.
 
-    >>> chain_chunks(1 << 20, 8, "LL128", 16, 1e4), chain_chunks(64 << 20, 8, "Simple", 16, 1e4)
-    (25, 8)
-    >>> chain_chunks(4 << 30, 12, "Simple", 16, 5e5)
-    293
+    >>> chain_chunks(1 << 20, 8, "LL128", 16), chain_chunks(64 << 20, 8, "Simple", 16)
+    (2340, 8)
     """
     limit = max(MAX_CHAIN_CHUNKS, 4 * (ranks - 1), CHAIN_TRANSFERS // max(ranks - 1, 1))
-    best = round(math.sqrt(max(ranks - 2, 1) * nbytes / max(hop_bytes, 1.0)))
     if protocol != "Simple":
-        return max(1, min(limit, best, nbytes))
-    steps = -(-nbytes // (nc * SIMPLE_STEP_BYTES))
-    return max(1, min(limit, steps, max(best, MAX_CHAIN_CHUNKS)))
+        return max(1, min(limit, nbytes))
+    return max(1, min(limit, -(-nbytes // (nc * SIMPLE_STEP_BYTES))))
+
+
+def chain_latency_scale(ranks: int, pieces: int) -> float:
+    """What a chain of ``pieces`` pieces over ``ranks`` ranks scales each hop's latency by so
+    that the chain pays it once per hop, as NCCL does: it keeps ``NCCL_STEPS`` (8) steps of a
+    channel in flight, and its tuner charges a ring's latency as its steps x ``hwLat``, not
+    per piece. commsim's chain pays a hop's latency with every piece (``(pieces + ranks - 2)``
+    times in turn); NCCL's ``ranks - 1``.
+
+    >>> chain_latency_scale(8, 1), chain_latency_scale(8, 8)
+    (1.0, 0.5)
+    """
+    return (ranks - 1) / max(pieces + ranks - 2, 1)
 
 
 @dataclass(frozen=True, slots=True)
