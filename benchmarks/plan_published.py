@@ -46,12 +46,12 @@ from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
 from commsim.plan.search import layer_costs  # noqa: E402
-from commsim.plan.stack import DEFAULT, MEGATRON_2021, Stack  # noqa: E402
+from commsim.plan.stack import DEFAULT, LLAMA3, MEGATRON_2021, Stack  # noqa: E402
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
 
 MEGATRON = "Narayanan et al. 2021, Table 1 (A100)"
-LLAMA3 = "Llama 3 2024, Table 4 (H100)"
+LLAMA3_SRC = "Llama 3 2024, Table 4 (H100)"
 
 
 @dataclass(frozen=True)
@@ -91,8 +91,8 @@ def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
     pp, tp = 16, 8
     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=gpus // (tp * cp * pp), micro_batch=1,
                      schedule="interleaved", chunks=8, data_parallel="fsdp", recompute="none")
-    return Row(LLAMA3, f"Llama 3 405B cp{cp} s{seq}", model, f"dgx-h100x{gpus // 8}", cfg,
-               16 * 2**20 // seq, tflops)
+    return Row(LLAMA3_SRC, f"Llama 3 405B cp{cp} s{seq}", model, f"dgx-h100x{gpus // 8}", cfg,
+               16 * 2**20 // seq, tflops, LLAMA3)
 
 
 ROWS = (
@@ -130,7 +130,7 @@ def predict(row: Row) -> float:
     times = layer_costs(row.model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute,
                         row.stack)
     step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
-                                        stack=row.stack))
+                                        stack=row.stack, device=device))
     return step.step_time_s
 
 
@@ -179,7 +179,7 @@ def main() -> None:
         print(line, flush=True)
         print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(ROWS, errors, strict=True) if r.source == s]
-                 for s in (MEGATRON, LLAMA3)}
+                 for s in (MEGATRON, LLAMA3_SRC)}
     print()
     for source, errs in by_source.items():
         print(f"median |error| {source}: {statistics.median(errs):.1f}%")
