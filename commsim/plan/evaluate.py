@@ -20,7 +20,10 @@ replay's rules task for task:
   cross stage boundaries as sends of the boundary's uncontended time;
 * FSDP gathers each layer before its first forward, one layer ahead; gradients are reduced
   after a layer's last backward (FSDP per layer, DDP/ZeRO per 25 MiB bucket), ZeRO-1/2
-  all-gather the updated weights after the last reduction.
+  all-gather the updated weights after the last reduction;
+* beyond the replay (which has no optimizer and sends asynchronously): each stage ends with
+  its optimizer step once all its streams are done, and a blocking stack (Megatron-LM 2021)
+  holds a stage's compute stream during each of its sends.
 
 Once every stream has been used in an op, the rest of the op is a serial chain, so an op of
 ``n`` layers costs one exact layer and a multiplication (``_run_layers``). What this cannot
