@@ -15,14 +15,19 @@ with the *source's own* FLOP count, so that the comparison is of step times:
   (NVIDIA/Megatron-LM): ``torch`` DDP (overlapped 25 MiB buckets) up to 18B, Megatron's
   ``local`` DDP (one all-reduce after the backward) beyond; full ("uniform") recompute. The
   software is the 2021 stack (:data:`commsim.plan.stack.MEGATRON_2021`: attention unfused,
-  no sequence parallelism, weight gradients added by a separate kernel).
+  no sequence parallelism, weight gradients added by a separate kernel, blocking pipeline
+  sends with the TP all-gather on receive, fp16 loss scaling).
 * The Llama 3 team 2024, "The Llama 3 Herd of Models", Table 4 (405B on H100 80GB, 16M tokens
   per batch): TFLOP/s per GPU as model FLOPs (``6 N`` plus causal attention). Modelled with
   128 layers: the paper removes one layer from the first and the last of 16 stages (126), so
   that the first model chunk holds only the embedding and the last only the output layer,
   that is one layer per chunk: interleaved with 8 chunks per stage. Micro-batch 1, FSDP, no
-  recompute, today's stack (fused attention). The RoCE fabric is modelled by the dgx-h100
-  preset's 400 Gb/s per GPU.
+  recompute, today's stack (fused attention) with the paper's fp32 gradient accumulation and
+  reduce-scatter (:data:`commsim.plan.stack.LLAMA3`). The RoCE fabric is modelled by the
+  dgx-h100 preset's 400 Gb/s per GPU.
+
+Every step also runs the loss on the last stage and each stage's optimizer step, and every
+memory-bound kernel runs at the preset's achievable HBM bandwidth (docs/planning.md).
 
 ``--choose`` adds what ``commsim plan`` picks for the row's model, GPUs and batch (slow for
 the largest rows: minutes). Prints the table and the median |error|.
