@@ -67,6 +67,7 @@ from commsim.nccl_tables import (
     chain_latency_scale,
     tables,
     tree_cap_Bps,
+    tree_correction,
 )
 from commsim.network import Network
 
@@ -221,14 +222,16 @@ class NcclModel:
 
     def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
              channels: float = 1, active: int | None = None,
-             collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0) -> Network:
+             collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
+             scale: float = 1.0) -> Network:
         """The protocol network of ``ranks`` for ``family`` running ``collective``,
         ``active`` of the machine's channels running (all by default), network links x
-        ``channels``, hop latencies x ``latency``."""
+        ``channels``, hop latencies x ``latency``, bandwidths x ``scale`` (a tree's
+        :func:`~commsim.nccl_tables.tree_correction`)."""
         active = self.config.channels if active is None else active
         nodes = self._nodes(max(ranks) + 1)
         factor = bandwidth_factor(self.config.version, family, protocol, nodes > 1,
-                                  collective in (Collective.ALL_REDUCE, Collective.REDUCE))
+                                  collective in (Collective.ALL_REDUCE, Collective.REDUCE)) * scale
         key = (ranks, protocol.name, family, channels, active, factor, latency)
         if key not in self._cache:
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
@@ -268,15 +271,24 @@ class NcclModel:
                     ) -> Network:
         """The alpha-beta network ``name`` under ``protocol`` runs ``collective`` on (first
         ``ranks`` ranks), with the channels NCCL runs a call of ``nbytes`` on (all when
-        None), hop latencies x ``latency`` (a chain's, :func:`chain_latency_scale`)."""
+        None), hop latencies x ``latency`` (a chain's, :func:`chain_latency_scale`); a tree's
+        bandwidth x NCCL's correction at that size (:func:`tree_correction`)."""
         family = family_of(name)
         channels = self._channels(ranks) if name == "ring" else 1
-        active = None
+        active, scale = None, 1.0
         if nbytes is not None:
             active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
+            scale = self._tree_scale(family, protocol, nbytes)
         order = self._ring_order(ranks) if name == "ring" else tuple(range(ranks))
         return self._net(order, self.protocol(protocol), family, channels, active, collective,
-                         latency)
+                         latency, scale)
+
+    def _tree_scale(self, family: str, protocol: str, nbytes: int) -> float:
+        """What NCCL's tree (only) moves of its modelled bandwidth on a call of ``nbytes``
+        (:func:`~commsim.nccl_tables.tree_correction`, this release)."""
+        if family != "tree":
+            return 1.0
+        return tree_correction(self.config.version, protocol, nbytes)
 
     def _ring_order(self, ranks: int) -> tuple[int, ...]:
         key = ("order", ranks)
@@ -399,7 +411,8 @@ class NcclModel:
                                                  proto, engine)
             nodes = len(self._hosts(call.ranks))
             cap = tree_cap_Bps(self.config.tables, self.config.arch, nodes, proto.name,
-                               self.config.channels)
+                               self.config.channels) * self._tree_scale("tree", proto.name,
+                                                                        call.nbytes)
             bus = call.nbytes * call.collective.busbw_factor(call.ranks)
             time_s = max(time_s, bus / cap)
         else:
@@ -408,14 +421,14 @@ class NcclModel:
         return Evaluation(time_s, 1, self.network, note=COMPOSED_NOTE if symmetric else None)
 
     def _rail(self, rail: tuple[int, ...], nbytes: int, protocol: Protocol, engine: str,
-              ranks: int, family: str) -> float:
+              ranks: int, family: str, scale: float = 1.0) -> float:
         """One rail's all-reduce of ``nbytes`` among the hosts, as NCCL's trees cross them: a
         double binary tree (``log2(hosts)`` network hops each way), pipelined in NCCL's
         chunks up to the ring's bandwidth, which commsim's few-piece tree schedule does not
         reach: the faster of the tree and a ring among the hosts."""
         share = self._rail_share(ranks)
         return min(self._run(Collective.ALL_REDUCE, rail, nbytes, name, protocol, engine,
-                             share, family=family) for name in (RAIL_TREE, "ring"))
+                             share, family=family, scale=scale) for name in (RAIL_TREE, "ring"))
 
     def _rail_share(self, ranks: int) -> float:
         """The share of a NIC one rail gets: 1 where every GPU has its own, 1/2 where two
@@ -424,16 +437,17 @@ class NcclModel:
         return min(1.0, self._channels(ranks) / per_host)
 
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
-             protocol: Protocol, engine: str, channels: float = 1, family: str = "tree"
-             ) -> float:
+             protocol: Protocol, engine: str, channels: float = 1, family: str = "tree",
+             scale: float = 1.0) -> float:
         """One phase of a composed candidate: ``name`` among ``ranks`` on their protocol
-        network (``family``'s hop latencies, the channels a call of ``nbytes`` runs; whether
-        its DES time was had by symmetry is noted for :meth:`_composed`)."""
+        network (``family``'s hop latencies, the channels a call of ``nbytes`` runs,
+        bandwidths x ``scale``; whether its DES time was had by symmetry is noted for
+        :meth:`_composed`)."""
         active = active_channels(nbytes, len(ranks), family, protocol.name,
                                  self.config.channels)[0]
         if name == "ring" and ranks == tuple(range(len(ranks))):
             ranks = self._ring_order(len(ranks))
-        net = self._net(ranks, protocol, family, channels, active, collective)
+        net = self._net(ranks, protocol, family, channels, active, collective, scale=scale)
         done = evaluate(make_call(collective, net, nbytes), net, name, engine,
                         max_transfers=MAX_PHASE_DES_TRANSFERS)
         self._phase_notes.append(done.note)
@@ -489,13 +503,14 @@ class NcclModel:
             raise SpecError(f"{PIPELINED} needs several hosts with as many ranks each")
         host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
         per_host = len(host)
+        scale = self._tree_scale("tree", protocol.name, nbytes)
 
         def phases(n: int) -> tuple[float, float]:
             a = 0.0
             if per_host > 1:
                 for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-                    a += self._run(coll, host, n, "ring", protocol, engine)
-            b = self._rail(rail, max(n // per_host, 1), protocol, engine, ranks, "tree")
+                    a += self._run(coll, host, n, "ring", protocol, engine, scale=scale)
+            b = self._rail(rail, max(n // per_host, 1), protocol, engine, ranks, "tree", scale)
             return a, b
 
         a, b = phases(nbytes)

@@ -241,6 +241,48 @@ def tree_cap_Bps(table: Tables, arch: str | None, nodes: int, protocol: str,
     return channels * row[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9
 
 
+#: What NCCL's tree delivers of its modelled bandwidth at medium sizes (tuning.cc
+#: ``treeCorrectionFactor``: "trees are not perfectly sticking to the model for medium sizes"),
+#: per protocol, indexed by ``log2(bytes / 64)`` (64 B, 128 B, ...); 1 beyond the row. As of
+#: NCCL 2.7.5 (commit 01afd20, 64 B to 128 MiB) and 2.20.3 (commit b647562, to 256 MiB);
+#: a release between uses the older row, as :func:`tables` does.
+TREE_CORRECTION: dict[str, dict[str, tuple[float, ...]]] = {
+    "2.7": {
+        "LL": (1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1),
+        "LL128": (1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .5, .6, .6, .7, .7, .8, .9, .9,
+                  1),
+        "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .5, .5, .6, .6, .7,
+                   .8, .9),
+    },
+    "2.20": {
+        "LL": (1, 1, 1, 1, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1, 1, 1, 1),
+        "LL128": (1, 1, 1, 1, 1, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9,
+                  1, 1),
+        "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7,
+                   .8, .9, .9),
+    },
+}
+
+
+def tree_correction(version: str, protocol: str, nbytes: int) -> float:
+    """The fraction of its modelled bandwidth NCCL's tree moves a call of ``nbytes`` at
+    (:data:`TREE_CORRECTION` of the newest release not after ``version``).
+
+    >>> [tree_correction("2.19", "LL128", n) for n in (4 << 10, 1 << 20, 1 << 30)]
+    [0.8, 0.6, 1.0]
+    >>> [tree_correction(version, "LL128", 8 << 20) for version in ("2.19", "2.20")]
+    [0.7, 0.9]
+    """
+    wanted = parse_version(version)
+    release = min(TREE_CORRECTION, key=parse_version)
+    for key in TREE_CORRECTION:
+        if parse_version(key) <= wanted and parse_version(key) > parse_version(release):
+            release = key
+    row = TREE_CORRECTION[release][protocol]
+    index = max(nbytes >> 6, 1).bit_length() - 1
+    return float(row[index]) if index < len(row) else 1.0
+
+
 def hop_factor(table: Tables, link_class: str, family: str, protocol: str,
                multi_node: bool) -> float:
     """How ``protocol`` scales the latency of a ``link_class`` hop for ``family``: tuning.cc's

@@ -20,6 +20,7 @@ from commsim.nccl_tables import (
     bandwidth_factor,
     chain_chunks,
     tables,
+    tree_correction,
 )
 from commsim.nccl_tables import PROTOCOLS as NCCL_PROTOCOLS
 from commsim.topology import load_topology
@@ -202,3 +203,22 @@ def test_a_chain_pays_each_hops_latency_once() -> None:
     one_hop = model.evaluate(make_call("broadcast", net.with_ranks(2), 256 << 20, chunks=1),
                              "ring", "LL128", "des").time_s
     assert times[-1] >= one_hop
+
+
+def test_trees_move_a_fraction_of_their_bandwidth_at_medium_sizes() -> None:
+    """tuning.cc's tree correction: a fraction in (0, 1] at every size, 1 at the largest;
+    NCCL's tree across hosts (and only the tree) is then never faster than uncorrected: its
+    composed time at 8 MiB is at least that of the same network without the correction."""
+    for version in ("2.7", "2.19", "2.20"):
+        for protocol in ("LL", "LL128", "Simple"):
+            factors = [tree_correction(version, protocol, 2**e) for e in range(0, 34)]
+            assert all(0 < f <= 1 for f in factors) and factors[-1] == 1.0
+    net = load_topology("dgx-h100x2")
+    model = NcclModel(net)
+    call = make_call("all_reduce", net, 8 << 20)
+    corrected = model.evaluate(call, "hierarchical_pipelined", "LL128", "analytic").time_s
+    assert model._tree_scale("tree", "LL128", 8 << 20) < 1
+    assert model._tree_scale("ring", "LL128", 8 << 20) == 1.0
+    model._tree_scale = lambda *args: 1.0  # type: ignore[method-assign]
+    plain = NcclModel.evaluate(model, call, "hierarchical_pipelined", "LL128", "analytic")
+    assert corrected > plain.time_s
