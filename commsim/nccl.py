@@ -65,6 +65,7 @@ from commsim.nccl_tables import (
     bandwidth_factor,
     chain_chunks,
     chain_latency_scale,
+    ring_plateau,
     tables,
     tree_cap_Bps,
     tree_correction,
@@ -389,6 +390,10 @@ class NcclModel:
                 call = replace(call, chunks=chain_chunks(call.nbytes, call.ranks, proto.name,
                                                          nc))
             latency = chain_latency_scale(call.ranks, call.chunks or 1)
+        elif name == "ring" and proto.name == "Simple" and self._nodes(call.ranks) > 1 \
+                and call.collective is Collective.ALL_REDUCE:
+            latency = ring_plateau(self.config.version, self.config.arch, call.nbytes,
+                                   call.ranks, self.config.channels)
         net = self.network_for(call.ranks, name, proto.name, call.nbytes, call.collective,
                                latency)
         order = self._ring_order(call.ranks) if name == "ring" else tuple(range(call.ranks))

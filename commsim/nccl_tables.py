@@ -283,6 +283,30 @@ def tree_correction(version: str, protocol: str, nbytes: int) -> float:
     return float(row[index]) if index < len(row) else 1.0
 
 
+#: The release from which tuning.cc's ring plateau is x1.4 on sm80 and newer (x1.9 before
+#: sm80), above 64 bytes per channel and rank; before it (as of 2.7.5) x1.9 from
+#: ``ranks / 16 x 64 KiB`` bytes, whatever the GPU.
+PLATEAU_BY_ARCH_FROM = (2, 20)
+
+
+def ring_plateau(version: str, arch: str | None, nbytes: int, ranks: int,
+                 channels: int) -> float:
+    """What NCCL's tuner multiplies a ring Simple all_reduce's latency by across nodes
+    ("plateau effect of ring", tuning.cc ``ncclTopoGetAlgoTime``): x1.9, from 2.20 x1.4 on
+    Ampere and newer; 1 below its size threshold. Commsim scales the ring's hop latencies.
+
+    >>> [ring_plateau(v, "ampere", 1 << 20, 16, 16) for v in ("2.18", "2.20")]
+    [1.9, 1.4]
+    >>> ring_plateau("2.18", "ampere", 1024, 16, 16)
+    1.0
+    """
+    if parse_version(version) < PLATEAU_BY_ARCH_FROM:
+        return 1.9 if nbytes >= ranks / 16 * 65536 else 1.0
+    if nbytes // (channels * ranks) < 64:
+        return 1.0
+    return 1.9 if arch in (None, "volta") else 1.4
+
+
 def hop_factor(table: Tables, link_class: str, family: str, protocol: str,
                multi_node: bool) -> float:
     """How ``protocol`` scales the latency of a ``link_class`` hop for ``family``: tuning.cc's

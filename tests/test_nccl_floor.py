@@ -19,6 +19,7 @@ from commsim.nccl_tables import (
     active_channels,
     bandwidth_factor,
     chain_chunks,
+    ring_plateau,
     tables,
     tree_correction,
 )
@@ -222,3 +223,20 @@ def test_trees_move_a_fraction_of_their_bandwidth_at_medium_sizes() -> None:
     model._tree_scale = lambda *args: 1.0  # type: ignore[method-assign]
     plain = NcclModel.evaluate(model, call, "hierarchical_pipelined", "LL128", "analytic")
     assert corrected > plain.time_s
+
+
+def test_the_ring_plateau_only_slows_multi_node_simple_all_reduce() -> None:
+    """tuning.cc's ring plateau: 1 on tiny calls, then a constant factor above 1 (never
+    decreasing with size); applied to a ring Simple all_reduce across hosts only, where it
+    makes the call slower than the same ring within its hops' plain latencies would be."""
+    for version in ("2.7", "2.18", "2.20"):
+        for arch in ("volta", "ampere", "hopper"):
+            factors = [ring_plateau(version, arch, 2**e, 16, 16) for e in range(0, 34)]
+            assert factors[0] == 1.0 and factors[-1] > 1.0 and factors == sorted(factors)
+    net = load_topology("dgx-h100x2")
+    model = NcclModel(net)
+    call = make_call("all_reduce", net, 64 << 20)
+    simple = model.evaluate(call, "ring", "Simple", "analytic").time_s
+    plain = model.network_for(16, "ring", "Simple", 64 << 20)
+    assert simple > commsim.simulate("all_reduce", plain, 64 << 20, algorithm="ring",
+                                     engine="analytic").time_s
