@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pickle
 
+import numpy as np
 import pytest
 
+from commsim.links import LinkColumns, LinkTable, link_columns, link_values
 from commsim.nccl import NcclModel
 from commsim.nccl_paths import link_classes
 from commsim.nccl_tables import NcclConfig, hop_factor
@@ -15,13 +17,20 @@ from commsim.network import DerivedLinks, Link
 from commsim.topology import load_topology
 
 
-def _double(_: int, link: Link) -> Link:
-    return Link(link.src, link.dst, 2 * link.latency_s, link.bandwidth_Bps, link.label)
+def _double(links: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Twice the latency, and links 3 and 5 at 1 B/s (by index)."""
+    return 2 * links.latency_s, np.where(np.isin(at, (3, 5)), 1.0, links.bandwidth_Bps)
 
 
-def test_derived_links_equal_the_eager_copy() -> None:
-    base = load_topology("dgx-h100x2").links
-    eager = tuple(_double(i, link) for i, link in enumerate(base))
+def _doubled(i: int, link: Link) -> Link:
+    return Link(link.src, link.dst, 2 * link.latency_s,
+                1.0 if i in (3, 5) else link.bandwidth_Bps, link.label)
+
+
+@pytest.mark.parametrize("preset", ["dgx-h100x2", "dgx1-v100"])  # a LinkTable and a tuple
+def test_derived_links_equal_the_eager_copy(preset: str) -> None:
+    base = load_topology(preset).links
+    eager = tuple(_doubled(i, link) for i, link in enumerate(base))
     lazy = DerivedLinks(base, _double)
     assert len(lazy) == len(eager)
     assert lazy[3] == eager[3] and lazy[-1] == eager[-1] and lazy[2:5] == eager[2:5]
@@ -30,6 +39,28 @@ def test_derived_links_equal_the_eager_copy() -> None:
     many = DerivedLinks(base, _double)  # reading most links makes them all at once
     assert [many[i] for i in range(len(base))] == list(eager)
     assert pickle.loads(pickle.dumps(DerivedLinks(base, _double))) == eager  # as a tuple
+    chained = DerivedLinks(DerivedLinks(base, _double), _double)  # a view of a view
+    at = np.array([5, 0, 3])
+    expected = link_columns([DerivedLinks(lazy, _double)[i] for i in at.tolist()])
+    assert chained.ends is base and all(
+        (a == b).all() for a, b in zip(link_values(chained, at), expected, strict=True))
+    assert chained.values(at).latency_s.tolist() == [4 * base[i].latency_s for i in (5, 0, 3)]
+
+
+def test_link_tables_read_as_their_links() -> None:
+    """The hierarchical kind's links are numpy columns: each reads, compares, hashes and
+    pickles as the tuple of its links."""
+    net = load_topology("dgx-h100x2")
+    table = net.links
+    assert isinstance(table, LinkTable)
+    links = tuple(table)
+    assert links[5] == table[5] == table[5 - len(links)] and table[2:4] == links[2:4]
+    assert table == links and hash(table) == hash(links)
+    assert pickle.loads(pickle.dumps(table)) == links
+    columns = link_columns(links)
+    assert all((a == b).all() for a, b in zip(columns, table.columns(), strict=True))
+    with pytest.raises(IndexError):
+        table[len(links)]
 
 
 def test_views_pickle() -> None:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from commsim.network import Network, shortest_path_router
 
 
@@ -112,6 +114,15 @@ class HierarchicalRouter:
             if network.devices[src].host == network.devices[dst].host:
                 return (4 * dst + 1,)
         return shortest_path_router(network, src, dst)
+
+    def paths(self, network: Network, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+        """The links of the routes ``src[k] -> dst[k]`` (distinct GPUs), concatenated, as
+        :meth:`__call__` finds them one by one; None for other pairs."""
+        if ((src >= self.gpus) | (dst >= self.gpus) | (src == dst)).any():
+            return None
+        hosts = network.device_hosts()
+        other = np.where(hosts[src] == hosts[dst], 0, 2)
+        return np.stack([4 * src + other, 4 * dst + 1 + other], axis=1).ravel()
 
 
 @dataclass(frozen=True, slots=True)
