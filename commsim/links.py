@@ -148,6 +148,9 @@ class LinkTable(_LazyLinks):
         return Link(int(c.src[index]), int(c.dst[index]), float(c.latency_s[index]),
                     float(c.bandwidth_Bps[index]), self._labels(index))
 
+    def __reduce__(self) -> tuple[type, tuple[LinkColumns, Callable[[int], str]]]:  # type: ignore[override]
+        return LinkTable, (self._columns, self._labels)
+
     def _make_all(self) -> tuple[Link, ...]:
         c, labels = self._columns, self._labels
         return tuple(map(Link, c.src.tolist(), c.dst.tolist(), c.latency_s.tolist(),

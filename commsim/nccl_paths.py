@@ -5,7 +5,7 @@ commsim's one ring would use one (see :mod:`commsim.nccl`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from dataclasses import replace
 
 import numpy as np
@@ -19,7 +19,7 @@ from commsim.nccl_tables import (
     Protocol,
     hop_factor,
 )
-from commsim.network import DerivedLinks, Device, LinkColumns, Network
+from commsim.network import DerivedLinks, LinkColumns, Network
 
 
 def ring_channels(network: Network, ranks: int) -> int:
@@ -37,18 +37,14 @@ def ring_channels(network: Network, ranks: int) -> int:
                                  return_counts=True)
     if len(host_ids) < 2 or host_ids[0] < 0:  # one host, or ranks of no host
         return 1
-    fabric = _device_mask(network, lambda d: d.kind == "switch" and d.host is None)
+    kind, host = network.device_columns()[:2]
+    fabric = (kind == "switch") & (host < 0)
     ends = network.end_columns()
     cabled = np.unique(ends.src[fabric[ends.dst] & ~fabric[ends.src]])
     nic_hosts, nics = np.unique(network.device_hosts()[cabled], return_counts=True)
     per_host = dict(zip(nic_hosts.tolist(), nics.tolist(), strict=True))
     return min(min(count, per_host.get(host, 0) or count)
                for host, count in zip(host_ids.tolist(), counts.tolist(), strict=True))
-
-
-def _device_mask(network: Network, test: Callable[[Device], bool]) -> np.ndarray:
-    """Whether ``test`` holds, per device."""
-    return np.fromiter(map(test, network.devices), bool, len(network.devices))
 
 
 def network_links(network: Network) -> frozenset[int]:
@@ -61,11 +57,10 @@ def network_links(network: Network) -> frozenset[int]:
 def _network_link_mask(network: Network) -> np.ndarray:
     """:func:`network_links` as a mask over the links."""
     ends = network.end_columns()
-    multi_host = len({d.host for d in network.devices if d.host is not None}) > 1
-    if not multi_host:
+    kind, host = network.device_columns()[:2]
+    if len(np.unique(host[host >= 0])) < 2:  # one host: no network
         return np.zeros(len(ends.src), dtype=bool)
-    fabric = _device_mask(network, lambda d: (d.kind == "switch" and d.host is None)
-                          or d.kind == "nic")
+    fabric = ((kind == "switch") & (host < 0)) | (kind == "nic")
     return fabric[ends.src] | fabric[ends.dst]
 
 
@@ -91,11 +86,18 @@ def link_class_codes(network: Network) -> np.ndarray:
 def _link_class_codes(network: Network) -> np.ndarray:
     ends = network.end_columns()
     src, dst = ends.src, ends.dst
-    switch = _device_mask(network, lambda d: d.kind == "switch")
-    cpu = _device_mask(network, lambda d: d.kind == "cpu")
-    nvswitch = _device_mask(network, lambda d: d.name.startswith("nvswitch"))
-    nvlink = (~switch[src] & ~switch[dst] & ~cpu[src] & ~cpu[dst]) | nvswitch[src] | nvswitch[dst]
-    return np.where(_network_link_mask(network), 0, np.where(nvlink, 1, 2)).astype(np.int8)
+    kind = network.device_columns().kind
+    special = (kind == "switch") | (kind == "cpu")
+    net, nvlink = _network_link_mask(network), ~special[src] & ~special[dst]
+    # the rest are NVLink where an end is named nvswitch...: names read only where needed
+    named = np.zeros(len(kind), dtype=bool)
+    for ask in (special, ~special):
+        pending = ~net & ~nvlink & ~named[src] & ~named[dst]
+        at = np.unique(np.concatenate([src[pending][ask[src[pending]]],
+                                       dst[pending][ask[dst[pending]]]]))
+        named[at] = [network.devices[i].name.startswith("nvswitch") for i in at.tolist()]
+    nvlink |= named[src] | named[dst]
+    return np.where(net, 0, np.where(nvlink, 1, 2)).astype(np.int8)
 
 
 def nvlink_spread(network: Network, devices: Collection[int] | None = None

@@ -15,30 +15,17 @@ from typing import Any, TypeVar
 
 import numpy as np
 
+from commsim.devices import Device, DeviceColumns, device_columns
 from commsim.errors import SpecError
 from commsim.links import DerivedLinks, Link, LinkColumns, link_columns, link_values
 
-__all__ = ["DerivedLinks", "Device", "Link", "LinkColumns", "Network", "Router",
+__all__ = ["DerivedLinks", "Device", "DeviceColumns", "Link", "LinkColumns", "Network", "Router",
            "shortest_path_router"]
 
 #: Maps (source device, destination device) to the link indices of the path between them.
 Router = Callable[["Network", int, int], tuple[int, ...]]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    """A chip (``gpu``/``tpu``/``cpu``) or a ``switch``; ``host`` groups chips in one server.
-
-    ``reduction_Bps``: a switch that reduces in-network (NVLS, SHARP) and the bandwidth per
-    direction of each of its ports while it does; None for every other device.
-    """
-
-    name: str
-    kind: str
-    host: int | None = None
-    reduction_Bps: float | None = None
 
 
 def shortest_path_router(network: Network, src: int, dst: int) -> tuple[int, ...]:
@@ -78,7 +65,7 @@ class Network:
     """
 
     name: str
-    devices: tuple[Device, ...]
+    devices: Sequence[Device]
     links: Sequence[Link]
     rank_devices: tuple[int, ...]
     gamma_s_per_B: float = 0.0
@@ -130,11 +117,14 @@ class Network:
             return LinkColumns(*(column[at] for column in self.link_columns()))
         return link_values(self.links, at)
 
+    def device_columns(self) -> DeviceColumns:
+        """The devices as columns (kept by a device table; built once per structure
+        otherwise)."""
+        return self.structural("device_columns", lambda: device_columns(self.devices))
+
     def device_hosts(self) -> np.ndarray:
-        """The host of every device, -1 for none (built once per structure)."""
-        return self.structural("device_hosts", lambda: np.fromiter(
-            (-1 if d.host is None else d.host for d in self.devices), np.int64,
-            len(self.devices)))
+        """The host of every device, -1 for none."""
+        return self.device_columns().host
 
     def rank_device_array(self) -> np.ndarray:
         """:attr:`rank_devices` as an array (built once per structure)."""
@@ -193,7 +183,7 @@ class Network:
         """
         return self.structural(
             "reduction_switches",
-            lambda: tuple(i for i, d in enumerate(self.devices) if d.reduction_Bps is not None),
+            lambda: tuple(np.flatnonzero(~np.isnan(self.device_columns().reduction_Bps)).tolist()),
         )
 
     def endpoint_device(self, endpoint: int) -> int:
@@ -241,8 +231,8 @@ class Network:
 
         def make() -> Network:
             rate = np.zeros(len(self.devices))
-            for i in switches:
-                rate[i] = self.devices[i].reduction_Bps or 0.0
+            at = np.array(sorted(switches), dtype=np.int64)
+            rate[at] = np.nan_to_num(self.device_columns().reduction_Bps[at])
 
             def ports(links: LinkColumns, _: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
                 reduce = np.where(rate[links.src] > 0, rate[links.src], rate[links.dst])

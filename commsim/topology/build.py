@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commsim.devices import DeviceColumns, DeviceTable
 from commsim.errors import SpecError
 from commsim.links import LinkColumns, LinkTable
 from commsim.network import Device, Link, Network, Router, shortest_path_router
@@ -100,7 +101,7 @@ def _cable(
 def _network(
     spec: TopologySpec,
     default_name: str,
-    devices: list[Device],
+    devices: list[Device] | DeviceTable,
     links: list[Link] | LinkTable,
     ranks: tuple[int, ...],
     router: Router,
@@ -108,7 +109,7 @@ def _network(
 ) -> Network:
     return Network(
         name=spec.name or default_name,
-        devices=tuple(devices),
+        devices=devices if isinstance(devices, DeviceTable) else tuple(devices),
         links=links if isinstance(links, LinkTable) else tuple(links),
         rank_devices=ranks,
         gamma_s_per_B=spec.gamma_s_per_B,
@@ -196,6 +197,25 @@ def _switch(spec: SwitchSpec) -> Network:
 
 
 @dataclass(frozen=True, slots=True)
+class HierarchicalNames:
+    """The name of device ``i`` of a ``hierarchical`` network: its GPUs, then a node switch
+    per node, then the fabric.
+
+    >>> [HierarchicalNames("gpu", 16, 2)(i) for i in (3, 17, 18)]
+    ['gpu3', 'nvswitch1', 'fabric']
+    """
+
+    gpu: str
+    gpus: int
+    nodes: int
+
+    def __call__(self, index: int) -> str:
+        if index < self.gpus:
+            return f"{self.gpu}{index}"
+        return "fabric" if index == self.gpus + self.nodes else f"nvswitch{index - self.gpus}"
+
+
+@dataclass(frozen=True, slots=True)
 class HierarchicalLabels:
     """The label of link ``i`` of a ``hierarchical`` network (see :func:`_hierarchical`).
 
@@ -214,13 +234,17 @@ class HierarchicalLabels:
 
 def _hierarchical(spec: HierarchicalSpec) -> Network:
     """GPUs (node-major), then one ``nvswitch<n>`` per node, then the ``fabric`` switch."""
-    gpus = spec.nodes * spec.gpus_per_node
-    devices = [Device(f"{spec.gpu}{g}", "gpu", g // spec.gpus_per_node) for g in range(gpus)]
-    devices += [
-        Device(f"nvswitch{n}", "switch", n, spec.intra.reduction_bandwidth_Bps)
-        for n in range(spec.nodes)
-    ]
-    devices.append(Device("fabric", "switch", reduction_Bps=spec.inter.reduction_bandwidth_Bps))
+    gpus, nodes = spec.nodes * spec.gpus_per_node, spec.nodes
+    rates = (spec.intra.reduction_bandwidth_Bps, spec.inter.reduction_bandwidth_Bps)
+    intra_rate, inter_rate = (np.nan if r is None else r for r in rates)
+    devices = DeviceTable(
+        DeviceColumns(
+            np.array(["gpu"] * gpus + ["switch"] * (nodes + 1)),
+            np.concatenate([np.arange(gpus) // spec.gpus_per_node, np.arange(nodes), [-1]]),
+            np.concatenate([np.full(gpus, np.nan), np.full(nodes, intra_rate), [inter_rate]]),
+        ),
+        HierarchicalNames(spec.gpu, gpus, nodes),
+    )
     fabric = len(devices) - 1
     # The four links of each GPU g, numbered 4g.. (HierarchicalRouter relies on it): to its
     # node switch, back, to the fabric, back; as numpy columns (65,536 GPUs are 262,144 links,

@@ -95,23 +95,22 @@ class HierarchicalRouter:
     def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
         if src == dst:
             return ()
+        hosts = network.device_hosts()
+        same = bool(hosts[src] == hosts[dst])
         if src < self.gpus and dst < self.gpus:
-            devices = network.devices
-            if devices[src].host == devices[dst].host:
-                return (4 * src, 4 * dst + 1)
-            return (4 * src + 2, 4 * dst + 3)
+            return (4 * src, 4 * dst + 1) if same else (4 * src + 2, 4 * dst + 3)
         # A GPU and a switch (in-network reduction): one port hop. Node switches are devices
         # gpus .. gpus+nodes-1 (in host order), the fabric is the last device.
         fabric = len(network.devices) - 1
         if src < self.gpus:
             if dst == fabric:
                 return (4 * src + 2,)
-            if network.devices[dst].host == network.devices[src].host:
+            if same:
                 return (4 * src,)
         elif dst < self.gpus:
             if src == fabric:
                 return (4 * dst + 3,)
-            if network.devices[src].host == network.devices[dst].host:
+            if same:
                 return (4 * dst + 1,)
         return shortest_path_router(network, src, dst)
 
