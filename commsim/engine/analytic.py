@@ -116,8 +116,8 @@ def _binomial_tree(call: Call, chunks: int, pairs: PairCosts) -> float:
 def _double_binary_tree(call: Call, chunks: int, pairs: PairCosts) -> float:
     n = call.nbytes
     time_s = 0.0
-    for (parents, up, down), half in zip(_dbt(pairs), (n // 2, n - n // 2), strict=True):
-        time_s = max(time_s, cf.tree_all_reduce(parents, half, chunks, up, down))
+    for (tree, up, down), half in zip(_dbt(pairs), (n // 2, n - n // 2), strict=True):
+        time_s = max(time_s, cf.tree_all_reduce(tree, half, chunks, up, down))
     # The two trees' formulas ignore each other; where their edges share a link (a rank's
     # single switch port), the busiest link still has to carry its bytes: a lower bound
     # of the DES, which counts that sharing.
@@ -145,14 +145,20 @@ def _dbt_trees(ranks: int) -> tuple[Ints, Ints]:
     return trees[0], trees[1]
 
 
-def _dbt(pairs: PairCosts) -> list[tuple[Ints, Hop, Hop]]:
-    """Each tree's parents and its (up, down) hops."""
+@lru_cache(maxsize=4)
+def _dbt_levels(ranks: int) -> tuple[cf.TreeLevels, ...]:
+    """Each tree of :func:`_dbt_trees` level by level (:func:`~.closed_forms.tree_levels`)."""
+    return tuple(cf.tree_levels(parents) for parents in _dbt_trees(ranks))
 
-    def make() -> list[tuple[Ints, Hop, Hop]]:
+
+def _dbt(pairs: PairCosts) -> list[tuple[cf.TreeLevels, Hop, Hop]]:
+    """Each tree, level by level, and its (up, down) hops."""
+
+    def make() -> list[tuple[cf.TreeLevels, Hop, Hop]]:
         out = []
-        for par in _dbt_trees(pairs.ranks):
+        for par, levels in zip(_dbt_trees(pairs.ranks), _dbt_levels(pairs.ranks), strict=True):
             child = np.flatnonzero(par >= 0)
-            out.append((par, pairs.hop(child, par[child]), pairs.hop(par[child], child)))
+            out.append((levels, pairs.hop(child, par[child]), pairs.hop(par[child], child)))
         return out
 
     return pairs.memo("double_binary_tree", make)
