@@ -66,10 +66,11 @@ class _LazyLinks(Sequence[Link]):
     """What a sequence of links made on demand shares: reading, slicing, iterating (all made
     once), equality and hashing as the tuple of its links, pickling as that tuple."""
 
-    __slots__ = ("_all",)
+    __slots__ = ("_all", "_made")
 
     def __init__(self) -> None:
         self._all: tuple[Link, ...] | None = None
+        self._made: dict[int, Link] = {}  # links read one by one, until most are
 
     def columns(self) -> LinkColumns:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
@@ -96,12 +97,19 @@ class _LazyLinks(Sequence[Link]):
         size = len(self)
         if not -size <= index < size:
             raise IndexError(f"link {index} out of range ({size} links)")
-        return self._link(index + size if index < 0 else index)
+        index = index + size if index < 0 else index
+        link = self._made.get(index)
+        if link is None:
+            if len(self._made) > size // 8:  # most will be read: make them all
+                return self.materialized()[index]
+            link = self._made[index] = self._link(index)
+        return link
 
     def materialized(self) -> tuple[Link, ...]:
         """Every link, made once."""
         if self._all is None:
             self._all = self._make_all()
+            self._made.clear()
         return self._all
 
     def __iter__(self) -> Iterator[Link]:
@@ -174,13 +182,12 @@ class DerivedLinks(_LazyLinks):
     the links (a simulation) makes a :class:`Link` of each, once.
     """
 
-    __slots__ = ("_base", "_change", "_made", "_values")
+    __slots__ = ("_base", "_change", "_values")
 
     def __init__(self, base: Sequence[Link], change: Change) -> None:
         super().__init__()
         self._base, self._change = base, change
         self._values: LinkColumns | None = None
-        self._made: dict[int, Link] = {}
 
     def __len__(self) -> int:
         return len(self._base)
@@ -195,7 +202,6 @@ class DerivedLinks(_LazyLinks):
     def columns(self) -> LinkColumns:
         if self._values is None:
             self._values = self._derive(link_columns(self._base), np.arange(len(self)))
-            self._made.clear()
         return self._values
 
     def values(self, at: np.ndarray) -> LinkColumns:
@@ -208,13 +214,9 @@ class DerivedLinks(_LazyLinks):
         return LinkColumns(base.src, base.dst, latency, bandwidth)
 
     def _link(self, index: int) -> Link:
-        if self._values is not None or len(self._made) > len(self) // 8:
-            return self._with(self._base[index], self.columns(), index)  # most are read
-        link = self._made.get(index)
-        if link is None:
-            values = self.values(np.array([index]))
-            link = self._made[index] = self._with(self._base[index], values, 0)
-        return link
+        if self._values is not None:
+            return self._with(self._base[index], self._values, index)
+        return self._with(self._base[index], self.values(np.array([index])), 0)
 
     @staticmethod
     def _with(link: Link, values: LinkColumns, at: int) -> Link:

@@ -8,7 +8,7 @@ latencies plus its size over the narrowest hop's bandwidth, when uncontended.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any, TypeVar
@@ -116,6 +116,15 @@ class Network:
         if isinstance(self.links, tuple | list):
             return LinkColumns(*(column[at] for column in self.link_columns()))
         return link_values(self.links, at)
+
+    def link_costs(self, routes: Iterable[Sequence[int]]
+                   ) -> tuple[dict[int, float], dict[int, float]]:
+        """(latency_s, bandwidth_Bps) of every link on ``routes``, by link index: for code
+        that reads many links one by one, without making a :class:`Link` of each."""
+        ids = np.unique(np.fromiter(chain.from_iterable(routes), np.int64))
+        values, keys = self.link_values(ids), ids.tolist()
+        return (dict(zip(keys, values.latency_s.tolist(), strict=True)),
+                dict(zip(keys, values.bandwidth_Bps.tolist(), strict=True)))
 
     def device_columns(self) -> DeviceColumns:
         """The devices as columns (kept by a device table; built once per structure

@@ -39,14 +39,14 @@ def _loaded_hops(pairs: PairCosts, sets: list[tuple[Ints, Ints]]) -> list[Hop]:
         for src, dst in sets
     ]
     load = Counter(link for paths in routes for path in paths for link in path)
-    links = network.links
+    latency, bandwidth = network.link_costs(path for paths in routes for path in paths)
     hops = []
     for paths in routes:
         if not paths:
             hops.append(Hop(0.0, float("inf"), pairs.gamma))
             continue
-        alpha = max(sum(links[k].latency_s for k in path) for path in paths)
-        beta = min(links[k].bandwidth_Bps / load[k] for path in paths for k in path)
+        alpha = max(sum(latency[k] for k in path) for path in paths)
+        beta = min(bandwidth[k] / load[k] for path in paths for k in path)
         hops.append(Hop(alpha, beta, pairs.gamma))
     return hops
 

@@ -54,16 +54,14 @@ def _routes(cols: Columns, network: Network) -> tuple[np.ndarray, np.ndarray, np
         which = table[key]
     else:
         pairs, which = np.unique(key, return_inverse=True)
-    links = network.links
-    paths: list[tuple[int, ...]] = []
+    paths = [network.route(pair // width, pair % width) for pair in pairs.tolist()]
+    lat, bw = network.link_costs(paths)
     latency = np.empty(len(pairs))
     bandwidth = np.empty(len(pairs))
-    for k, pair in enumerate(pairs.tolist()):
-        path = network.route(pair // width, pair % width)
-        paths.append(path)
+    for k, path in enumerate(paths):
         # NOTE: the DES's own expressions (a Python sum from 0, the narrowest capacity)
-        latency[k] = sum(links[i].latency_s for i in path)
-        bandwidth[k] = min((links[i].bandwidth_Bps for i in path), default=0.0)
+        latency[k] = sum(lat[i] for i in path)
+        bandwidth[k] = min((bw[i] for i in path), default=0.0)
     which = which.reshape(-1)
     has_path = np.array([bool(path) for path in paths])[which]
     nbytes = cols.nbytes.astype(np.float64)

@@ -274,7 +274,7 @@ def _hierarchical(spec: HierarchicalSpec) -> Network:
         devices,
         links,
         tuple(range(gpus)),
-        HierarchicalRouter(gpus),
+        HierarchicalRouter(gpus, spec.gpus_per_node),
         meta,
     )
 

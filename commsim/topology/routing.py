@@ -91,12 +91,17 @@ class HierarchicalRouter:
     """
 
     gpus: int
+    gpus_per_node: int
+
+    def _host(self, device: int) -> int:
+        """A device's host: GPUs node-major, then a switch per node (the fabric's is none of
+        the GPUs')."""
+        return device // self.gpus_per_node if device < self.gpus else device - self.gpus
 
     def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
         if src == dst:
             return ()
-        hosts = network.device_hosts()
-        same = bool(hosts[src] == hosts[dst])
+        same = self._host(src) == self._host(dst)
         if src < self.gpus and dst < self.gpus:
             return (4 * src, 4 * dst + 1) if same else (4 * src + 2, 4 * dst + 3)
         # A GPU and a switch (in-network reduction): one port hop. Node switches are devices
@@ -119,8 +124,7 @@ class HierarchicalRouter:
         :meth:`__call__` finds them one by one; None for other pairs."""
         if ((src >= self.gpus) | (dst >= self.gpus) | (src == dst)).any():
             return None
-        hosts = network.device_hosts()
-        other = np.where(hosts[src] == hosts[dst], 0, 2)
+        other = np.where(src // self.gpus_per_node == dst // self.gpus_per_node, 0, 2)
         return np.stack([4 * src + other, 4 * dst + 1 + other], axis=1).ravel()
 
 
