@@ -104,17 +104,8 @@ class Network:
         """:meth:`ends` as columns (built once per structure; read ``src`` and ``dst`` only)."""
         return self.structural("end_columns", lambda: link_columns(self.ends()))
 
-    def link_columns(self) -> LinkColumns:
-        """This network's links as columns (built once)."""
-        links = self.links
-        if isinstance(links, DerivedLinks) or not isinstance(links, tuple | list):
-            return link_columns(links)  # kept by the sequence itself
-        return self.derived("link_columns", lambda: link_columns(links))
-
     def link_values(self, at: np.ndarray) -> LinkColumns:
         """The links at indices ``at`` as columns (a view computes only those)."""
-        if isinstance(self.links, tuple | list):
-            return LinkColumns(*(column[at] for column in self.link_columns()))
         return link_values(self.links, at)
 
     def link_costs(self, routes: Iterable[Sequence[int]]
