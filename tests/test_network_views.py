@@ -9,6 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
+from commsim.devices import DeviceTable, device_columns
 from commsim.links import LinkColumns, LinkTable, link_columns, link_values
 from commsim.nccl import NcclModel
 from commsim.nccl_paths import link_classes
@@ -105,3 +106,53 @@ def test_other_ranks_get_their_own_structure() -> None:
     assert fewer._routes is not net._routes  # noqa: SLF001
     assert fewer.structural("probe", lambda: "a") == "a"
     assert net.structural("probe", lambda: "b") == "b"
+
+
+def test_device_tables_read_as_their_devices() -> None:
+    """The hierarchical kind's devices are numpy columns: each reads, compares, hashes and
+    pickles as the tuple of its devices, and its columns are what the devices say."""
+    net = load_topology("dgx-h100x2+sharp")
+    table = net.devices
+    assert isinstance(table, DeviceTable)
+    devices = tuple(table)
+    assert [d.name for d in devices[14:]] == ["gpu14", "gpu15", "nvswitch0", "nvswitch1",
+                                              "fabric"]
+    assert table[3] == devices[3] == table[3 - len(devices)] and table[15:17] == devices[15:17]
+    assert table == devices and hash(table) == hash(devices)
+    assert pickle.loads(pickle.dumps(table)) == devices
+    plain, columns = device_columns(devices), table.columns()
+    assert (plain.kind == columns.kind).all() and (plain.host == columns.host).all()
+    assert np.array_equal(plain.reduction_Bps, columns.reduction_Bps, equal_nan=True)
+    with pytest.raises(IndexError):
+        table[len(devices)]
+
+
+@pytest.mark.parametrize("preset", ["dgx-h100x4", "dgx1-v100", "tpu-v4-64"])
+def test_routes_in_numpy_equal_the_router(preset: str) -> None:
+    """Network.route_links (vectorised where the router has a form for it) lists the links
+    route() finds pair by pair, endpoints beyond the ranks (switches) included."""
+    net = load_topology(preset)
+    rng = np.random.default_rng(0)
+    src, dst = rng.integers(0, net.ranks, 200), rng.integers(0, net.ranks, 200)
+    expected = [i for a, b in zip(src.tolist(), dst.tolist(), strict=True)
+                for i in net.route(a, b)]
+    assert net.route_links(src, dst).tolist() == expected
+    apart = src != dst
+    assert net.route_links(src[apart], dst[apart]).tolist() == expected
+
+
+def test_structure_read_from_columns() -> None:
+    """Hosts, reducing switches and NCCL's link classes, as the columns give them."""
+    net = load_topology("dgx-h100x2+sharp")
+    assert net.rank_hosts() == (0,) * 8 + (1,) * 8
+    assert net.reducing_switches_of() == ((16,) * 8 + (17,) * 8, 18)  # endpoints after ranks
+    assert load_topology("dgx-h100x2").reducing_switches_of() == ((16,) * 8 + (17,) * 8, None)
+    classes = link_classes(net)
+    assert all((cls == "net") == ("fabric" in link.label) for cls, link in zip(
+        classes, net.links, strict=True))
+    assert set(classes) == {"net", "nvlink"}
+    assert set(link_classes(load_topology("pcie-gen4-8gpu"))) == {"pcie"}
+    v100 = load_topology("dgx1-v100")
+    gpus = set(v100.rank_devices)
+    assert all((cls == "nvlink") == (link.src in gpus and link.dst in gpus)
+               for cls, link in zip(link_classes(v100), v100.links, strict=True))
