@@ -33,7 +33,7 @@ def _loaded_hops(pairs: PairCosts, sets: list[tuple[Ints, Ints]]) -> list[Hop]:
     if p > MAX_LOOKUPS:
         offsets = np.linspace(0, p - LOAD_WINDOW, MAX_LOOKUPS // LOAD_WINDOW).astype(np.int64)
         pick = np.unique((offsets[:, None] + np.arange(LOAD_WINDOW)).ravel())
-        sets = [(src[pick], dst[pick]) for src, dst in sets]
+        sets = [(src[pick[pick < len(src)]], dst[pick[pick < len(src)]]) for src, dst in sets]
     routes = [
         [network.route(int(a), int(b)) for a, b in zip(src, dst, strict=True) if a != b]
         for src, dst in sets

@@ -46,6 +46,30 @@ class TorusRouter:
                 here = links[link].dst
         return tuple(path)
 
+    def paths(self, network: Network, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The links of the routes ``src[k] -> dst[k]``, concatenated in pair order, each
+        route in hop order, as :meth:`__call__` walks them one by one."""
+        table = network.structural("torus_table", lambda: np.array(self.table, dtype=np.int64))
+        ends = network.end_columns().dst
+        moves = []  # per dimension: (slot, hops) of every pair
+        for d, size in enumerate(self.dims):
+            stride = self.strides[d]
+            delta = ((dst // stride) % size - (src // stride) % size) % size
+            forward = delta <= size - delta
+            moves.append((np.where(forward, 2 * d, 2 * d + 1),
+                          np.where(forward, delta, size - delta)))
+        length = sum(hops for _, hops in moves)
+        start = np.cumsum(length) - length
+        out = np.empty(int(length.sum()), dtype=np.int64)
+        here, done = src.copy(), np.zeros_like(src)
+        for slot, hops in moves:
+            for step in range(int(hops.max(initial=0))):
+                on = np.flatnonzero(hops > step)
+                link = table[here[on], slot[on]]
+                out[start[on] + done[on]] = link
+                done[on] += 1
+                here[on] = ends[link]
+        return out
 
 @dataclass(frozen=True, slots=True)
 class FullMeshRouter:
