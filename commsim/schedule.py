@@ -81,6 +81,15 @@ class Columns:
     def __len__(self) -> int:
         return len(self.src)
 
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct (src, dst) pairs, sorted, as two arrays, and each row's pair index
+        (for looking a route up once per pair)."""
+        import numpy as np
+
+        width = int(max(self.src.max(initial=0), self.dst.max(initial=0))) + 1
+        keys, which = np.unique(self.src * width + self.dst, return_inverse=True)
+        return keys // width, keys % width, which.reshape(-1)
+
     def transfer(self, index: int) -> Transfer:
         """Row ``index`` as a :class:`Transfer`."""
         lo, hi = int(self.dep_ptr[index]), int(self.dep_ptr[index + 1])

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 from simpy.events import NORMAL
@@ -28,18 +28,42 @@ from commsim.gcpause import paused_gc
 from commsim.network import Network
 from commsim.schedule import Columns, OpKind, Schedule, Transfer, TransferView
 
+if TYPE_CHECKING:
+    import numpy as np
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass(frozen=True, slots=True, eq=False)
 class Timing:
-    """When each transfer of a schedule started and ended (indexed like ``schedule.transfers``)."""
+    """When each transfer of a schedule started and ended: float64 arrays, one row per transfer
+    (indexed like the schedule's columns). Equal when every start and end is.
 
-    start_s: tuple[float, ...]
-    end_s: tuple[float, ...]
+    >>> import numpy as np
+    >>> Timing(np.array([0.0, 1.0]), np.array([1.0, 2.5])).time_s
+    2.5
+    """
+
+    start_s: np.ndarray
+    end_s: np.ndarray
 
     @property
     def time_s(self) -> float:
         """The collective's time: the latest end (0 for an empty schedule)."""
-        return max(self.end_s, default=0.0)
+        return float(self.end_s.max()) if len(self.end_s) else 0.0
+
+    def shifted(self, seconds: float) -> Timing:
+        """Every start and end ``seconds`` later."""
+        return Timing(self.start_s + seconds, self.end_s + seconds)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Timing):
+            return NotImplemented
+        import numpy as np
+
+        return bool(np.array_equal(self.start_s, other.start_s)
+                    and np.array_equal(self.end_s, other.end_s))
+
+    def __hash__(self) -> int:
+        return hash((self.start_s.tobytes(), self.end_s.tobytes()))
 
 
 # NOTE: SimPy's ``Environment.schedule(event, priority, delay)`` is public and duck-typed: the
@@ -165,7 +189,9 @@ class _Simulation:
         unfinished = [i for i, count in enumerate(self.waiting) if count > 0]
         if unfinished:  # only a malformed (cyclic) schedule gets here
             raise RuntimeError(f"transfers never became ready: {unfinished[:5]}")
-        return Timing(tuple(self.start), tuple(self.end))
+        import numpy as np
+
+        return Timing(np.array(self.start), np.array(self.end))
 
     def _loop(self) -> None:
         """``env.run()``, inlined: SimPy's ``step`` for events that always succeed (ours and

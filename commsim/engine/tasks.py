@@ -17,8 +17,8 @@ protocol that moves a byte less efficiently also leaves less for the others.
 >>> from commsim.schedule import OpKind, Transfer
 >>> net = load_topology({"kind": "ring", "ranks": 2, "link": {"latency": 0, "bandwidth": "1B/s"}})
 >>> t = simulate_items([Delay(2.0), Transfer(0, 1, 0, 3, OpKind.COPY, (0,)), Delay(1.0, (1,))], net)
->>> t.start_s, t.end_s
-((0.0, 2.0, 5.0), (2.0, 5.0, 6.0))
+>>> t.start_s.tolist(), t.end_s.tolist()
+([0.0, 2.0, 5.0], [2.0, 5.0, 6.0])
 """
 
 from __future__ import annotations

@@ -154,8 +154,8 @@ def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
         protocols.append(protocol)
     timing = simulate_items(lowering.items, network, lowering.views)
     return GraphTiming(
-        start_s=tuple(timing.start_s[i] for i in first),
-        end_s=tuple(timing.end_s[i] for i in last),
+        start_s=tuple(timing.start_s[first].tolist()),
+        end_s=tuple(timing.end_s[last].tolist()),
         algorithms=tuple(algorithms),
         protocols=tuple(protocols),
     )
