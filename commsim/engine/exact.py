@@ -79,30 +79,7 @@ def _routes(cols: Columns, network: Network) -> tuple[np.ndarray, np.ndarray, np
 
 def _levels(cols: Columns) -> np.ndarray:
     """A level per transfer above its dependencies' (the builder's, else the DAG's depth)."""
-    if cols.level is not None:
-        return cols.level
-    n = len(cols)
-    counts = np.diff(cols.dep_ptr)
-    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
-    order = np.argsort(cols.dep_idx, kind="stable")
-    dependents = owner[order]
-    dep_start = np.searchsorted(cols.dep_idx[order], np.arange(n + 1))
-    waiting = counts.copy()
-    level = np.zeros(n, dtype=np.int64)
-    frontier = np.flatnonzero(waiting == 0)
-    depth = 0
-    while frontier.size:
-        level[frontier] = depth
-        lo, hi = dep_start[frontier], dep_start[frontier + 1]
-        sizes = hi - lo
-        nxt = dependents[np.repeat(lo - np.cumsum(sizes) + sizes, sizes)
-                         + np.arange(int(sizes.sum()))]
-        np.subtract.at(waiting, nxt, 1)
-        frontier = np.unique(nxt[waiting[nxt] == 0])
-        depth += 1
-    if (waiting > 0).any():
-        raise RuntimeError("transfers never became ready (a cyclic schedule)")
-    return level
+    return cols.level if cols.level is not None else cols.depths()
 
 
 def _longest_path(cols: Columns, drain: np.ndarray, delay: np.ndarray) -> tuple[np.ndarray,
