@@ -25,7 +25,7 @@ from commsim.engine.des import Timing
 from commsim.network import Network
 from commsim.results import TRANSFER_COLUMNS, Result
 from commsim.schedule import Columns, OpKind
-from commsim.trace_events import Slice, TraceEvents, write_trace_json
+from commsim.trace_events import Slice, TraceEvents, ns, write_trace_json
 from commsim.units import format_size
 
 if TYPE_CHECKING:
@@ -100,13 +100,11 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
     import numpy as np
 
     cols, timing = _records(result)
-    start_ns = np.rint(timing.start_s * 1e9).astype(np.int64).tolist()  # ns(), per transfer
-    end_ns = np.rint(timing.end_s * 1e9).astype(np.int64).tolist()
-    slices = [Slice(s, e, i) for i, (s, e) in enumerate(zip(start_ns, end_ns, strict=True))]
+    start, end = timing.start_s.tolist(), timing.end_s.tolist()
+    slices = [Slice(ns(s), ns(e), i) for i, (s, e) in enumerate(zip(start, end, strict=True))]
     src, dst = cols.src.tolist(), cols.dst.tolist()
     offset, nbytes = cols.offset.tolist(), cols.nbytes.tolist()
     ops = np.array([OpKind.COPY.value, OpKind.REDUCE.value])[cols.reduce.astype(np.intp)].tolist()
-    start, end = timing.start_s.tolist(), timing.end_s.tolist()
 
     def describe(cat: str) -> Callable[[Slice], Mapping[str, object]]:
         """A slice's fields: one description per transfer on its send, recv and link slices."""
