@@ -46,10 +46,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from commsim.budget import budget_source, memory_budget
 from commsim.checker.holdings import Replay, bits, extent, initial, names, one_rank, rank_words
 from commsim.checker.races import check_races
 from commsim.collectives import Collective, segment
-from commsim.errors import ScheduleError
+from commsim.errors import ScheduleError, SpecError
 from commsim.schedule import Columns, Schedule
 
 
@@ -71,11 +72,27 @@ def check(schedule: Schedule) -> None:
     rows = np.repeat(np.arange(len(cols), dtype=np.int64), size)
     cells = np.arange(int(size.sum()), dtype=np.int64) + np.repeat(lo - np.cumsum(size) + size,
                                                                    size)
+    _check_fits(schedule, len(bounds) - 1, len(rows))
     depth = cols.depths()
     check_races(cols, depth, bounds, rows, cells)
     state = initial(coll, p, n, schedule.root, bounds, schedule.endpoints)
     Replay(cols.src, cols.dst, cols.reduce, depth, rows, cells, bounds).run(state)
     _check_final(coll, p, n, schedule.root, bounds, state)
+
+
+def _check_fits(schedule: Schedule, cells: int, moved: int) -> None:
+    """SpecError, before the big arrays, when the holdings (a bitmask per rank and cell) and
+    the per-cell records would exceed the memory budget (:mod:`commsim.budget`)."""
+    need = ((schedule.ranks + schedule.endpoints) * cells * rank_words(schedule.ranks) * 8 * 2
+            + moved * 8 * 48)  # measured: ~230 MB peak for a 512-rank ring (523,264 moved)
+    budget = memory_budget()
+    if need > budget:
+        raise SpecError(
+            f"checking {schedule.algorithm} {schedule.collective.value} on {schedule.ranks} "
+            f"ranks ({len(schedule)} transfers, {cells} byte ranges) would take about "
+            f"{need / 1e6:.0f} MB, more than the {budget / 1e6:.0f} MB budget "
+            f"({budget_source()})"
+        )
 
 
 # -- structure ------------------------------------------------------------------------------------
