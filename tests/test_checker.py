@@ -200,7 +200,8 @@ def test_ancestor_queries_match_the_transitive_closure(monkeypatch, clock_bytes:
             closure.append(set().union(*(closure[d] | {d} for d in t.deps)))
         a, b = np.array([(x, y) for x in range(n) for y in range(n)]).T
         got = reach.Reach(Columns.from_transfers(transfers))(a, b)
-        assert got.tolist() == [x in closure[y] for x, y in zip(a.tolist(), b.tolist())]
+        pairs = zip(a.tolist(), b.tolist(), strict=True)
+        assert got.tolist() == [x in closure[y] for x, y in pairs]
 
 
 def test_refuses_beyond_the_memory_budget() -> None:
