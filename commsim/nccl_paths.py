@@ -20,6 +20,7 @@ from commsim.nccl_tables import (
     hop_factor,
 )
 from commsim.network import DerivedLinks, LinkColumns, Network
+from commsim.schedule import Schedule
 
 
 def ring_channels(network: Network, ranks: int) -> int:
@@ -169,16 +170,19 @@ def relabel(done: Evaluation, order: tuple[int, ...], network: Network) -> Evalu
     own numbers, on ``network`` (the same links, ranks in their own order)."""
     if done.schedule is None:
         return replace(done, network=network)
-    p = len(order)
-
-    def rank(r: int) -> int:
-        return order[r] if r < p else r  # endpoints beyond the ranks (switches) stay
+    import numpy as np
 
     schedule = done.schedule
-    transfers = tuple(replace(t, src=rank(t.src), dst=rank(t.dst)) for t in schedule.transfers)
-    # a fresh schedule of objects: its columns are made anew from them when asked for
-    schedule = replace(schedule, transfers=transfers, root=rank(schedule.root), _columns=[])
-    return replace(done, schedule=schedule, network=network)
+    cols = schedule.columns
+    # endpoints beyond the ranks (switches) stay
+    ends = max(int(cols.src.max(initial=0)), int(cols.dst.max(initial=0)), schedule.root) + 1
+    table = np.arange(max(len(order), ends), dtype=np.int64)
+    table[:len(order)] = order
+    relabelled = Schedule.of_columns(
+        schedule.collective, schedule.algorithm, schedule.ranks, schedule.nbytes,
+        int(table[schedule.root]), schedule.chunks,
+        replace(cols, src=table[cols.src], dst=table[cols.dst]), schedule.endpoints)
+    return replace(done, schedule=relabelled, network=network)
 
 
 def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float:
