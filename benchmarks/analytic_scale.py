@@ -7,7 +7,9 @@ First table, per node count: the wall time of the whole command line
 process: interpreter start, imports, building the topology, ``auto`` over every candidate),
 best of ``--repeat``, its peak memory, and what ``auto`` picked. Target at 8192 nodes: <= 1 s.
 Second table, in this process for the largest count: where the time goes (building the
-topology, then each candidate's first closed-form evaluation, and a second one).
+topology, then each candidate's first closed-form evaluation and a second one: the plain
+model's algorithms, ``--protocol none``, then NCCL's algorithm-protocol pairs, which the
+command ranks; a second evaluation finds each protocol's network built).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from _common import best_of, table
 from commsim.algorithms import candidates
 from commsim.api import make_call
 from commsim.engine.analytic import predict
+from commsim.nccl import NcclModel
 from commsim.topology import load_topology
 
 _SCRIPT = Path(sys.executable).with_name("commsim")  # the installed console script
@@ -74,6 +77,15 @@ def main() -> None:
         first, value = best_of(1, lambda name=name: predict(call, network, name))
         again, _ = best_of(1, lambda name=name: predict(call, network, name))
         parts.append([f"predict {name}", first, f"{again:.4f}", value * 1e6])
+    model = NcclModel.of(network)
+    for name, protocol in model.candidates(call):
+
+        def nccl(name: str = name, protocol: str = protocol) -> float:
+            return model.evaluate(call, name, protocol, "analytic").time_s
+
+        first, value = best_of(1, nccl)
+        again, _ = best_of(1, nccl)
+        parts.append([f"nccl {name}/{protocol}", first, f"{again:.4f}", value * 1e6])
     print(f"\nin-process, {network.ranks} ranks, 1 GiB")
     print(
         table(

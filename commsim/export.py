@@ -17,26 +17,47 @@ lanes, times and the file layout are :mod:`commsim.trace_events`' (with replay's
 
 from __future__ import annotations
 
-import csv
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from commsim.engine.des import Timing
 from commsim.network import Network
 from commsim.results import TRANSFER_COLUMNS, Result
-from commsim.schedule import OpKind, Transfer
+from commsim.schedule import Columns, OpKind
 from commsim.trace_events import Slice, TraceEvents, ns, write_trace_json
 from commsim.units import format_size
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = ["trace_events", "write_trace", "write_transfers_csv"]
 
 
-def _records(result: Result) -> tuple[list[Transfer], Sequence[float], Sequence[float]]:
+def _records(result: Result) -> tuple[Columns, Timing]:
+    """The columns and timing of ``result``'s transfers (ValueError when it has none)."""
     if result.schedule is None or result.timing is None:
         raise ValueError(
             "per-transfer records need the discrete-event engine (--engine des), "
             f"not {result.engine!r}"
         )
-    return list(result.schedule.transfers), result.timing.start_s, result.timing.end_s
+    return result.schedule.columns, result.timing
+
+
+#: Rows formatted and written at a time (bounds the strings held at once).
+_CSV_BLOCK = 1 << 16
+
+
+def _texts(values: np.ndarray, fmt: Callable[[Any], str]) -> list[str]:
+    """``fmt`` of every value, formatted once per distinct value (a schedule's times, sizes
+    and ranks repeat: a ring's pieces share each step's start)."""
+    import numpy as np
+
+    # floats by their bits: every distinct value (0.0 and -0.0 too) keeps its own text
+    keys = values.view(np.int64) if values.dtype.kind == "f" else values
+    _, index, which = np.unique(keys, return_index=True, return_inverse=True)
+    texts = np.array([fmt(v) for v in values[index].tolist()], dtype=object)
+    return texts[which.reshape(-1)].tolist()  # type: ignore[no-any-return]
 
 
 def write_transfers_csv(result: Result, path: str | Path) -> Path:
@@ -45,19 +66,20 @@ def write_transfers_csv(result: Result, path: str | Path) -> Path:
     Floats are written with :func:`repr`, so they read back exactly: the largest ``end_s``
     equals ``result.time_s``. Rows are in schedule order.
     """
-    _records(result)  # the error when there are none
-    assert result.schedule is not None and result.timing is not None
-    # NOTE: read as columns: a columnar schedule then never makes an object per transfer
-    cols = result.schedule.columns
-    ops = [OpKind.REDUCE.value if r else OpKind.COPY.value for r in cols.reduce.tolist()]
+    import numpy as np
+
+    cols, timing = _records(result)
+    ops = np.array([OpKind.COPY.value, OpKind.REDUCE.value], dtype=object)
     path = Path(path)
     with path.open("w", newline="", encoding="utf-8") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(TRANSFER_COLUMNS)
-        writer.writerows(zip(cols.src.tolist(), cols.dst.tolist(),
-                             map(repr, map(float, result.timing.start_s)),
-                             map(repr, map(float, result.timing.end_s)),
-                             cols.nbytes.tolist(), cols.offset.tolist(), ops, strict=True))
+        handle.write(",".join(TRANSFER_COLUMNS) + "\n")
+        for a in range(0, len(cols), _CSV_BLOCK):
+            rows = slice(a, a + _CSV_BLOCK)
+            fields = (_texts(cols.src[rows], str), _texts(cols.dst[rows], str),
+                      _texts(timing.start_s[rows], repr), _texts(timing.end_s[rows], repr),
+                      _texts(cols.nbytes[rows], str), _texts(cols.offset[rows], str),
+                      ops[cols.reduce[rows].astype(np.intp)].tolist())
+            handle.write("".join(line + "\n" for line in map(",".join, zip(*fields, strict=True))))
     return path
 
 
@@ -75,35 +97,34 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
     ``network`` (the one the result ran on) adds the ``links`` process; without it only the
     per-rank processes are written.
     """
-    transfers, start, end = _records(result)
+    import numpy as np
+
+    cols, timing = _records(result)
+    start, end = timing.start_s.tolist(), timing.end_s.tolist()
     slices = [Slice(ns(s), ns(e), i) for i, (s, e) in enumerate(zip(start, end, strict=True))]
-    # one description per transfer, shared by its send, recv and link slices
-    described = [
-        {
-            "name": f"r{t.src}->r{t.dst} [{t.offset},{t.offset + t.nbytes}) {t.op.value}",
-            "args": {
-                "transfer": i,
-                "src": t.src,
-                "dst": t.dst,
-                "offset": t.offset,
-                "nbytes": t.nbytes,
-                "op": t.op.value,
-                "start_s": float(start[i]),
-                "end_s": float(end[i]),
-            },
-        }
-        for i, t in enumerate(transfers)
-    ]
+    src, dst = cols.src.tolist(), cols.dst.tolist()
+    offset, nbytes = cols.offset.tolist(), cols.nbytes.tolist()
+    ops = np.array([OpKind.COPY.value, OpKind.REDUCE.value])[cols.reduce.astype(np.intp)].tolist()
 
     def describe(cat: str) -> Callable[[Slice], Mapping[str, object]]:
-        return lambda sl: described[sl.index] | {"cat": cat}
+        """A slice's fields: one description per transfer on its send, recv and link slices."""
+        def fields(sl: Slice) -> Mapping[str, object]:
+            i = sl.index
+            return {
+                "name": f"r{src[i]}->r{dst[i]} [{offset[i]},{offset[i] + nbytes[i]}) {ops[i]}",
+                "args": {"transfer": i, "src": src[i], "dst": dst[i], "offset": offset[i],
+                         "nbytes": nbytes[i], "op": ops[i], "start_s": start[i],
+                         "end_s": end[i]},
+                "cat": cat,
+            }
+        return fields
 
     trace = TraceEvents()
     # ranks, then the reducing switches an in-network schedule addresses
     ends = result.ranks + (result.schedule.endpoints if result.schedule is not None else 0)
-    _endpoint_tracks(trace, result.ranks, ends, transfers, slices, network, describe)
-    if network is not None and transfers:
-        _link_tracks(trace, ends, transfers, slices, network, describe("link"))
+    _endpoint_tracks(trace, result.ranks, ends, cols, slices, network, describe)
+    if network is not None and len(cols):
+        _link_tracks(trace, ends, cols, slices, network, describe("link"))
     return trace.to_dict(
         {
             "generator": "commsim",
@@ -121,21 +142,28 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
     )
 
 
+def _grouped(keys: np.ndarray, slices: list[Slice], groups: int) -> list[list[Slice]]:
+    """``slices`` (one per row of ``keys``) grouped by key ``0..groups-1``, in row order."""
+    import numpy as np
+
+    order = np.argsort(keys, kind="stable")
+    bounds = np.searchsorted(keys[order], np.arange(groups + 1)).tolist()
+    rows = order.tolist()
+    return [[slices[i] for i in rows[a:b]] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
 def _endpoint_tracks(
     trace: TraceEvents,
     ranks: int,
     ends: int,
-    transfers: list[Transfer],
+    cols: Columns,
     slices: list[Slice],
     network: Network | None,
     describe: Callable[[str], Callable[[Slice], Mapping[str, object]]],
 ) -> None:
     """A process per rank and reducing switch, with its send and recv lanes."""
-    sends: list[list[Slice]] = [[] for _ in range(ends)]
-    recvs: list[list[Slice]] = [[] for _ in range(ends)]
-    for sl in slices:
-        sends[transfers[sl.index].src].append(sl)
-        recvs[transfers[sl.index].dst].append(sl)
+    sends = _grouped(cols.src, slices, ends)
+    recvs = _grouped(cols.dst, slices, ends)
     for rank in range(ends):
         label = f"rank {rank}" if rank < ranks else f"switch {rank}"
         if network is not None:
@@ -149,21 +177,34 @@ def _endpoint_tracks(
 def _link_tracks(
     trace: TraceEvents,
     pid: int,
-    transfers: list[Transfer],
+    cols: Columns,
     slices: list[Slice],
     network: Network,
     describe: Callable[[Slice], Mapping[str, object]],
 ) -> None:
     """The ``links`` process: a lane per directed link that carried traffic, in link order."""
+    import numpy as np
+
     trace.process(pid, "links")
-    on_link: dict[int, list[Slice]] = {}
-    for sl in slices:
-        t = transfers[sl.index]
-        for link_id in network.route(t.src, t.dst):
-            on_link.setdefault(link_id, []).append(sl)
+    src, dst, which = cols.pairs()
+    paths = [network.route(s, d) for s, d in zip(src.tolist(), dst.tolist(), strict=True)]
+    hops = np.array([len(path) for path in paths], dtype=np.int64)[which]
+    links = np.array([link for path in paths for link in path], dtype=np.int64)
+    path_ptr = np.zeros(len(paths) + 1, dtype=np.int64)
+    np.cumsum([len(path) for path in paths], out=path_ptr[1:])
+    # every (transfer, link of its route), by transfer
+    row = np.repeat(np.arange(len(cols), dtype=np.int64), hops)
+    first = np.repeat(path_ptr[which] - np.cumsum(hops) + hops, hops)
+    link = links[first + np.arange(int(hops.sum()))]
+    order = np.lexsort((row, link))
+    link, row = link[order], row[order]
+    cut = np.flatnonzero(np.diff(link)) + 1
     tid = 1
-    for link_id in sorted(on_link):
-        tid += trace.track(pid, tid, _link_name(network, link_id), on_link[link_id], describe)
+    for part_links, part_rows in zip(np.split(link, cut), np.split(row, cut), strict=True):
+        if not len(part_links):
+            continue
+        mine = [slices[i] for i in part_rows.tolist()]
+        tid += trace.track(pid, tid, _link_name(network, int(part_links[0])), mine, describe)
 
 
 def write_trace(result: Result, path: str | Path, network: Network | None = None) -> Path:

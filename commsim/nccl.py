@@ -38,6 +38,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from commsim.algorithms import get_algorithm
 from commsim.algorithms.base import Call
 from commsim.algorithms.calls import make_call
@@ -45,8 +47,9 @@ from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import ScheduleError, SpecError
 from commsim.nccl_paths import (
+    LINK_CLASSES,
     bandwidth_cap_Bps,
-    link_classes,
+    link_class_codes,
     nvlink_spread,
     protocol_network,
     relabel,
@@ -153,10 +156,11 @@ def base_latency_s(algorithm: str, protocol: str, version: str = DEFAULT_VERSION
 
 def _hosts(network: Network, ranks: int) -> list[list[int]]:
     """The first ``ranks`` ranks grouped by host, hosts in order of their lowest rank."""
-    groups: dict[object, list[int]] = {}
-    for rank in range(ranks):
-        groups.setdefault(network.host_of(rank), []).append(rank)
-    return list(groups.values())
+    hosts = network.device_hosts()[network.rank_device_array()[:ranks]]  # -1: no host
+    order = np.argsort(hosts, kind="stable")  # by host, ranks ascending within one
+    starts = np.flatnonzero(np.diff(hosts[order], prepend=-2))
+    groups = np.split(order, starts[1:]) if ranks else []
+    return [g.tolist() for g in sorted(groups, key=lambda g: int(g[0]))]
 
 
 class NcclModel:
@@ -191,7 +195,8 @@ class NcclModel:
         """Hosts the first ``ranks`` ranks span."""
         key = ("nodes", ranks)
         if key not in self._memo:
-            self._memo[key] = len({self.network.host_of(r) for r in range(ranks)} - {None})
+            hosts = self.network.device_hosts()[self.network.rank_device_array()[:ranks]]
+            self._memo[key] = len(np.unique(hosts[hosts >= 0]))
         return self._memo[key]  # type: ignore[no-any-return]
 
     def _channels(self, ranks: int) -> int:
@@ -241,13 +246,21 @@ class NcclModel:
                                   active / self.config.channels, spread, factor, latency)
             # The same devices and links, scaled: every protocol's network of the same ranks
             # shares one structure (routes, out-links, hosts, reducing switches, ...).
-            routes, structure = self._memo.setdefault(("structure", ranks), ({}, {}))
+            devices, routes, structure = self._structure(ranks)
             self._cache[key] = Network(
-                scaled.name, scaled.devices, scaled.links,
-                tuple(self.network.rank_devices[r] for r in ranks), scaled.gamma_s_per_B,
+                scaled.name, scaled.devices, scaled.links, devices, scaled.gamma_s_per_B,
                 scaled.router, dict(scaled.meta),
-                _routes=routes, _out=self.network.out_links, _structure=structure)
+                _routes=routes, _out=self.network._out, _structure=structure)
         return self._cache[key]
+
+    def _structure(self, ranks: tuple[int, ...]) -> tuple[tuple[int, ...], dict[Any, Any],
+                                                           dict[Any, Any]]:
+        """The devices of ``ranks`` and the route and structure caches their views share."""
+        key = ("structure", ranks)
+        if key not in self._memo:
+            devices = self.network.rank_device_array()[np.asarray(ranks, dtype=np.int64)]
+            self._memo[key] = (tuple(devices.tolist()), {}, {})
+        return self._memo[key]  # type: ignore[no-any-return]
 
     def _scaled(self, protocol: Protocol, family: str, multi_host: bool, channels: float,
                 cap: float, share: float, spread: dict[int, float], factor: float,
@@ -265,7 +278,10 @@ class NcclModel:
 
     def _spread(self, ranks: tuple[int, ...]) -> dict[int, float]:
         """:func:`nvlink_spread` of the network running only ``ranks``."""
-        return nvlink_spread(self.network, {self.network.rank_devices[r] for r in ranks})
+        key = ("spread", ranks)
+        if key not in self._memo:
+            self._memo[key] = nvlink_spread(self.network, set(self._structure(ranks)[0]))
+        return self._memo[key]  # type: ignore[no-any-return]
 
     def network_for(self, ranks: int, name: str, protocol: str, nbytes: int | None = None,
                     collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0
@@ -308,7 +324,8 @@ class NcclModel:
     def _candidates(self, call: Call) -> list[tuple[str, str]]:
         ranks = call.ranks
         groups = self._hosts(ranks)
-        multi = len(groups) > 1 and None not in {self.network.host_of(r) for r in range(ranks)}
+        multi = len(groups) > 1 and bool(
+            (self.network.device_hosts()[self.network.rank_device_array()[:ranks]] >= 0).all())
         even = len({len(g) for g in groups}) == 1
         out: list[tuple[str, str]] = []
         for name in NCCL_ALGORITHMS[call.collective]:
@@ -331,13 +348,11 @@ class NcclModel:
         (tuning.cc; elsewhere it may corrupt data silently)."""
         key = ("nvlink", ranks)
         if key not in self._memo:
-            classes = link_classes(self.network)
-            order = self._ring_order(ranks)
-            self._memo[key] = "pcie" not in classes or all(
-                classes[i] != "pcie"
-                for a, b in zip(order, order[1:] + order[:1], strict=True)
-                for i in self.network.route(a, b)
-            )
+            classes = link_class_codes(self.network)
+            pcie = LINK_CLASSES.index("pcie")
+            order = np.asarray(self._ring_order(ranks), dtype=np.int64)
+            self._memo[key] = not (classes == pcie).any() or not (
+                classes[self.network.route_links(order, np.roll(order, -1))] == pcie).any()
         return bool(self._memo[key])
 
     def composed(self, name: str, ranks: int) -> bool:

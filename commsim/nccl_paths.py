@@ -8,6 +8,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import replace
 
+import numpy as np
+
 from commsim.engine.evaluate import Evaluation
 from commsim.nccl_tables import (
     LL128_PER_CHANNEL,
@@ -17,7 +19,8 @@ from commsim.nccl_tables import (
     Protocol,
     hop_factor,
 )
-from commsim.network import DerivedLinks, Link, Network
+from commsim.network import DerivedLinks, LinkColumns, Network
+from commsim.schedule import Schedule
 
 
 def ring_channels(network: Network, ranks: int) -> int:
@@ -31,35 +34,35 @@ def ring_channels(network: Network, ranks: int) -> int:
     NICs as a host has in use (its ranks, at most its NICs: the devices of the host cabled to
     the fabric; 1 on a single host).
     """
-    hosts: dict[object, int] = {}
-    for rank in range(ranks):
-        host = network.host_of(rank)
-        hosts[host] = hosts.get(host, 0) + 1
-    if len(hosts) < 2 or None in hosts:
+    host_ids, counts = np.unique(network.device_hosts()[network.rank_device_array()[:ranks]],
+                                 return_counts=True)
+    if len(host_ids) < 2 or host_ids[0] < 0:  # one host, or ranks of no host
         return 1
-    devices = network.devices
-    fabric = {i for i, d in enumerate(devices) if d.kind == "switch" and d.host is None}
-    nics: dict[object, set[int]] = {}
-    for link in network.links:
-        if link.dst in fabric and link.src not in fabric:
-            nics.setdefault(devices[link.src].host, set()).add(link.src)
-    return min(min(count, len(nics.get(host, ())) or count) for host, count in hosts.items())
+    kind, host = network.device_columns()[:2]
+    fabric = (kind == "switch") & (host < 0)
+    ends = network.end_columns()
+    cabled = np.unique(ends.src[fabric[ends.dst] & ~fabric[ends.src]])
+    nic_hosts, nics = np.unique(network.device_hosts()[cabled], return_counts=True)
+    per_host = dict(zip(nic_hosts.tolist(), nics.tolist(), strict=True))
+    return min(min(count, per_host.get(host, 0) or count)
+               for host, count in zip(host_ids.tolist(), counts.tolist(), strict=True))
 
 
 def network_links(network: Network) -> frozenset[int]:
     """Indices of the links that belong to the inter-host network: those touching a switch
     that belongs to no host (the ``fabric`` of hierarchical topologies) or a NIC (a device
     of kind ``nic``, :mod:`commsim.topology.server`)."""
-    fabric = {
-        i for i, d in enumerate(network.devices)
-        if (d.kind == "switch" and d.host is None) or d.kind == "nic"
-    }
-    multi_host = len({d.host for d in network.devices if d.host is not None}) > 1
-    if not multi_host:
-        return frozenset()
-    return frozenset(
-        i for i, link in enumerate(network.links) if link.src in fabric or link.dst in fabric
-    )
+    return frozenset(np.flatnonzero(_network_link_mask(network)).tolist())
+
+
+def _network_link_mask(network: Network) -> np.ndarray:
+    """:func:`network_links` as a mask over the links."""
+    ends = network.end_columns()
+    kind, host = network.device_columns()[:2]
+    if len(np.unique(host[host >= 0])) < 2:  # one host: no network
+        return np.zeros(len(ends.src), dtype=bool)
+    fabric = ((kind == "switch") & (host < 0)) | (kind == "nic")
+    return fabric[ends.src] | fabric[ends.dst]
 
 
 def link_classes(network: Network) -> tuple[str, ...]:
@@ -67,27 +70,35 @@ def link_classes(network: Network) -> tuple[str, ...]:
     ``nvlink`` for a direct GPU-GPU cable or a port of an NVSwitch (a device named
     ``nvswitch...``), else ``pcie`` (PCIe switches, CPUs, other switches). Computed once per
     structure (:meth:`~commsim.network.Network.structural`)."""
-    return network.structural("nccl_link_classes", lambda: _link_classes(network))
+    return network.structural("nccl_link_classes", lambda: tuple(
+        np.array(LINK_CLASSES)[link_class_codes(network)].tolist()))
 
 
-def _link_classes(network: Network) -> tuple[str, ...]:
-    net = network_links(network)
-    devices = network.devices
+#: NCCL's link classes; :func:`link_class_codes` gives each link's index in it.
+LINK_CLASSES = ("net", "nvlink", "pcie")
 
-    def nvlink_end(i: int) -> bool:
-        return devices[i].name.startswith("nvswitch")
 
-    out = []
-    for i, link in enumerate(network.ends()):
-        a, b = devices[link.src], devices[link.dst]
-        if i in net:
-            out.append("net")
-        elif (a.kind != "switch" and b.kind != "switch" and "cpu" not in (a.kind, b.kind)) \
-                or nvlink_end(link.src) or nvlink_end(link.dst):
-            out.append("nvlink")
-        else:
-            out.append("pcie")
-    return tuple(out)
+def link_class_codes(network: Network) -> np.ndarray:
+    """:func:`link_classes` as indices into :data:`LINK_CLASSES` (computed once per
+    structure)."""
+    return network.structural("nccl_link_class_codes", lambda: _link_class_codes(network))
+
+
+def _link_class_codes(network: Network) -> np.ndarray:
+    ends = network.end_columns()
+    src, dst = ends.src, ends.dst
+    kind = network.device_columns().kind
+    special = (kind == "switch") | (kind == "cpu")
+    net, nvlink = _network_link_mask(network), ~special[src] & ~special[dst]
+    # the rest are NVLink where an end is named nvswitch...: names read only where needed
+    named = np.zeros(len(kind), dtype=bool)
+    for ask in (special, ~special):
+        pending = ~net & ~nvlink & ~named[src] & ~named[dst]
+        at = np.unique(np.concatenate([src[pending][ask[src[pending]]],
+                                       dst[pending][ask[dst[pending]]]]))
+        named[at] = [network.devices[i].name.startswith("nvswitch") for i in at.tolist()]
+    nvlink |= named[src] | named[dst]
+    return np.where(net, 0, np.where(nvlink, 1, 2)).astype(np.int8)
 
 
 def nvlink_spread(network: Network, devices: Collection[int] | None = None
@@ -109,8 +120,10 @@ def nvlink_spread(network: Network, devices: Collection[int] | None = None
 
 
 def _direct_links(network: Network) -> list[int]:
-    ranks = set(network.rank_devices)
-    return [i for i, link in enumerate(network.ends()) if link.src in ranks and link.dst in ranks]
+    ends = network.end_columns()
+    ranks = np.zeros(len(network.devices), dtype=bool)
+    ranks[network.rank_device_array()] = True
+    return np.flatnonzero(ranks[ends.src] & ranks[ends.dst]).tolist()
 
 
 def ring_order(network: Network, ranks: int) -> tuple[int, ...]:
@@ -130,9 +143,10 @@ def ring_order(network: Network, ranks: int) -> tuple[int, ...]:
         return plain
     index = {d: r for r, d in enumerate(devices)}
     near: dict[int, set[int]] = {r: set() for r in plain}
-    for link in network.links:
-        if link.src in index and link.dst in index:
-            near[index[link.src]].add(index[link.dst])
+    ends = network.end_columns()
+    among = np.isin(ends.src, devices) & np.isin(ends.dst, devices)
+    for src, dst in zip(ends.src[among].tolist(), ends.dst[among].tolist(), strict=True):
+        near[index[src]].add(index[dst])
     if all(len(v) == ranks - 1 for v in near.values()):
         return plain  # fully connected (or behind a switch): every order is a ring
     path, seen = [0], {0}
@@ -156,16 +170,19 @@ def relabel(done: Evaluation, order: tuple[int, ...], network: Network) -> Evalu
     own numbers, on ``network`` (the same links, ranks in their own order)."""
     if done.schedule is None:
         return replace(done, network=network)
-    p = len(order)
-
-    def rank(r: int) -> int:
-        return order[r] if r < p else r  # endpoints beyond the ranks (switches) stay
+    import numpy as np
 
     schedule = done.schedule
-    transfers = tuple(replace(t, src=rank(t.src), dst=rank(t.dst)) for t in schedule.transfers)
-    # a fresh schedule of objects: its columns are made anew from them when asked for
-    schedule = replace(schedule, transfers=transfers, root=rank(schedule.root), _columns=[])
-    return replace(done, schedule=schedule, network=network)
+    cols = schedule.columns
+    # endpoints beyond the ranks (switches) stay
+    ends = max(int(cols.src.max(initial=0)), int(cols.dst.max(initial=0)), schedule.root) + 1
+    table = np.arange(max(len(order), ends), dtype=np.int64)
+    table[:len(order)] = order
+    relabelled = Schedule.of_columns(
+        schedule.collective, schedule.algorithm, schedule.ranks, schedule.nbytes,
+        int(table[schedule.root]), schedule.chunks,
+        replace(cols, src=table[cols.src], dst=table[cols.dst]), schedule.endpoints)
+    return replace(done, schedule=relabelled, network=network)
 
 
 def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float:
@@ -197,22 +214,28 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     link is scaled when first read (:class:`~commsim.network.DerivedLinks`: closed forms
     read a few, a simulation all)."""
     table = NcclConfig.of(network).tables
-    classes = link_classes(network)
+    codes = link_class_codes(network)
     efficiency = TREE_EFFICIENCY if family == "tree" else 1.0
     if spread is None:
         spread = nvlink_spread(network) if family in ("ring", "tree") else {}
     # per class: (latency factor, bandwidth x channels for network links)
     per_class = {cls: (hop_factor(table, cls, family, protocol.name, nodes > 1) * latency,
-                       channels if cls == "net" else 1) for cls in ("net", "nvlink", "pcie")}
+                       channels if cls == "net" else 1) for cls in LINK_CLASSES}
+    hop = np.array([per_class[cls][0] for cls in LINK_CLASSES])
+    times = np.array([per_class[cls][1] for cls in LINK_CLASSES], dtype=np.float64)
     bandwidth = protocol.bandwidth
     if factor is not None:
         bandwidth, efficiency = factor, 1.0
+    spread_at = np.array(sorted(spread), dtype=np.int64)
+    spread_Bps = np.array([spread[i] for i in spread_at.tolist()], dtype=np.float64)
 
-    def scaled(i: int, link: Link) -> Link:
-        factor, times = per_class[classes[i]]
-        base = spread.get(i, link.bandwidth_Bps) if spread else link.bandwidth_Bps
-        return Link(link.src, link.dst, link.latency_s * factor,
-                    min(base * bandwidth * share * efficiency * times, cap_Bps), link.label)
+    def scaled(links: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        cls, base = codes[at], links.bandwidth_Bps
+        if spread:
+            pos = np.minimum(np.searchsorted(spread_at, at), len(spread_at) - 1)
+            base = np.where(spread_at[pos] == at, spread_Bps[pos], base)
+        return links.latency_s * hop[cls], np.minimum(
+            base * bandwidth * share * efficiency * times[cls], cap_Bps)
 
     meta = {k: v for k, v in network.meta.items() if k != "nccl"}
     return network.rebuilt(name=f"{network.name}+{protocol.name}",

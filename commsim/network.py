@@ -8,110 +8,24 @@ latencies plus its size over the narrowest hop's bandwidth, when uncontended.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from itertools import chain
+from typing import Any, TypeVar
 
+import numpy as np
+
+from commsim.devices import Device, DeviceColumns, device_columns
 from commsim.errors import SpecError
+from commsim.links import DerivedLinks, Link, LinkColumns, link_columns, link_values
+
+__all__ = ["DerivedLinks", "Device", "DeviceColumns", "Link", "LinkColumns", "Network", "Router",
+           "shortest_path_router"]
 
 #: Maps (source device, destination device) to the link indices of the path between them.
 Router = Callable[["Network", int, int], tuple[int, ...]]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Device:
-    """A chip (``gpu``/``tpu``/``cpu``) or a ``switch``; ``host`` groups chips in one server.
-
-    ``reduction_Bps``: a switch that reduces in-network (NVLS, SHARP) and the bandwidth per
-    direction of each of its ports while it does; None for every other device.
-    """
-
-    name: str
-    kind: str
-    host: int | None = None
-    reduction_Bps: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    """A directed link ``src -> dst`` (device indices), bandwidth per direction."""
-
-    src: int
-    dst: int
-    latency_s: float
-    bandwidth_Bps: float
-    label: str = ""
-
-
-class DerivedLinks(Sequence[Link]):
-    """Another network's links, each changed by ``make(index, link)`` when first read
-    (``make`` keeps the link's ends: only latency, bandwidth and label may change).
-
-    A view of a large network that changes every link (a protocol's latencies and bandwidths,
-    a reducing switch's ports) is built in constant time: a closed form reads the few links
-    on its representative paths, and only a simulation, which iterates them all, makes every
-    one (once). It compares equal to any sequence of the same links.
-    """
-
-    __slots__ = ("_all", "_base", "_make", "_made")
-
-    def __init__(self, base: Sequence[Link], make: Callable[[int, Link], Link]) -> None:
-        self._base, self._make = base, make
-        self._made: dict[int, Link] = {}
-        self._all: tuple[Link, ...] | None = None
-
-    def __len__(self) -> int:
-        return len(self._base)
-
-    @overload
-    def __getitem__(self, index: int) -> Link: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Link, ...]: ...
-    def __getitem__(self, index: int | slice) -> Link | tuple[Link, ...]:
-        if isinstance(index, slice):
-            return self.materialized()[index]
-        if self._all is not None:
-            return self._all[index]
-        if index < 0:
-            index += len(self._base)
-        link = self._made.get(index)
-        if link is None:
-            if len(self._made) > len(self._base) // 8:  # most will be read: make them all
-                return self.materialized()[index]
-            link = self._made[index] = self._make(index, self._base[index])
-        return link
-
-    @property
-    def ends(self) -> Sequence[Link]:
-        """The first links these derive from (through any chain of derived links): the same
-        ends (``src``, ``dst``), in the same order."""
-        base = self._base
-        return base.ends if isinstance(base, DerivedLinks) else base
-
-    def materialized(self) -> tuple[Link, ...]:
-        """Every link, made once."""
-        if self._all is None:
-            made, make = self._made, self._make
-            self._all = tuple(made.get(i) or make(i, link) for i, link in enumerate(self._base))
-            made.clear()
-        return self._all
-
-    def __iter__(self) -> Iterator[Link]:
-        return iter(self.materialized())
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    def __hash__(self) -> int:
-        return hash(self.materialized())
-
-    def __reduce__(self) -> tuple[type, tuple[tuple[Link, ...]]]:
-        """Pickled as the plain tuple of its links (``make`` may be a local function)."""
-        return tuple, (self.materialized(),)
 
 
 def shortest_path_router(network: Network, src: int, dst: int) -> tuple[int, ...]:
@@ -151,7 +65,7 @@ class Network:
     """
 
     name: str
-    devices: tuple[Device, ...]
+    devices: Sequence[Device]
     links: Sequence[Link]
     rank_devices: tuple[int, ...]
     gamma_s_per_B: float = 0.0
@@ -174,10 +88,10 @@ class Network:
     def out_links(self) -> list[list[int]]:
         """Link indices leaving each device, in index order (built once)."""
         if not self._out:
-            out: list[list[int]] = [[] for _ in self.devices]
-            for index, link in enumerate(self.ends()):
-                out[link.src].append(index)
-            self._out.extend(out)
+            src = self.end_columns().src
+            order = np.argsort(src, kind="stable").tolist()
+            bounds = np.searchsorted(src[order], np.arange(len(self.devices) + 1)).tolist()
+            self._out.extend(order[a:b] for a, b in zip(bounds, bounds[1:], strict=False))
         return self._out
 
     def ends(self) -> Sequence[Link]:
@@ -185,6 +99,37 @@ class Network:
         links' base, so that reading the structure makes no derived link."""
         links = self.links
         return links.ends if isinstance(links, DerivedLinks) else links
+
+    def end_columns(self) -> LinkColumns:
+        """:meth:`ends` as columns (built once per structure; read ``src`` and ``dst`` only)."""
+        return self.structural("end_columns", lambda: link_columns(self.ends()))
+
+    def link_values(self, at: np.ndarray) -> LinkColumns:
+        """The links at indices ``at`` as columns (a view computes only those)."""
+        return link_values(self.links, at)
+
+    def link_costs(self, routes: Iterable[Sequence[int]]
+                   ) -> tuple[dict[int, float], dict[int, float]]:
+        """(latency_s, bandwidth_Bps) of every link on ``routes``, by link index: for code
+        that reads many links one by one, without making a :class:`Link` of each."""
+        ids = np.unique(np.fromiter(chain.from_iterable(routes), np.int64))
+        values, keys = self.link_values(ids), ids.tolist()
+        return (dict(zip(keys, values.latency_s.tolist(), strict=True)),
+                dict(zip(keys, values.bandwidth_Bps.tolist(), strict=True)))
+
+    def device_columns(self) -> DeviceColumns:
+        """The devices as columns (kept by a device table; built once per structure
+        otherwise)."""
+        return self.structural("device_columns", lambda: device_columns(self.devices))
+
+    def device_hosts(self) -> np.ndarray:
+        """The host of every device, -1 for none."""
+        return self.device_columns().host
+
+    def rank_device_array(self) -> np.ndarray:
+        """:attr:`rank_devices` as an array (built once per structure)."""
+        return self.structural("rank_device_array",
+                               lambda: np.asarray(self.rank_devices, dtype=np.int64))
 
     def host_of(self, rank: int) -> int | None:
         """The host (server) of a rank's device, or None for a flat topology."""
@@ -201,7 +146,8 @@ class Network:
         def make() -> tuple[int, ...] | None:
             if self.ranks < 2 or self.host_of(0) is None:
                 return None
-            return tuple(int(self.host_of(r) or 0) for r in range(self.ranks))
+            hosts = self.device_hosts()[self.rank_device_array()]
+            return tuple(np.maximum(hosts, 0).tolist())  # a host-less rank counts as host 0
 
         return self.structural("rank_hosts", make)
 
@@ -237,7 +183,7 @@ class Network:
         """
         return self.structural(
             "reduction_switches",
-            lambda: tuple(i for i, d in enumerate(self.devices) if d.reduction_Bps is not None),
+            lambda: tuple(np.flatnonzero(~np.isnan(self.device_columns().reduction_Bps)).tolist()),
         )
 
     def endpoint_device(self, endpoint: int) -> int:
@@ -284,15 +230,15 @@ class Network:
         unchanged."""
 
         def make() -> Network:
-            rate = {i: self.devices[i].reduction_Bps for i in switches}
+            rate = np.zeros(len(self.devices))
+            at = np.array(sorted(switches), dtype=np.int64)
+            rate[at] = np.nan_to_num(self.device_columns().reduction_Bps[at])
 
-            def port(_: int, link: Link) -> Link:
-                reduce = rate.get(link.src) or rate.get(link.dst)
-                if not reduce:
-                    return link
-                return Link(link.src, link.dst, link.latency_s, reduce, link.label)
+            def ports(links: LinkColumns, _: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                reduce = np.where(rate[links.src] > 0, rate[links.src], rate[links.dst])
+                return links.latency_s, np.where(reduce > 0, reduce, links.bandwidth_Bps)
 
-            return self.rebuilt(links=DerivedLinks(self.links, port))
+            return self.rebuilt(links=DerivedLinks(self.links, ports))
 
         return self.derived(("reducing_view", switches), make)
 
@@ -306,21 +252,26 @@ class Network:
             reducing = self.reduction_switches
             if not reducing or self.ranks < 2:
                 return None, None
-            endpoint = {device: self.ranks + k for k, device in enumerate(reducing)}
-            switches, ends = set(endpoint), self.ends()
-            host_switches: list[int] = []
-            fabric: set[int] | None = None
-            for rank in range(self.ranks):
-                device = self.rank_devices[rank]
-                near = {ends[i].dst for i in self.out_links[device]} & switches
-                own = [d for d in sorted(near) if self.devices[d].host == self.devices[device].host]
-                if own:
-                    host_switches.append(endpoint[own[0]])
-                shared = {d for d in near if self.devices[d].host is None}
-                fabric = shared if fabric is None else fabric & shared
+            endpoint = np.full(len(self.devices), -1, dtype=np.int64)
+            endpoint[list(reducing)] = self.ranks + np.arange(len(reducing))
+            on_rank = np.zeros(len(self.devices), dtype=bool)
+            devices = self.rank_device_array()
+            on_rank[devices] = True
+            ends, host = self.end_columns(), self.device_hosts()
+            port = on_rank[ends.src] & (endpoint[ends.dst] >= 0)  # a rank's device -> switch
+            src, dst = ends.src[port], ends.dst[port]
+            own = host[src] == host[dst]  # the switch of its own host (or both of none)
+            nearest = np.full(len(self.devices), len(self.devices), dtype=np.int64)
+            np.minimum.at(nearest, src[own], dst[own])
+            mine = nearest[devices]
+            hosts = (tuple(endpoint[mine].tolist()) if (mine < len(self.devices)).all()
+                     else None)
+            # the switches of no host one port away from every rank's device
+            shared = np.unique(np.stack([dst, src])[:, host[dst] < 0], axis=1)
+            reach = np.bincount(shared[0], minlength=len(self.devices))
+            fabric = np.flatnonzero(reach == len(np.unique(devices)))
             multi_host = self.rank_hosts() is not None and len(set(self.rank_hosts() or ())) > 1
-            hosts = tuple(host_switches) if len(host_switches) == self.ranks else None
-            fabric_switch = endpoint[min(fabric)] if fabric and multi_host else None
+            fabric_switch = int(endpoint[fabric[0]]) if fabric.size and multi_host else None
             return hosts, fabric_switch
 
         return self.structural("reducing_switches_of", make)
@@ -334,6 +285,19 @@ class Network:
             path = self.router(self, key[0], key[1])
             self._routes[key] = path
         return path
+
+    def route_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The links of every route ``src[k] -> dst[k]`` (rank arrays), concatenated: a link
+        appears once per route that crosses it. In numpy where the router has a vectorised
+        form (``router.paths``, given device arrays; None where it does not apply)."""
+        paths = getattr(self.router, "paths", None)
+        if paths is not None and (src < self.ranks).all() and (dst < self.ranks).all():
+            devices = self.rank_device_array()
+            found = paths(self, devices[src], devices[dst])
+            if found is not None:
+                return np.asarray(found, dtype=np.int64)
+        routes = (self.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True))
+        return np.fromiter(chain.from_iterable(routes), np.int64)
 
     def path_cost(self, src_rank: int, dst_rank: int) -> tuple[float, float]:
         """(latency_s, bandwidth_Bps) of the uncontended path: summed latency, narrowest hop."""

@@ -28,7 +28,6 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from commsim.results import Result
-from commsim.schedule import OpKind
 from commsim.units import format_size
 
 if TYPE_CHECKING:
@@ -218,24 +217,26 @@ def _fair_rates(
 def _flows(result: Result, network: Network) -> list[tuple[float, float, tuple[int, ...]]]:
     """``(start, drain, links)`` of every transfer that moves bytes over at least one link:
     its bytes flow from its start until its arrival minus its route's latency (and gamma)."""
-    assert result.schedule is not None and result.timing is not None
+    schedule, timing = result.records()
+    cols = schedule.columns
     links = network.links
-    transfers = result.schedule.transfers
-    starts, ends = result.timing.start_s, result.timing.end_s
+    starts, ends = timing.start_s.tolist(), timing.end_s.tolist()
     span = max(ends, default=0.0)
     tol = 1e-9 * max(span, 1e-12)
     flows: list[tuple[float, float, tuple[int, ...]]] = []
-    for index, transfer in enumerate(transfers):
-        path = tuple(network.route(transfer.src, transfer.dst))
-        if not path or transfer.nbytes <= 0:
+    for index, (src, dst, nbytes, reduce) in enumerate(zip(
+            cols.src.tolist(), cols.dst.tolist(), cols.nbytes.tolist(), cols.reduce.tolist(),
+            strict=True)):
+        path = tuple(network.route(src, dst))
+        if not path or nbytes <= 0:
             continue
         delay = sum(links[i].latency_s for i in path)
-        if transfer.op is OpKind.REDUCE and transfer.dst < network.ranks:
-            delay += network.gamma_s_per_B * transfer.nbytes
+        if reduce and dst < network.ranks:
+            delay += network.gamma_s_per_B * nbytes
         start, drain = starts[index], ends[index] - delay
         if drain < start - tol:
             raise ValueError(
-                f"transfer {index} ({transfer.src}->{transfer.dst}) arrives before its route's "
+                f"transfer {index} ({src}->{dst}) arrives before its route's "
                 f"latency has passed on {network.name!r}: pass the network the result ran on"
             )
         if drain > start:

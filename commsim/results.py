@@ -14,7 +14,7 @@ from commsim.collectives import Collective
 from commsim.engine.des import Timing
 from commsim.errors import SpecError
 from commsim.network import Network
-from commsim.schedule import Schedule
+from commsim.schedule import OpKind, Schedule
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -77,6 +77,14 @@ class Result:
             raise SpecError(self.records_error or f"no transfers for {self.label}")
         return self.records_source()
 
+    def records(self) -> tuple[Schedule, Timing]:
+        """The schedule and per-transfer timing of :meth:`with_records` (SpecError when there
+        are none): read as columns and arrays, ``schedule.columns`` row ``i`` started at
+        ``timing.start_s[i]``."""
+        full = self.with_records()
+        assert full.schedule is not None and full.timing is not None
+        return full.schedule, full.timing
+
     @property
     def label(self) -> str:
         """``algorithm``, or ``algorithm/protocol`` when NCCL's protocols were modelled."""
@@ -119,20 +127,20 @@ class Result:
         ``reduce``, been added in); ``[offset, offset + nbytes)`` is the byte range of the
         collective's full buffer.
         """
+        import numpy as np
         import pandas as pd
 
-        full = self.with_records()
-        assert full.schedule is not None and full.timing is not None
-        ts = full.schedule.transfers
+        schedule, timing = self.records()
+        cols = schedule.columns
         return pd.DataFrame(
             {
-                "src": [t.src for t in ts],
-                "dst": [t.dst for t in ts],
-                "start_s": list(full.timing.start_s),
-                "end_s": list(full.timing.end_s),
-                "nbytes": [t.nbytes for t in ts],
-                "offset": [t.offset for t in ts],
-                "op": [t.op.value for t in ts],
+                "src": cols.src,
+                "dst": cols.dst,
+                "start_s": timing.start_s,
+                "end_s": timing.end_s,
+                "nbytes": cols.nbytes,
+                "offset": cols.offset,
+                "op": np.where(cols.reduce, OpKind.REDUCE.value, OpKind.COPY.value).astype(object),
             },
             columns=list(TRANSFER_COLUMNS),
         )

@@ -81,6 +81,49 @@ class Columns:
     def __len__(self) -> int:
         return len(self.src)
 
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct (src, dst) pairs, sorted, as two arrays, and each row's pair index
+        (for looking a route up once per pair)."""
+        import numpy as np
+
+        width = int(max(self.src.max(initial=0), self.dst.max(initial=0))) + 1
+        keys, which = np.unique(self.src * width + self.dst, return_inverse=True)
+        return keys // width, keys % width, which.reshape(-1)
+
+    def depths(self) -> np.ndarray:
+        """Each transfer's depth in the dependency DAG: 0 without dependencies, else one more
+        than its deepest dependency's (its start when every transfer takes one time unit).
+
+        >>> Columns.from_transfers([Transfer(0, 1, 0, 8, OpKind.COPY),
+        ...                         Transfer(1, 2, 0, 8, OpKind.COPY, (0,)),
+        ...                         Transfer(2, 0, 0, 8, OpKind.COPY, (0, 1))]).depths().tolist()
+        [0, 1, 2]
+        """
+        import numpy as np
+
+        n = len(self)
+        counts = np.diff(self.dep_ptr)
+        owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+        order = np.argsort(self.dep_idx, kind="stable")
+        dependents = owner[order]
+        dep_start = np.searchsorted(self.dep_idx[order], np.arange(n + 1))
+        waiting = counts.copy()
+        level = np.zeros(n, dtype=np.int64)
+        frontier = np.flatnonzero(waiting == 0)
+        depth = 0
+        while frontier.size:
+            level[frontier] = depth
+            lo, hi = dep_start[frontier], dep_start[frontier + 1]
+            sizes = hi - lo
+            nxt = dependents[np.repeat(lo - np.cumsum(sizes) + sizes, sizes)
+                             + np.arange(int(sizes.sum()))]
+            np.subtract.at(waiting, nxt, 1)
+            frontier = np.unique(nxt[waiting[nxt] == 0])
+            depth += 1
+        if (waiting > 0).any():
+            raise RuntimeError("transfers never became ready (a cyclic schedule)")
+        return level
+
     def transfer(self, index: int) -> Transfer:
         """Row ``index`` as a :class:`Transfer`."""
         lo, hi = int(self.dep_ptr[index]), int(self.dep_ptr[index + 1])

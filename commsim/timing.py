@@ -28,7 +28,6 @@ from commsim.algorithms import get_algorithm
 from commsim.algorithms.base import Call
 from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective, parse_collective
-from commsim.engine.des import Timing
 from commsim.engine.evaluate import Evaluation, check_engine, evaluate
 from commsim.errors import ScheduleError, SpecError
 from commsim.nccl import PIPELINED, NcclModel
@@ -325,8 +324,7 @@ class Timer:
         launch = self._launch_s(c, net, candidate, done.time_s)
         timing = done.timing
         if timing is not None and launch:
-            timing = Timing(tuple(t + launch for t in timing.start_s),
-                            tuple(t + launch for t in timing.end_s))
+            timing = timing.shifted(launch)
         name, protocol = candidate
         result = Result(
             collective=c.collective, algorithm=name, topology=self.network.name,

@@ -173,3 +173,44 @@ def test_reduce_scatter_postcondition() -> None:
         r"\[\d+, \d+\) instead of \{0, 1, 2\}; missing",
     ):
         check(_drop(good, len(good) - 1))
+
+
+@pytest.mark.parametrize("clock_bytes", [8, 1 << 28])
+def test_ancestor_queries_match_the_transitive_closure(monkeypatch, clock_bytes: int) -> None:
+    """Batched ancestor queries (direct dependency, same chain, chain clocks: one chain per
+    pass or all at once) answer exactly what the transitive closure says, on random DAGs."""
+    import random
+
+    import numpy as np
+
+    from commsim.checker import reach
+    from commsim.schedule import Columns
+
+    monkeypatch.setattr(reach, "MAX_CLOCK_BYTES", clock_bytes)
+    rng = random.Random(3)
+    for _ in range(40):
+        n = rng.randint(1, 60)
+        transfers = []
+        for i in range(n):
+            deps = tuple(sorted(rng.sample(range(i), k=min(i, rng.choice([0, 1, 1, 2, 3])))))
+            transfers.append(Transfer(rng.randrange(4), rng.randrange(4), rng.randrange(4), 1,
+                                      C, deps))
+        closure: list[set[int]] = []
+        for t in transfers:
+            closure.append(set().union(*(closure[d] | {d} for d in t.deps)))
+        a, b = np.array([(x, y) for x in range(n) for y in range(n)]).T
+        got = reach.Reach(Columns.from_transfers(transfers))(a, b)
+        pairs = zip(a.tolist(), b.tolist(), strict=True)
+        assert got.tolist() == [x in closure[y] for x, y in pairs]
+
+
+def test_refuses_beyond_the_memory_budget() -> None:
+    """A check whose holdings and records would exceed the memory budget is refused in one
+    line, before the big arrays are made."""
+    from commsim.budget import limited
+    from commsim.errors import SpecError
+
+    schedule = build_schedule(Call(collective=Collective.ALL_REDUCE, ranks=64, nbytes=2**20),
+                              "ring")
+    with limited(1 << 20), pytest.raises(SpecError, match=r"about \d+ MB, more than the 1 MB"):
+        check(schedule)

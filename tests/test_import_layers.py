@@ -21,7 +21,7 @@ ROOT = Path(__file__).parents[1] / "commsim"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("units", "errors", "gcpause", "collectives", "yamlfile", "fields", "cliargs", "progress",
      "trace_events", "budget"),
-    ("network", "schedule", "measurements"),
+    ("network", "links", "devices", "schedule", "measurements"),
     ("algorithms", "checker"),
     ("topology",),
     ("engine",),

@@ -28,7 +28,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable
-from functools import partial
+from functools import lru_cache, partial
 
 import numpy as np
 
@@ -116,8 +116,8 @@ def _binomial_tree(call: Call, chunks: int, pairs: PairCosts) -> float:
 def _double_binary_tree(call: Call, chunks: int, pairs: PairCosts) -> float:
     n = call.nbytes
     time_s = 0.0
-    for (parents, up, down), half in zip(_dbt(pairs), (n // 2, n - n // 2), strict=True):
-        time_s = max(time_s, cf.tree_all_reduce(parents, half, chunks, up, down))
+    for (tree, up, down), half in zip(_dbt(pairs), (n // 2, n - n // 2), strict=True):
+        time_s = max(time_s, cf.tree_all_reduce(tree, half, chunks, up, down))
     # The two trees' formulas ignore each other; where their edges share a link (a rank's
     # single switch port), the busiest link still has to carry its bytes: a lower bound
     # of the DES, which counts that sharing.
@@ -135,15 +135,30 @@ def _hierarchical_form(butterfly: bool) -> ClosedForm:
     return form
 
 
-def _dbt(pairs: PairCosts) -> list[tuple[Ints, Hop, Hop]]:
-    """Each tree's parents and its (up, down) hops."""
+@lru_cache(maxsize=4)
+def _dbt_trees(ranks: int) -> tuple[Ints, Ints]:
+    """:func:`dbt_parents` as arrays, kept for the last few rank counts (every protocol's
+    network of the same ranks reads the same trees)."""
+    trees = tuple(np.asarray(parents, dtype=np.int64) for parents in dbt_parents(ranks))
+    for tree in trees:
+        tree.flags.writeable = False  # shared: read only
+    return trees[0], trees[1]
 
-    def make() -> list[tuple[Ints, Hop, Hop]]:
+
+@lru_cache(maxsize=4)
+def _dbt_levels(ranks: int) -> tuple[cf.TreeLevels, ...]:
+    """Each tree of :func:`_dbt_trees` level by level (:func:`~.closed_forms.tree_levels`)."""
+    return tuple(cf.tree_levels(parents) for parents in _dbt_trees(ranks))
+
+
+def _dbt(pairs: PairCosts) -> list[tuple[cf.TreeLevels, Hop, Hop]]:
+    """Each tree, level by level, and its (up, down) hops."""
+
+    def make() -> list[tuple[cf.TreeLevels, Hop, Hop]]:
         out = []
-        for parents in dbt_parents(pairs.ranks):
-            par = np.asarray(parents, dtype=np.int64)
+        for par, levels in zip(_dbt_trees(pairs.ranks), _dbt_levels(pairs.ranks), strict=True):
             child = np.flatnonzero(par >= 0)
-            out.append((par, pairs.hop(child, par[child]), pairs.hop(par[child], child)))
+            out.append((levels, pairs.hop(child, par[child]), pairs.hop(par[child], child)))
         return out
 
     return pairs.memo("double_binary_tree", make)
@@ -154,18 +169,21 @@ def _dbt_link_load(pairs: PairCosts) -> float:
     edge carries a half up (reduce) and down (broadcast), over the edge's routes."""
     network = pairs.network
 
-    def count() -> Counter[int]:  # routes only: shared by views of the same structure
-        crossings: Counter[int] = Counter()
-        for parents in dbt_parents(pairs.ranks):
-            for child, parent in enumerate(parents):
-                if parent >= 0:
-                    crossings.update(network.route(child, parent))
-                    crossings.update(network.route(parent, child))
-        return crossings
+    def count() -> tuple[Ints, Ints]:  # routes only: shared by views of the same structure
+        ends = []
+        for par in _dbt_trees(pairs.ranks):
+            child = np.flatnonzero(par >= 0)
+            ends += [(child, par[child]), (par[child], child)]
+        crossed = network.route_links(np.concatenate([e[0] for e in ends]),
+                                      np.concatenate([e[1] for e in ends]))
+        crossings = np.bincount(crossed, minlength=len(network.links))
+        used = np.flatnonzero(crossings)
+        return used, crossings[used]
 
-    crossings = network.structural(("dbt crossings", pairs.ranks), count)
-    links = network.links
-    return max((count / links[i].bandwidth_Bps for i, count in crossings.items()), default=0.0)
+    used, crossings = network.structural(("dbt crossings", pairs.ranks), count)
+    if not used.size:
+        return 0.0
+    return float((crossings / network.link_values(used).bandwidth_Bps).max())
 
 
 def _chain_hop(pairs: PairCosts, first: int, length: int | None = None) -> Hop:

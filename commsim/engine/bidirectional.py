@@ -33,20 +33,20 @@ def _loaded_hops(pairs: PairCosts, sets: list[tuple[Ints, Ints]]) -> list[Hop]:
     if p > MAX_LOOKUPS:
         offsets = np.linspace(0, p - LOAD_WINDOW, MAX_LOOKUPS // LOAD_WINDOW).astype(np.int64)
         pick = np.unique((offsets[:, None] + np.arange(LOAD_WINDOW)).ravel())
-        sets = [(src[pick], dst[pick]) for src, dst in sets]
+        sets = [(src[pick[pick < len(src)]], dst[pick[pick < len(src)]]) for src, dst in sets]
     routes = [
         [network.route(int(a), int(b)) for a, b in zip(src, dst, strict=True) if a != b]
         for src, dst in sets
     ]
     load = Counter(link for paths in routes for path in paths for link in path)
-    links = network.links
+    latency, bandwidth = network.link_costs(path for paths in routes for path in paths)
     hops = []
     for paths in routes:
         if not paths:
             hops.append(Hop(0.0, float("inf"), pairs.gamma))
             continue
-        alpha = max(sum(links[k].latency_s for k in path) for path in paths)
-        beta = min(links[k].bandwidth_Bps / load[k] for path in paths for k in path)
+        alpha = max(sum(latency[k] for k in path) for path in paths)
+        beta = min(bandwidth[k] / load[k] for path in paths for k in path)
         hops.append(Hop(alpha, beta, pairs.gamma))
     return hops
 

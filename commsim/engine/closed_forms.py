@@ -258,37 +258,71 @@ def binomial_tree(
     return time_s
 
 
+@dataclass(frozen=True, slots=True)
+class TreeLevels:
+    """A tree (``parents[root] = -1``) level by level, deepest first, for
+    :func:`tree_all_reduce`: per level its ranks grouped by parent, each parent once
+    (``parents``) and where its children start (``starts``), so that a level's partials
+    reduce into their parents with one ``maximum.reduceat``. Size-independent: kept and
+    reused for every size and hop (:func:`tree_levels`)."""
+
+    ranks: int
+    root: int
+    top: int
+    levels: tuple[tuple[Ints, Ints, Ints], ...]  # (members, parents, starts), deepest first
+
+
+def tree_levels(parents: list[int] | Ints) -> TreeLevels:
+    """The :class:`TreeLevels` of a tree.
+
+    >>> levels = tree_levels([-1, 0, 0, 1])
+    >>> levels.top, [m.tolist() for m, _, _ in levels.levels]
+    (2, [[3], [1, 2]])
+    """
+    par = np.asarray(parents, dtype=np.int64)
+    dep = _depths(par)
+    top = int(dep.max()) if len(par) else 0
+    by_depth = np.argsort(dep, kind="stable")
+    bounds = np.searchsorted(dep[by_depth], np.arange(top + 2))
+    levels = []
+    for level in range(top, 0, -1):
+        members = by_depth[bounds[level]:bounds[level + 1]]
+        members = members[np.argsort(par[members], kind="stable")]  # children by parent
+        up = par[members]
+        starts = np.flatnonzero(np.diff(up, prepend=-1))
+        levels.append((members, up[starts], starts))
+    root = int(np.flatnonzero(par < 0)[0]) if len(par) else 0
+    return TreeLevels(len(par), root, top, tuple(levels))
+
+
 def tree_all_reduce(
-    parents: list[int] | Ints, nbytes: int, chunks: int, hop_reduce: Hop, hop_copy: Hop
+    parents: list[int] | Ints | TreeLevels, nbytes: int, chunks: int, hop_reduce: Hop,
+    hop_copy: Hop
 ) -> float:
-    """Pipelined reduce-then-broadcast all-reduce on one tree (``parents[root] = -1``).
+    """Pipelined reduce-then-broadcast all-reduce on one tree (``parents[root] = -1``, or its
+    :class:`TreeLevels`).
 
     Per piece: a rank reduces into its parent once its children's partials arrived (and its
     previous piece left); the root copies the piece down once all its children's partials
     arrived; ranks forward it once they have it. The reduce recurrence runs level by level,
     vectorised over the ranks of a level; the broadcast only depends on the depth.
     """
-    ranks = len(parents)
-    if ranks < 2:
+    tree = parents if isinstance(parents, TreeLevels) else tree_levels(parents)
+    if tree.ranks < 2:
         return 0.0
     sizes = piece_sizes(nbytes, chunks)
-    par = np.asarray(parents, dtype=np.int64)
-    dep = _depths(par)
-    arrived = np.zeros((ranks, chunks))  # per rank and piece: children's partials all in
+    arrived = np.zeros((tree.ranks, chunks))  # per rank and piece: children's partials all in
     w = [hop_reduce.reduce(size) for size in sizes]
-    top = int(dep.max())
-    for level in range(top, 0, -1):
-        members = np.flatnonzero(dep == level)
+    for members, up, starts in tree.levels:
         link = np.zeros(len(members))
         sent = np.empty((len(members), chunks))
         for j, size in enumerate(sizes):
             if size > 0:
                 link = np.maximum(link, arrived[members, j]) + w[j]
             sent[:, j] = link
-        np.maximum.at(arrived, par[members], sent)
-    root = int(np.flatnonzero(par < 0)[0])
-    root_ready = [float(x) for x in arrived[root]]
-    return max(max(root_ready), _broadcast_levels(top, root_ready, sizes, hop_copy))
+        arrived[up] = np.maximum(arrived[up], np.maximum.reduceat(sent, starts, axis=0))
+    root_ready = [float(x) for x in arrived[tree.root]]
+    return max(max(root_ready), _broadcast_levels(tree.top, root_ready, sizes, hop_copy))
 
 
 def _depths(parents: Ints) -> Ints:

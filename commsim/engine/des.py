@@ -19,27 +19,51 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from heapq import heappop, heappush
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import simpy
 from simpy.events import NORMAL
 
 from commsim.gcpause import paused_gc
 from commsim.network import Network
-from commsim.schedule import Columns, OpKind, Schedule, Transfer, TransferView
+from commsim.schedule import Columns, Schedule
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Timing:
-    """When each transfer of a schedule started and ended (indexed like ``schedule.transfers``)."""
+    """When each transfer of a schedule started and ended: float64 arrays, one row per transfer
+    (indexed like the schedule's columns). Equal when every start and end is.
 
-    start_s: tuple[float, ...]
-    end_s: tuple[float, ...]
+    >>> import numpy as np
+    >>> Timing(np.array([0.0, 1.0]), np.array([1.0, 2.5])).time_s
+    2.5
+    """
+
+    start_s: np.ndarray
+    end_s: np.ndarray
 
     @property
     def time_s(self) -> float:
         """The collective's time: the latest end (0 for an empty schedule)."""
-        return max(self.end_s, default=0.0)
+        return float(self.end_s.max()) if len(self.end_s) else 0.0
+
+    def shifted(self, seconds: float) -> Timing:
+        """Every start and end ``seconds`` later."""
+        return Timing(self.start_s + seconds, self.end_s + seconds)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Timing):
+            return NotImplemented
+        import numpy as np
+
+        return bool(np.array_equal(self.start_s, other.start_s)
+                    and np.array_equal(self.end_s, other.end_s))
+
+    def __hash__(self) -> int:
+        return hash((self.start_s.tobytes(), self.end_s.tobytes()))
 
 
 # NOTE: SimPy's ``Environment.schedule(event, priority, delay)`` is public and duck-typed: the
@@ -99,42 +123,30 @@ class _Arrival:
 
 
 class _Simulation:
-    """One run of one schedule's transfers; all state is local to the instance.
+    """One run of one schedule's transfers (its columns); all state is local to the instance.
 
-    ``transfers`` may hold other items with ``deps`` if a subclass overrides :meth:`_start`
-    for them (``commsim.engine.tasks`` adds fixed-duration delays this way); :meth:`_end`
-    ends any item.
+    A subclass may time other rows than transfers by overriding :meth:`_start` for them
+    (``commsim.engine.tasks`` adds fixed-duration delays and transfers on views this way), with
+    ``eager_routes`` off so that routes are looked up only for the transfers that start here;
+    :meth:`_end` ends any row.
     """
 
     #: Time a flow that starts on idle links without max-min filling (same result; tests
     #: switch it off to prove that).
     fast_path = True
 
-    def __init__(self, transfers: Sequence[Transfer], network: Network,
-                 columns: Columns | None = None) -> None:
-        self.transfers = transfers
+    def __init__(self, columns: Columns, network: Network, eager_routes: bool = True) -> None:
         self.network = network
         self.env = simpy.Environment()
-        n = len(transfers)
+        n = len(columns)
         self.start = [0.0] * n
         self.end = [0.0] * n
-        # per item: its fields as flat lists (read per event: no attribute lookups)
-        if columns is not None:
-            self.src: list[int] = columns.src.tolist()
-            self.dst: list[int] = columns.dst.tolist()
-            self.nbytes: list[float] = columns.nbytes.astype(float).tolist()
-            self.reduce: list[bool] = columns.reduce.tolist()
-            self.waiting, self.dependents = _dependents(columns)
-        else:
-            self.src = [getattr(t, "src", 0) for t in transfers]
-            self.dst = [getattr(t, "dst", 0) for t in transfers]
-            self.nbytes = [float(getattr(t, "nbytes", 0)) for t in transfers]
-            self.reduce = [getattr(t, "op", None) is OpKind.REDUCE for t in transfers]
-            self.waiting = [len(t.deps) for t in transfers]
-            self.dependents = [[] for _ in range(n)]
-            for index, transfer in enumerate(transfers):
-                for dep in transfer.deps:
-                    self.dependents[dep].append(index)
+        # per row: its fields as flat lists (read per event: no attribute lookups)
+        self.src: list[int] = columns.src.tolist()
+        self.dst: list[int] = columns.dst.tolist()
+        self.nbytes: list[float] = columns.nbytes.astype(float).tolist()
+        self.reduce: list[bool] = columns.reduce.tolist()
+        self.waiting, self.dependents = _dependents(columns)
         # link id -> active flows on it, in insertion order (deterministic); empty when idle
         self.on_link: list[dict[int, _Flow]] = [{} for _ in network.links]
         self.capacity = [link.bandwidth_Bps for link in network.links]
@@ -144,7 +156,7 @@ class _Simulation:
         self.ranks = network.ranks
         # (links, latency, narrowest bandwidth) of each transfer's route (None: found on start)
         self.route_of: list[tuple[tuple[int, ...], float, float] | None] = (
-            [None] * n if columns is None else self._routes_of(columns))
+            self._routes_of(columns) if eager_routes else [None] * n)
         # (event, priority, delay): SimPy's own scheduler, given the slotted events above
         self._schedule: Callable[[Any, Any, float], None] = self.env.schedule  # type: ignore[assignment]
         # NOTE: the hot paths push onto SimPy's heap themselves, as ``env.schedule`` does
@@ -165,7 +177,9 @@ class _Simulation:
         unfinished = [i for i, count in enumerate(self.waiting) if count > 0]
         if unfinished:  # only a malformed (cyclic) schedule gets here
             raise RuntimeError(f"transfers never became ready: {unfinished[:5]}")
-        return Timing(tuple(self.start), tuple(self.end))
+        import numpy as np
+
+        return Timing(np.array(self.start), np.array(self.end))
 
     def _loop(self) -> None:
         """``env.run()``, inlined: SimPy's ``step`` for events that always succeed (ours and
@@ -401,14 +415,11 @@ def check_fits(schedule: Schedule, network: Network) -> None:
 
 
 def simulate_des(schedule: Schedule, network: Network) -> Timing:
-    """Time ``schedule`` on ``network`` with the discrete-event engine."""
+    """Time ``schedule`` on ``network`` with the discrete-event engine (its columns: no object
+    per transfer)."""
     check_fits(schedule, network)
-    transfers = schedule.transfers
     with paused_gc():  # the per-transfer lists: many long-lived objects (commsim.gcpause)
-        if isinstance(transfers, TransferView):  # columns: no object per transfer
-            simulation = _Simulation(transfers, network, transfers.columns)
-        else:
-            simulation = _Simulation(transfers, network)
+        simulation = _Simulation(schedule.columns, network)
     return simulation.run()
 
 

@@ -19,8 +19,8 @@ idle fast path with these exact times. Otherwise it returns None and the DES run
 >>> net = ring(3, latency="1us", bandwidth="1GB/s")
 >>> cols = Columns.from_transfers([Transfer(0, 1, 0, 1000, OpKind.COPY),
 ...                                Transfer(1, 2, 0, 1000, OpKind.COPY, (0,))])
->>> exact_timing(cols, net).end_s
-(2e-06, 4e-06)
+>>> exact_timing(cols, net).end_s.tolist()
+[2e-06, 4e-06]
 >>> both = Columns.from_transfers([Transfer(0, 1, 0, 1000, OpKind.COPY),
 ...                                Transfer(0, 1, 0, 1000, OpKind.COPY)])
 >>> exact_timing(both, net) is None   # one link, same time: contended
@@ -54,16 +54,14 @@ def _routes(cols: Columns, network: Network) -> tuple[np.ndarray, np.ndarray, np
         which = table[key]
     else:
         pairs, which = np.unique(key, return_inverse=True)
-    links = network.links
-    paths: list[tuple[int, ...]] = []
+    paths = [network.route(pair // width, pair % width) for pair in pairs.tolist()]
+    lat, bw = network.link_costs(paths)
     latency = np.empty(len(pairs))
     bandwidth = np.empty(len(pairs))
-    for k, pair in enumerate(pairs.tolist()):
-        path = network.route(pair // width, pair % width)
-        paths.append(path)
+    for k, path in enumerate(paths):
         # NOTE: the DES's own expressions (a Python sum from 0, the narrowest capacity)
-        latency[k] = sum(links[i].latency_s for i in path)
-        bandwidth[k] = min((links[i].bandwidth_Bps for i in path), default=0.0)
+        latency[k] = sum(lat[i] for i in path)
+        bandwidth[k] = min((bw[i] for i in path), default=0.0)
     which = which.reshape(-1)
     has_path = np.array([bool(path) for path in paths])[which]
     nbytes = cols.nbytes.astype(np.float64)
@@ -79,30 +77,7 @@ def _routes(cols: Columns, network: Network) -> tuple[np.ndarray, np.ndarray, np
 
 def _levels(cols: Columns) -> np.ndarray:
     """A level per transfer above its dependencies' (the builder's, else the DAG's depth)."""
-    if cols.level is not None:
-        return cols.level
-    n = len(cols)
-    counts = np.diff(cols.dep_ptr)
-    owner = np.repeat(np.arange(n, dtype=np.int64), counts)
-    order = np.argsort(cols.dep_idx, kind="stable")
-    dependents = owner[order]
-    dep_start = np.searchsorted(cols.dep_idx[order], np.arange(n + 1))
-    waiting = counts.copy()
-    level = np.zeros(n, dtype=np.int64)
-    frontier = np.flatnonzero(waiting == 0)
-    depth = 0
-    while frontier.size:
-        level[frontier] = depth
-        lo, hi = dep_start[frontier], dep_start[frontier + 1]
-        sizes = hi - lo
-        nxt = dependents[np.repeat(lo - np.cumsum(sizes) + sizes, sizes)
-                         + np.arange(int(sizes.sum()))]
-        np.subtract.at(waiting, nxt, 1)
-        frontier = np.unique(nxt[waiting[nxt] == 0])
-        depth += 1
-    if (waiting > 0).any():
-        raise RuntimeError("transfers never became ready (a cyclic schedule)")
-    return level
+    return cols.level if cols.level is not None else cols.depths()
 
 
 def _longest_path(cols: Columns, drain: np.ndarray, delay: np.ndarray) -> tuple[np.ndarray,
@@ -174,12 +149,12 @@ def exact_timing(cols: Columns, network: Network) -> Timing | None:
     """The DES's timing of ``cols`` on ``network`` when no link is ever shared; None when the
     schedule is (or might be) contended and only the DES can tell."""
     if len(cols) == 0:
-        return Timing((), ())
+        return Timing(np.zeros(0), np.zeros(0))
     which, has_path, drain, delay, paths = _routes(cols, network)
     start, end = _longest_path(cols, drain, delay)
     if not _uncontended(which, has_path, start, start + drain, paths):
         return None
-    return Timing(tuple(start.tolist()), tuple(end.tolist()))
+    return Timing(start, end)
 
 
 #: Set (to anything but ``0`` or empty) to skip the exact evaluator: every DES evaluation then

@@ -90,16 +90,15 @@ def ring_phases(call: Call, algorithm: str) -> list[list[tuple[int, int]]] | Non
 def _alike_and_disjoint(network: Network, phases: list[list[tuple[int, int]]]) -> bool:
     """Whether every hop of each phase costs the same as the phase's others and no link lies
     on two hops (of any phase: phases that overlap in time never meet)."""
-    links = network.links
+    routes = [[network.route(src, dst) for src, dst in edges] for edges in phases]
+    latency, bandwidth = network.link_costs(route for phase in routes for route in phase)
     used: set[int] = set()
-    for edges in phases:
+    for phase in routes:
         first: tuple[float, float] | None = None
-        for src, dst in edges:
-            route = network.route(src, dst)
+        for route in phase:
             if not route:
                 return False
-            cost = (sum(links[i].latency_s for i in route),
-                    min(links[i].bandwidth_Bps for i in route))
+            cost = (sum(latency[i] for i in route), min(bandwidth[i] for i in route))
             if first is None:
                 first = cost
             elif cost != first:

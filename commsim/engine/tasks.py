@@ -13,12 +13,17 @@ the DES gives it on that view; sharing a link with other flows, each of its byte
 ``bandwidth / view bandwidth`` of the link's capacity (weighted max-min fairness), so a
 protocol that moves a byte less efficiently also leaves less for the others.
 
+The lowering of a step writes its items as columns (:class:`ItemTable`, built by
+:class:`Items`: a collective's schedule goes in as one block of arrays); a list of
+:class:`Delay`, :class:`~commsim.schedule.Transfer` and :class:`Routed` objects reads as the
+same table.
+
 >>> from commsim.topology import load_topology
 >>> from commsim.schedule import OpKind, Transfer
 >>> net = load_topology({"kind": "ring", "ranks": 2, "link": {"latency": 0, "bandwidth": "1B/s"}})
 >>> t = simulate_items([Delay(2.0), Transfer(0, 1, 0, 3, OpKind.COPY, (0,)), Delay(1.0, (1,))], net)
->>> t.start_s, t.end_s
-((0.0, 2.0, 5.0), (2.0, 5.0, 6.0))
+>>> t.start_s.tolist(), t.end_s.tolist()
+([0.0, 2.0, 5.0], [2.0, 5.0, 6.0])
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from commsim.engine.des import NORMAL, Timing, _Drained, _Flow, _Simulation
 from commsim.network import Network
-from commsim.schedule import OpKind, Transfer
+from commsim.schedule import Columns, OpKind, Transfer
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,37 +62,132 @@ class Routed:
 
 
 Item = Transfer | Routed | Delay
+#: :attr:`ItemTable.view` of a transfer on the network itself, and of a delay.
+NETWORK, DELAY = -1, -2
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ItemTable:
+    """Items as columns: ``columns`` holds every item's src, dst, nbytes, op and dependencies
+    (a delay's are zeros); ``view`` says what each item is (a view's index, :data:`NETWORK`
+    or :data:`DELAY`) and ``duration_s`` a delay's duration."""
+
+    columns: Columns
+    view: np.ndarray
+    duration_s: np.ndarray
+
+    @staticmethod
+    def of(items: Sequence[Item]) -> ItemTable:
+        """The table of a list of items."""
+        out = Items()
+        for index, item in enumerate(items):
+            if isinstance(item, Routed) and item.view < 0:
+                raise ValueError(f"item {index}: no view {item.view}")
+            if isinstance(item, Delay):
+                out.delay(item.duration_s, item.deps)
+            else:
+                out.transfer(item.src, item.dst, item.nbytes, item.op is OpKind.REDUCE,
+                             item.deps, item.view if isinstance(item, Routed) else NETWORK)
+        return out.table()
+
+
+class Items:
+    """An :class:`ItemTable` being written, one item or one block of transfers at a time."""
+
+    #: the columns of a block, in :meth:`block`'s order
+    _FIELDS = ("src", "dst", "nbytes", "reduce", "view", "duration_s", "counts")
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[int, int, int, bool, int, float, int]] = []
+        self._deps: list[int] = []
+        self._blocks: list[tuple[np.ndarray, ...]] = []
+        self._dep_blocks: list[np.ndarray] = []
+        self.count = 0
+
+    def _add(self, row: tuple[int, int, int, bool, int, float, int], deps: Sequence[int]) -> int:
+        self._rows.append(row)
+        self._deps.extend(deps)
+        self.count += 1
+        return self.count - 1
+
+    def delay(self, duration_s: float, deps: Sequence[int] = ()) -> int:
+        """Append a delay; its index."""
+        return self._add((0, 0, 0, False, DELAY, duration_s, len(deps)), deps)
+
+    def transfer(self, src: int, dst: int, nbytes: int, reduce: bool, deps: Sequence[int],
+                 view: int = NETWORK) -> int:
+        """Append a transfer (on ``views[view]``, or on the network); its index."""
+        return self._add((src, dst, nbytes, reduce, view, float("nan"), len(deps)), deps)
+
+    def _flush(self) -> None:
+        if self._rows:
+            fields = list(zip(*self._rows, strict=True))
+            self._blocks.append(tuple(np.array(f) for f in fields))
+            self._dep_blocks.append(np.array(self._deps, dtype=np.int64))
+            self._rows, self._deps = [], []
+
+    def block(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, reduce: np.ndarray,
+              view: int, dep_ptr: np.ndarray, dep_idx: np.ndarray) -> int:
+        """Append transfers (all on one view) as columns, dependencies CSR with item
+        indices; the index of the first."""
+        self._flush()
+        n = len(src)
+        self._blocks.append((src, dst, nbytes, reduce, np.full(n, view, dtype=np.int64),
+                             np.full(n, np.nan), np.diff(dep_ptr)))
+        self._dep_blocks.append(dep_idx)
+        self.count += n
+        return self.count - n
+
+    def table(self) -> ItemTable:
+        """Every item so far, as columns."""
+        self._flush()
+        blocks = self._blocks or [tuple(np.zeros(0, dtype=np.int64) for _ in self._FIELDS)]
+        src, dst, nbytes, reduce, view, duration, counts = (
+            np.concatenate([b[k] for b in blocks]) for k in range(len(self._FIELDS)))
+        ptr = np.zeros(len(src) + 1, dtype=np.int64)
+        np.cumsum(counts, out=ptr[1:])
+        deps = np.concatenate([np.zeros(0, dtype=np.int64), *self._dep_blocks]).astype(np.int64)
+        columns = Columns(src.astype(np.int64), dst.astype(np.int64), np.zeros(len(src), np.int64),
+                          nbytes.astype(np.int64), reduce.astype(bool), ptr, deps)
+        return ItemTable(columns, view.astype(np.int64), duration.astype(np.float64))
 
 
 class _TaskSimulation(_Simulation):
-    """The DES, where an item may also be a :class:`Delay` or a :class:`Routed` transfer."""
+    """The DES, where an item may also be a delay or a transfer on a view."""
 
-    def __init__(self, items: Sequence[Item], network: Network,
+    def __init__(self, items: ItemTable, network: Network,
                  views: Sequence[Network] = ()) -> None:
-        super().__init__(items, network)  # type: ignore[arg-type]
+        super().__init__(items.columns, network, eager_routes=False)
         self.views = views
+        self.view: list[int] = items.view.tolist()
+        self.duration: list[float] = items.duration_s.tolist()
         # (view, src, dst) -> (links, latency, narrowest view bandwidth, weights)
         self.view_routes: dict[tuple[int, int, int], tuple[tuple[int, ...], float, float,
                                                            dict[int, float]]] = {}
 
     def _start(self, index: int) -> None:
-        item = self.transfers[index]
-        if isinstance(item, Delay):
+        view = self.view[index]
+        if view == DELAY:
             self.start[index] = float(self.env.now)
-            event = self.env.timeout(item.duration_s)
-            event.callbacks.append(lambda _e, i=index: self._end(i))
+            event = self.env.timeout(self.duration[index])
+
+            def ended(_event: object, i: int = index) -> None:
+                self._end(i)
+
+            event.callbacks.append(ended)
             return
-        if isinstance(item, Routed):
-            self._start_routed(index, item)
+        if view >= 0:
+            self._start_routed(index, view)
             return
         super()._start(index)
 
-    def _view_route(self, item: Routed) -> tuple[tuple[int, ...], float, float, dict[int, float]]:
-        key = (item.view, item.src, item.dst)
+    def _view_route(self, view_no: int, src: int,
+                    dst: int) -> tuple[tuple[int, ...], float, float, dict[int, float]]:
+        key = (view_no, src, dst)
         route = self.view_routes.get(key)
         if route is None:
-            view = self.views[item.view]
-            path = view.route(item.src, item.dst)
+            view = self.views[view_no]
+            path = view.route(src, dst)
             links = view.links
             weights = {i: self.capacity[i] / links[i].bandwidth_Bps for i in path}
             route = (path, sum(links[i].latency_s for i in path),
@@ -93,14 +195,15 @@ class _TaskSimulation(_Simulation):
             self.view_routes[key] = route
         return route
 
-    def _start_routed(self, index: int, item: Routed) -> None:
+    def _start_routed(self, index: int, view: int) -> None:
         now = self.env.now
         self.start[index] = float(now)
-        path, latency, narrowest, weights = self._view_route(item)
+        path, latency, narrowest, weights = self._view_route(view, self.src[index],
+                                                             self.dst[index])
         if not path:
             self._arrive(index, latency=latency)
             return
-        flow = _Flow(index, path, float(item.nbytes), now)
+        flow = _Flow(index, path, self.nbytes[index], now)
         flow.weights = weights
         flow.latency = latency
         idle = True
@@ -118,7 +221,7 @@ class _TaskSimulation(_Simulation):
         self._reshare(path)
 
 
-def simulate_items(items: Sequence[Item], network: Network,
+def simulate_items(items: Sequence[Item] | ItemTable, network: Network,
                    views: Sequence[Network] = ()) -> Timing:
     """Start and end of every item; an item starts when all its ``deps`` have ended.
 
@@ -126,17 +229,35 @@ def simulate_items(items: Sequence[Item], network: Network,
     networks with ``network``'s links (other latencies and bandwidths) that :class:`Routed`
     items run on.
     """
-    ranks = network.ranks
+    table = items if isinstance(items, ItemTable) else ItemTable.of(items)
     for view in views:
         if len(view.links) != len(network.links):
             raise ValueError(f"view {view.name!r} has other links than {network.name!r}")
-    for index, item in enumerate(items):
-        if any(not 0 <= dep < index for dep in item.deps):
-            raise ValueError(f"item {index}: deps must be earlier items, got {item.deps}")
-        if isinstance(item, Transfer) and not (0 <= item.src < ranks and 0 <= item.dst < ranks):
-            raise ValueError(f"item {index}: rank out of range for {ranks} ranks")
-        if isinstance(item, Routed) and not 0 <= item.view < len(views):
-            raise ValueError(f"item {index}: no view {item.view}")
-        if isinstance(item, Delay) and not item.duration_s >= 0:
-            raise ValueError(f"item {index}: duration must be >= 0, got {item.duration_s}")
-    return _TaskSimulation(items, network, views).run()
+    _check_items(table, network.ranks, len(views))
+    return _TaskSimulation(table, network, views).run()
+
+
+def _check_items(table: ItemTable, ranks: int, views: int) -> None:
+    """ValueError naming the first malformed item (and its first fault)."""
+    cols, view = table.columns, table.view
+    counts = np.diff(cols.dep_ptr)
+    owner = np.repeat(np.arange(len(cols), dtype=np.int64), counts)
+    faults = [
+        np.isin(np.arange(len(cols)), owner[(cols.dep_idx < 0) | (cols.dep_idx >= owner)]),
+        (view == NETWORK) & ((cols.src < 0) | (cols.src >= ranks)
+                             | (cols.dst < 0) | (cols.dst >= ranks)),
+        (view >= views),
+        (view == DELAY) & ~(table.duration_s >= 0),
+    ]
+    bad = np.flatnonzero(np.logical_or.reduce(faults)) if len(cols) else counts[:0]
+    if not bad.size:
+        return
+    i = int(bad[0])
+    if faults[0][i]:
+        deps = tuple(cols.dep_idx[cols.dep_ptr[i]:cols.dep_ptr[i + 1]].tolist())
+        raise ValueError(f"item {i}: deps must be earlier items, got {deps}")
+    if faults[1][i]:
+        raise ValueError(f"item {i}: rank out of range for {ranks} ranks")
+    if faults[2][i]:
+        raise ValueError(f"item {i}: no view {int(view[i])}")
+    raise ValueError(f"item {i}: duration must be >= 0, got {float(table.duration_s[i])}")

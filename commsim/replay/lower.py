@@ -25,12 +25,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commsim.engine.tasks import Delay, Item, Routed, simulate_items
+import numpy as np
+
+from commsim.engine.tasks import NETWORK, Items, simulate_items
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.replay.graph import StepGraph, Task, TaskKind
 from commsim.results import Result
-from commsim.schedule import OpKind, Transfer
 from commsim.timing import CollectiveCall, Timer
 
 
@@ -55,31 +56,22 @@ class _Lowering:
     def __init__(self, network: Network) -> None:
         self.network = network
         self.timer = Timer.of(network)
-        self.items: list[Item] = []
+        self.items = Items()
         self.views: list[Network] = []
         # id(view of a group) -> (index in views, the view: held, so that its id stays its own)
         self._view_index: dict[int, tuple[int, Network]] = {}
 
-    def add(self, item: Item) -> int:
-        self.items.append(item)
-        return len(self.items) - 1
-
-    def view(self, network: Network) -> int | None:
+    def view(self, network: Network) -> int:
         """Index of ``network`` (a view of this network's links, group-ranked) re-ranked as
-        the step's global network; None when it is the network itself (plain transfers)."""
+        the step's global network; :data:`~commsim.engine.tasks.NETWORK` when it is the
+        network itself (plain transfers)."""
         if network.links is self.network.links:
-            return None
+            return NETWORK
         key = id(network)
         if key not in self._view_index:
             self._view_index[key] = (len(self.views), network)
             self.views.append(network.rebuilt(rank_devices=self.network.rank_devices))
         return self._view_index[key][0]
-
-    def transfer(self, src: int, dst: int, offset: int, nbytes: int, op: OpKind,
-                 deps: tuple[int, ...], view: int | None) -> int:
-        if view is None:
-            return self.add(Transfer(src, dst, offset, nbytes, op, deps))
-        return self.add(Routed(src, dst, offset, nbytes, op, deps, view))
 
     def collective(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int, Result]:
         """(first item, last item, timed call) of a collective task."""
@@ -89,41 +81,49 @@ class _Lowering:
         result = self.timer.time(call)
         if result.schedule is None and result.records_error is None:
             result = result.with_records()  # a symmetric ring's transfers may meet others'
-        gate = self.add(Delay(0.0, deps))
+        gate = self.items.delay(0.0, deps)
         if result.schedule is None:  # composed: its time, no transfers
-            return gate, self.add(Delay(result.time_s, (gate,))), result
-        start = self.add(Delay(result.launch_s, (gate,))) if result.launch_s else gate
+            return gate, self.items.delay(result.time_s, (gate,)), result
+        start = self.items.delay(result.launch_s, (gate,)) if result.launch_s else gate
         return gate, self._schedule(result, task.ranks, start), result
 
     def _schedule(self, result: Result, group: tuple[int, ...], start: int) -> int:
         """The result's transfers after item ``start``, on global ranks; the join item."""
         assert result.schedule is not None and result.network is not None
-        view = self.view(result.network)
+        cols = result.schedule.columns
+        ranks = np.array(group, dtype=np.int64)
         p, total = len(group), self.network.ranks
-        base = len(self.items)
-        used: set[int] = set()
-        for t in result.schedule.transfers:
-            used.update(t.deps)
-            src = group[t.src] if t.src < p else total + t.src - p  # ranks, then switches
-            dst = group[t.dst] if t.dst < p else total + t.dst - p
-            deps = tuple(base + d for d in t.deps) if t.deps else (start,)
-            self.transfer(src, dst, t.offset, t.nbytes, t.op, deps, view)
-        count = len(result.schedule.transfers)
-        sinks = tuple(base + i for i in range(count) if i not in used)
-        return self.add(Delay(0.0, sinks or (start,)))
+
+        def placed(ends: np.ndarray) -> np.ndarray:  # ranks, then switches
+            return np.where(ends < p, ranks[np.minimum(ends, p - 1)], total + ends - p)
+
+        base = self.items.count
+        counts = np.diff(cols.dep_ptr)
+        # a transfer without dependencies waits for the start item instead
+        ptr = np.zeros(len(cols) + 1, dtype=np.int64)
+        np.cumsum(np.maximum(counts, 1), out=ptr[1:])
+        deps = np.full(int(ptr[-1]), start, dtype=np.int64)
+        deps[np.repeat(ptr[:-1] - cols.dep_ptr[:-1], counts)
+             + np.arange(len(cols.dep_idx))] = base + cols.dep_idx
+        self.items.block(placed(cols.src), placed(cols.dst), cols.nbytes, cols.reduce,
+                         self.view(result.network), ptr, deps)
+        used = np.zeros(len(cols), dtype=bool)
+        used[cols.dep_idx] = True
+        sinks = tuple((base + np.flatnonzero(~used)).tolist())
+        return self.items.delay(0.0, sinks or (start,))
 
     def send(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int]:
         """(first item, last item) of a send task."""
         if task.nbytes <= 0:
-            only = self.add(Delay(0.0, deps))
+            only = self.items.delay(0.0, deps)
             return only, only
         view, launch = self.timer.point_to_point()
         begin = None
         if launch:
-            begin = self.add(Delay(launch, deps))
+            begin = self.items.delay(launch, deps)
             deps = (begin,)
         src, dst = task.ranks
-        end = self.transfer(src, dst, 0, task.nbytes, OpKind.COPY, deps, self.view(view))
+        end = self.items.transfer(src, dst, task.nbytes, False, deps, self.view(view))
         return (end if begin is None else begin), end
 
 
@@ -142,7 +142,7 @@ def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
         deps = tuple(sorted({last[d] for d in task.deps}))
         algorithm, protocol = "", None
         if task.kind is TaskKind.COMPUTE:
-            begin = end = lowering.add(Delay(task.duration_s, deps))
+            begin = end = lowering.items.delay(task.duration_s, deps)
         elif task.kind is TaskKind.SEND:
             begin, end = lowering.send(task, deps)
         else:
@@ -152,10 +152,10 @@ def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
         last.append(end)
         algorithms.append(algorithm)
         protocols.append(protocol)
-    timing = simulate_items(lowering.items, network, lowering.views)
+    timing = simulate_items(lowering.items.table(), network, lowering.views)
     return GraphTiming(
-        start_s=tuple(timing.start_s[i] for i in first),
-        end_s=tuple(timing.end_s[i] for i in last),
+        start_s=tuple(timing.start_s[first].tolist()),
+        end_s=tuple(timing.end_s[last].tolist()),
         algorithms=tuple(algorithms),
         protocols=tuple(protocols),
     )

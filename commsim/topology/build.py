@@ -19,8 +19,13 @@ from __future__ import annotations
 import json
 import math
 from collections import deque
+from dataclasses import dataclass
 
+import numpy as np
+
+from commsim.devices import DeviceColumns, DeviceTable
 from commsim.errors import SpecError
+from commsim.links import LinkColumns, LinkTable
 from commsim.network import Device, Link, Network, Router, shortest_path_router
 from commsim.topology.routing import (
     FullMeshRouter,
@@ -96,16 +101,16 @@ def _cable(
 def _network(
     spec: TopologySpec,
     default_name: str,
-    devices: list[Device],
-    links: list[Link],
+    devices: list[Device] | DeviceTable,
+    links: list[Link] | LinkTable,
     ranks: tuple[int, ...],
     router: Router,
     meta: dict[str, object],
 ) -> Network:
     return Network(
         name=spec.name or default_name,
-        devices=tuple(devices),
-        links=tuple(links),
+        devices=devices if isinstance(devices, DeviceTable) else tuple(devices),
+        links=links if isinstance(links, LinkTable) else tuple(links),
         rank_devices=ranks,
         gamma_s_per_B=spec.gamma_s_per_B,
         router=router,
@@ -191,31 +196,71 @@ def _switch(spec: SwitchSpec) -> Network:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class HierarchicalNames:
+    """The name of device ``i`` of a ``hierarchical`` network: its GPUs, then a node switch
+    per node, then the fabric.
+
+    >>> [HierarchicalNames("gpu", 16, 2)(i) for i in (3, 17, 18)]
+    ['gpu3', 'nvswitch1', 'fabric']
+    """
+
+    gpu: str
+    gpus: int
+    nodes: int
+
+    def __call__(self, index: int) -> str:
+        if index < self.gpus:
+            return f"{self.gpu}{index}"
+        return "fabric" if index == self.gpus + self.nodes else f"nvswitch{index - self.gpus}"
+
+
+@dataclass(frozen=True, slots=True)
+class HierarchicalLabels:
+    """The label of link ``i`` of a ``hierarchical`` network (see :func:`_hierarchical`).
+
+    >>> [HierarchicalLabels("gpu", 8)(i) for i in (36, 37, 38, 39)]
+    ['gpu9->nvswitch1', 'nvswitch1->gpu9', 'gpu9->fabric', 'fabric->gpu9']
+    """
+
+    gpu: str
+    gpus_per_node: int
+
+    def __call__(self, index: int) -> str:
+        g, port = divmod(index, 4)
+        name, node = f"{self.gpu}{g}", f"nvswitch{g // self.gpus_per_node}"
+        return (f"{name}->{node}", f"{node}->{name}", f"{name}->fabric", f"fabric->{name}")[port]
+
+
 def _hierarchical(spec: HierarchicalSpec) -> Network:
     """GPUs (node-major), then one ``nvswitch<n>`` per node, then the ``fabric`` switch."""
-    gpus = spec.nodes * spec.gpus_per_node
-    devices = [Device(f"{spec.gpu}{g}", "gpu", g // spec.gpus_per_node) for g in range(gpus)]
-    devices += [
-        Device(f"nvswitch{n}", "switch", n, spec.intra.reduction_bandwidth_Bps)
-        for n in range(spec.nodes)
-    ]
-    devices.append(Device("fabric", "switch", reduction_Bps=spec.inter.reduction_bandwidth_Bps))
+    gpus, nodes = spec.nodes * spec.gpus_per_node, spec.nodes
+    rates = (spec.intra.reduction_bandwidth_Bps, spec.inter.reduction_bandwidth_Bps)
+    intra_rate, inter_rate = (np.nan if r is None else r for r in rates)
+    devices = DeviceTable(
+        DeviceColumns(
+            np.array(["gpu"] * gpus + ["switch"] * (nodes + 1)),
+            np.concatenate([np.arange(gpus) // spec.gpus_per_node, np.arange(nodes), [-1]]),
+            np.concatenate([np.full(gpus, np.nan), np.full(nodes, intra_rate), [inter_rate]]),
+        ),
+        HierarchicalNames(spec.gpu, gpus, nodes),
+    )
     fabric = len(devices) - 1
-    intra_s, intra_Bps = spec.intra.latency_s / 2, spec.intra.bandwidth_Bps
-    inter_s, inter_Bps = spec.inter.latency_s / 2, spec.inter.bandwidth_Bps
-    links: list[Link] = []
-    # NOTE: the four links of each GPU written out (what _cable does, without a call per
-    # cable): 65,536 GPUs are 262,144 links, and building them is most of an analytic run at
-    # that scale (benchmarks/analytic_scale.py).
-    for g in range(gpus):
-        node = g // spec.gpus_per_node
-        name, switch = devices[g].name, gpus + node
-        links += (
-            Link(g, switch, intra_s, intra_Bps, f"{name}->nvswitch{node}"),
-            Link(switch, g, intra_s, intra_Bps, f"nvswitch{node}->{name}"),
-            Link(g, fabric, inter_s, inter_Bps, f"{name}->fabric"),
-            Link(fabric, g, inter_s, inter_Bps, f"fabric->{name}"),
-        )
+    # The four links of each GPU g, numbered 4g.. (HierarchicalRouter relies on it): to its
+    # node switch, back, to the fabric, back; as numpy columns (65,536 GPUs are 262,144 links,
+    # and an analytic run reads a few of them: commsim.links.LinkTable).
+    gpu = np.arange(gpus, dtype=np.int64)
+    switch, hub = gpus + gpu // spec.gpus_per_node, np.full(gpus, fabric, dtype=np.int64)
+    intra_s, inter_s = spec.intra.latency_s / 2, spec.inter.latency_s / 2
+    links = LinkTable(
+        LinkColumns(
+            np.stack([gpu, switch, gpu, hub], axis=1).ravel(),
+            np.stack([switch, gpu, hub, gpu], axis=1).ravel(),
+            np.tile([intra_s, intra_s, inter_s, inter_s], gpus),
+            np.tile([spec.intra.bandwidth_Bps] * 2 + [spec.inter.bandwidth_Bps] * 2, gpus),
+        ),
+        HierarchicalLabels(spec.gpu, spec.gpus_per_node),
+    )
     meta = _meta(
         spec,
         nodes=spec.nodes,
@@ -229,7 +274,7 @@ def _hierarchical(spec: HierarchicalSpec) -> Network:
         devices,
         links,
         tuple(range(gpus)),
-        HierarchicalRouter(gpus),
+        HierarchicalRouter(gpus, spec.gpus_per_node),
         meta,
     )
 

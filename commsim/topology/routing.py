@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from commsim.network import Network, shortest_path_router
 
 
@@ -44,6 +46,30 @@ class TorusRouter:
                 here = links[link].dst
         return tuple(path)
 
+    def paths(self, network: Network, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The links of the routes ``src[k] -> dst[k]``, concatenated in pair order, each
+        route in hop order, as :meth:`__call__` walks them one by one."""
+        table = network.structural("torus_table", lambda: np.array(self.table, dtype=np.int64))
+        ends = network.end_columns().dst
+        moves = []  # per dimension: (slot, hops) of every pair
+        for d, size in enumerate(self.dims):
+            stride = self.strides[d]
+            delta = ((dst // stride) % size - (src // stride) % size) % size
+            forward = delta <= size - delta
+            moves.append((np.where(forward, 2 * d, 2 * d + 1),
+                          np.where(forward, delta, size - delta)))
+        length = sum(hops for _, hops in moves)
+        start = np.cumsum(length) - length
+        out = np.empty(int(length.sum()), dtype=np.int64)
+        here, done = src.copy(), np.zeros_like(src)
+        for slot, hops in moves:
+            for step in range(int(hops.max(initial=0))):
+                on = np.flatnonzero(hops > step)
+                link = table[here[on], slot[on]]
+                out[start[on] + done[on]] = link
+                done[on] += 1
+                here[on] = ends[link]
+        return out
 
 @dataclass(frozen=True, slots=True)
 class FullMeshRouter:
@@ -89,29 +115,41 @@ class HierarchicalRouter:
     """
 
     gpus: int
+    gpus_per_node: int
+
+    def _host(self, device: int) -> int:
+        """A device's host: GPUs node-major, then a switch per node (the fabric's is none of
+        the GPUs')."""
+        return device // self.gpus_per_node if device < self.gpus else device - self.gpus
 
     def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
         if src == dst:
             return ()
+        same = self._host(src) == self._host(dst)
         if src < self.gpus and dst < self.gpus:
-            devices = network.devices
-            if devices[src].host == devices[dst].host:
-                return (4 * src, 4 * dst + 1)
-            return (4 * src + 2, 4 * dst + 3)
+            return (4 * src, 4 * dst + 1) if same else (4 * src + 2, 4 * dst + 3)
         # A GPU and a switch (in-network reduction): one port hop. Node switches are devices
         # gpus .. gpus+nodes-1 (in host order), the fabric is the last device.
         fabric = len(network.devices) - 1
         if src < self.gpus:
             if dst == fabric:
                 return (4 * src + 2,)
-            if network.devices[dst].host == network.devices[src].host:
+            if same:
                 return (4 * src,)
         elif dst < self.gpus:
             if src == fabric:
                 return (4 * dst + 3,)
-            if network.devices[src].host == network.devices[dst].host:
+            if same:
                 return (4 * dst + 1,)
         return shortest_path_router(network, src, dst)
+
+    def paths(self, network: Network, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+        """The links of the routes ``src[k] -> dst[k]`` (distinct GPUs), concatenated, as
+        :meth:`__call__` finds them one by one; None for other pairs."""
+        if ((src >= self.gpus) | (dst >= self.gpus) | (src == dst)).any():
+            return None
+        other = np.where(src // self.gpus_per_node == dst // self.gpus_per_node, 0, 2)
+        return np.stack([4 * src + other, 4 * dst + 1 + other], axis=1).ravel()
 
 
 @dataclass(frozen=True, slots=True)

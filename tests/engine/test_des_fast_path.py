@@ -20,7 +20,7 @@ from commsim.collectives import Collective
 from commsim.engine import des, tasks
 from commsim.engine.des import Timing
 from commsim.network import Network
-from commsim.schedule import OpKind, Transfer
+from commsim.schedule import Columns, OpKind, Transfer
 from commsim.topology import fully_connected, hierarchical, ring, switch, torus
 
 
@@ -33,7 +33,8 @@ class _GeneralTasks(tasks._TaskSimulation):
 
 
 def _both(items, network: Network) -> tuple[Timing, Timing]:  # type: ignore[no-untyped-def]
-    return tasks._TaskSimulation(items, network).run(), _GeneralTasks(items, network).run()
+    table = tasks.ItemTable.of(items)
+    return tasks._TaskSimulation(table, network).run(), _GeneralTasks(table, network).run()
 
 
 NETWORKS = [
@@ -55,9 +56,9 @@ def test_fast_path_is_byte_identical_on_every_algorithm(network: Network) -> Non
             for chunks in (None, 3):
                 call = make_call(coll, network, n, chunks=chunks, root=network.ranks // 2)
                 for name in candidates(call):
-                    transfers = build_schedule(call, name).transfers
-                    fast = des._Simulation(transfers, network).run()
-                    assert fast == _General(transfers, network).run(), (coll, n, chunks, name)
+                    cols = build_schedule(call, name).columns
+                    fast = des._Simulation(cols, network).run()
+                    assert fast == _General(cols, network).run(), (coll, n, chunks, name)
 
 
 def test_fast_path_is_byte_identical_on_random_task_graphs() -> None:
@@ -93,6 +94,6 @@ def test_fast_path_taken_only_on_idle_links(monkeypatch) -> None:
 
     monkeypatch.setattr(des, "_max_min_rates", spy)
     items = [Transfer(0, 2, 0, 10**6, OpKind.COPY), Transfer(1, 2, 0, 10**6, OpKind.COPY)]
-    timing = des._Simulation(items, network).run()
+    timing = des._Simulation(Columns.from_transfers(items), network).run()
     assert timing.end_s[0] == pytest.approx(2e-3, rel=1e-12)
     assert seen == [2, 1]  # the first flow started alone: no filling
