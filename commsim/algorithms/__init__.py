@@ -54,6 +54,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             collectives=tree.COLLECTIVES,
             build=tree.build,
             default_chunks=tree.default_chunks,
+            columnar=True,
             summary="binomial tree (MPICH); all-reduce = reduce to the root, then broadcast",
         ),
         Algorithm(
@@ -76,6 +77,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             build=double_binary_tree.build,
             default_chunks=double_binary_tree.default_chunks,
             nccl_family="tree",
+            columnar=True,
             summary="NCCL's two complementary binary trees, each all-reducing half the buffer",
         ),
         Algorithm(

@@ -145,14 +145,7 @@ def with_deps(cols: Columns, extra_rows: np.ndarray, extra_deps: np.ndarray) -> 
     row's list kept sorted, without repeats)."""
     counts = np.diff(cols.dep_ptr)
     rows = np.concatenate([np.repeat(np.arange(len(cols), dtype=np.int64), counts), extra_rows])
-    deps = np.concatenate([cols.dep_idx, extra_deps])
-    order = np.lexsort((deps, rows))
-    rows, deps = rows[order], deps[order]
-    keep = np.ones(len(rows), dtype=bool)
-    keep[1:] = (rows[1:] != rows[:-1]) | (deps[1:] != deps[:-1])
-    rows, deps = rows[keep], deps[keep]
-    ptr = np.zeros(len(cols) + 1, dtype=np.int64)
-    np.cumsum(np.bincount(rows, minlength=len(cols)), out=ptr[1:])
+    ptr, deps = from_pairs(len(cols), rows, np.concatenate([cols.dep_idx, extra_deps]))
     return Columns(cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce, ptr, deps,
                    cols.level)
 
@@ -167,3 +160,70 @@ def overlapping(starts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.
     owner = np.repeat(np.arange(len(lo), dtype=np.int64), sizes)
     piece = np.repeat(first - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
     return owner, piece
+
+
+def from_pairs(rows: int, owner: np.ndarray, deps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR of the dependencies ``deps[k]`` of rows ``owner[k]`` over ``rows`` rows, each row's
+    list sorted and without repeats."""
+    order = np.lexsort((deps, owner))
+    owner, deps = owner[order], deps[order]
+    keep = np.ones(len(owner), dtype=bool)
+    keep[1:] = (owner[1:] != owner[:-1]) | (deps[1:] != deps[:-1])
+    owner, deps = owner[keep], deps[keep]
+    ptr = np.zeros(rows + 1, dtype=np.int64)
+    np.cumsum(np.bincount(owner, minlength=rows), out=ptr[1:])
+    return ptr, deps
+
+
+Pairs = list[tuple[np.ndarray, np.ndarray]]
+
+
+def assemble(src: np.ndarray, dst: np.ndarray, offset: np.ndarray, nbytes: np.ndarray,
+             reduce: np.ndarray, link: Pairs, data: Pairs) -> Columns:
+    """Rows and their dependencies, as ``Plan`` makes them, zero-byte rows included; then
+    :func:`drop_empty`. ``link`` and ``data`` are ``(rows, deps)`` pairs: the previous piece on
+    a row's link (or what it must follow), and the transfers that last wrote its bytes
+    (ignored for a zero-byte row, which reads no byte)."""
+    rows = len(src)
+    real = nbytes > 0
+    data = [(r[real[r]], d[real[r]]) for r, d in data]
+    pairs = [(r, d) for r, d in link + data if len(r)]
+    owner = np.concatenate([r for r, _ in pairs]) if pairs else np.zeros(0, dtype=np.int64)
+    deps = np.concatenate([d for _, d in pairs]) if pairs else np.zeros(0, dtype=np.int64)
+    ptr, idx = from_pairs(rows, owner.astype(np.int64), deps.astype(np.int64))
+    return drop_empty(Columns(src, dst, offset, nbytes, reduce, ptr, idx))
+
+
+def drop_empty(cols: Columns) -> Columns:
+    """``cols`` without its zero-byte rows, each standing for its own dependencies as
+    ``ScheduleBuilder`` has it (rows renumbered, lists kept sorted)."""
+    empty = cols.nbytes <= 0
+    if not empty.any():
+        return cols
+    ptr, idx = cols.dep_ptr.tolist(), cols.dep_idx.tolist()
+    hollow = empty.tolist()
+    through: dict[int, list[int]] = {}
+    for row in np.flatnonzero(empty).tolist():  # in order: a row's deps come first
+        out: set[int] = set()
+        for dep in idx[ptr[row]:ptr[row + 1]]:
+            if hollow[dep]:
+                out.update(through[dep])
+            else:
+                out.add(dep)
+        through[row] = sorted(out)
+    owner = np.repeat(np.arange(len(cols), dtype=np.int64), np.diff(cols.dep_ptr))
+    kept = ~empty[owner]
+    direct = kept & ~empty[cols.dep_idx]
+    hit = np.flatnonzero(kept & empty[cols.dep_idx])
+    lists = [through[d] for d in cols.dep_idx[hit].tolist()]
+    extra = np.fromiter((d for lst in lists for d in lst), dtype=np.int64,
+                        count=sum(map(len, lists)))
+    extra_owner = np.repeat(owner[hit], [len(lst) for lst in lists])
+    renumber = np.cumsum(~empty) - 1
+    keep_rows = np.flatnonzero(~empty)
+    ptr2, idx2 = from_pairs(len(keep_rows),
+                            renumber[np.concatenate([owner[direct], extra_owner])],
+                            renumber[np.concatenate([cols.dep_idx[direct], extra])])
+    return Columns(cols.src[keep_rows], cols.dst[keep_rows], cols.offset[keep_rows],
+                   cols.nbytes[keep_rows], cols.reduce[keep_rows], ptr2, idx2,
+                   None if cols.level is None else cols.level[keep_rows])

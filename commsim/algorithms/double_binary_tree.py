@@ -68,7 +68,20 @@ def default_chunks(call: Call) -> int:
 
 
 def build(call: Call) -> Schedule:
-    """The double-binary-tree all-reduce of ``call``."""
+    """The double-binary-tree all-reduce of ``call``, built as columns
+    (:func:`commsim.algorithms.tree_columns.double_tree_columns`)."""
+    if call.collective is not Collective.ALL_REDUCE:
+        raise ScheduleError(f"algorithm {NAME!r} cannot run {call.collective.value}")
+    from commsim.algorithms.tree_columns import double_tree_columns
+
+    chunks = call.chunks or default_chunks(call)
+    columns = double_tree_columns(dbt_parents(call.ranks), call.nbytes, chunks)
+    return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+                               chunks, columns)
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one transfer at a time through a :class:`Plan` (tests compare the two)."""
     if call.collective is not Collective.ALL_REDUCE:
         raise ScheduleError(f"algorithm {NAME!r} cannot run {call.collective.value}")
     p, n = call.ranks, call.nbytes

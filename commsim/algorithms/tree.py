@@ -45,7 +45,22 @@ def default_chunks(call: Call) -> int:
 
 
 def build(call: Call) -> Schedule:
-    """The binomial-tree schedule of ``call``."""
+    """The binomial-tree schedule of ``call``, built as columns
+    (:func:`commsim.algorithms.tree_columns.binomial_columns`)."""
+    if call.collective not in COLLECTIVES:
+        raise ScheduleError(f"algorithm {NAME!r} cannot run {call.collective.value}")
+    from commsim.algorithms.tree_columns import binomial_columns
+
+    chunks = call.chunks or default_chunks(call)
+    coll = call.collective
+    columns = binomial_columns(call.ranks, call.nbytes, call.root, chunks,
+                               up=coll is not Collective.BROADCAST,
+                               down=coll is not Collective.REDUCE)
+    return Schedule.of_columns(coll, NAME, call.ranks, call.nbytes, call.root, chunks, columns)
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one transfer at a time through a :class:`Plan` (tests compare the two)."""
     if call.collective not in COLLECTIVES:
         raise ScheduleError(f"algorithm {NAME!r} cannot run {call.collective.value}")
     p, n, root = call.ranks, call.nbytes, call.root

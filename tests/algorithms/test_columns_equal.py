@@ -1,0 +1,53 @@
+"""Every algorithm built as columns equals the same schedule built one ``Transfer`` at a time
+through ``Plan`` (``build_objects``): the same transfers in the same order, the same endpoints,
+bytes and sorted dependencies, element for element, over small rank counts (powers of two and
+not), sizes that do and do not divide (and ones that leave pieces empty), pieces and roots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+from commsim.algorithms import double_binary_tree, tree
+from commsim.algorithms.base import Call
+from commsim.collectives import Collective
+from commsim.schedule import Columns, Schedule, TransferView
+
+FIELDS = ("src", "dst", "offset", "nbytes", "reduce", "dep_ptr", "dep_idx")
+SIZES = (0, 1, 5, 97, 1000, 4097)
+
+
+def assert_same(made: Schedule, reference: Schedule, case: object) -> None:
+    """``made`` is columnar and equals ``reference`` row for row."""
+    assert isinstance(made.transfers, TransferView), case
+    new, old = made.columns, Columns.from_transfers(reference.transfers)
+    for name in FIELDS:
+        a, b = getattr(new, name), getattr(old, name)
+        assert a.shape == b.shape and np.array_equal(a, b), (case, name)
+    head = ("collective", "algorithm", "ranks", "nbytes", "root", "chunks", "endpoints")
+    assert [getattr(made, k) for k in head] == [getattr(reference, k) for k in head], case
+    if new.level is not None:  # a level, where given, is above every dependency's
+        owner = np.repeat(np.arange(len(new)), np.diff(new.dep_ptr))
+        assert np.all(new.level[new.dep_idx] < new.level[owner]), case
+
+
+def calls(collectives: Callable[[int], object], ranks: range,
+          chunks: tuple[int | None, ...] = (None, 1, 2, 3, 8), **extra: object) -> Iterator[Call]:
+    for p in ranks:
+        for coll in collectives(p):  # type: ignore[attr-defined]
+            for n in SIZES:
+                for c in chunks:
+                    for root in sorted({0, p // 2, p - 1}):
+                        yield Call(collective=coll, ranks=p, nbytes=n, chunks=c, root=root,
+                                   **extra)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("module", [tree, double_binary_tree], ids=lambda m: m.NAME)
+def test_trees(module: ModuleType) -> None:
+    collectives = sorted(getattr(module, "COLLECTIVES", {Collective.ALL_REDUCE}))
+    for call in calls(lambda p: collectives, range(1, 18)):
+        assert_same(module.build(call), module.build_objects(call), call)
