@@ -45,7 +45,36 @@ def default_chunks(call: Call) -> int:
 
 
 def build_recursive_doubling(call: Call) -> Schedule:
-    """Recursive-doubling all-reduce or all-gather (see the module docstring)."""
+    """Recursive-doubling all-reduce or all-gather (see the module docstring), built as
+    columns (:mod:`commsim.algorithms.recursive_columns`)."""
+    if call.collective not in DOUBLING_COLLECTIVES:
+        raise ScheduleError(f"algorithm {DOUBLING!r} cannot run {call.collective.value}")
+    from commsim.algorithms import recursive_columns
+
+    chunks = call.chunks or default_chunks(call)
+    make = (recursive_columns.doubling_all_reduce if call.collective is Collective.ALL_REDUCE
+            else recursive_columns.doubling_all_gather)
+    return Schedule.of_columns(call.collective, DOUBLING, call.ranks, call.nbytes, call.root,
+                               chunks, make(call.ranks, call.nbytes, chunks))
+
+
+def build_rabenseifner(call: Call) -> Schedule:
+    """Rabenseifner all-reduce or reduce-scatter (see the module docstring), built as columns
+    (:func:`commsim.algorithms.recursive_columns.rabenseifner`)."""
+    if call.collective not in RABENSEIFNER_COLLECTIVES:
+        raise ScheduleError(f"algorithm {RABENSEIFNER!r} cannot run {call.collective.value}")
+    from commsim.algorithms import recursive_columns
+
+    chunks = call.chunks or default_chunks(call)
+    columns = recursive_columns.rabenseifner(call.ranks, call.nbytes, chunks,
+                                             call.collective is Collective.ALL_REDUCE)
+    return Schedule.of_columns(call.collective, RABENSEIFNER, call.ranks, call.nbytes,
+                               call.root, chunks, columns)
+
+
+def build_recursive_doubling_objects(call: Call) -> Schedule:
+    """:func:`build_recursive_doubling` one transfer at a time through a :class:`Plan` (tests
+    compare the two)."""
     if call.collective not in DOUBLING_COLLECTIVES:
         raise ScheduleError(f"algorithm {DOUBLING!r} cannot run {call.collective.value}")
     p, n = call.ranks, call.nbytes
@@ -85,8 +114,9 @@ def build_recursive_doubling(call: Call) -> Schedule:
     return plan.schedule(call.collective, DOUBLING, p, call.root, chunks)
 
 
-def build_rabenseifner(call: Call) -> Schedule:
-    """Rabenseifner all-reduce or reduce-scatter (see the module docstring)."""
+def build_rabenseifner_objects(call: Call) -> Schedule:
+    """:func:`build_rabenseifner` one transfer at a time through a :class:`Plan` (tests
+    compare the two)."""
     if call.collective not in RABENSEIFNER_COLLECTIVES:
         raise ScheduleError(f"algorithm {RABENSEIFNER!r} cannot run {call.collective.value}")
     p, n = call.ranks, call.nbytes

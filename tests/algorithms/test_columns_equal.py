@@ -6,13 +6,13 @@ not), sizes that do and do not divide (and ones that leave pieces empty), pieces
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-from commsim.algorithms import double_binary_tree, tree
+from commsim.algorithms import double_binary_tree, recursive, tree
 from commsim.algorithms.base import Call
 from commsim.collectives import Collective
 from commsim.schedule import Columns, Schedule, TransferView
@@ -35,7 +35,7 @@ def assert_same(made: Schedule, reference: Schedule, case: object) -> None:
         assert np.all(new.level[new.dep_idx] < new.level[owner]), case
 
 
-def calls(collectives: Callable[[int], object], ranks: range,
+def calls(collectives: Callable[[int], object], ranks: Iterable[int],
           chunks: tuple[int | None, ...] = (None, 1, 2, 3, 8), **extra: object) -> Iterator[Call]:
     for p in ranks:
         for coll in collectives(p):  # type: ignore[attr-defined]
@@ -51,3 +51,20 @@ def test_trees(module: ModuleType) -> None:
     collectives = sorted(getattr(module, "COLLECTIVES", {Collective.ALL_REDUCE}))
     for call in calls(lambda p: collectives, range(1, 18)):
         assert_same(module.build(call), module.build_objects(call), call)
+
+
+@pytest.mark.parametrize(("build", "reference", "collective"), [
+    (recursive.build_recursive_doubling, recursive.build_recursive_doubling_objects,
+     Collective.ALL_REDUCE),
+    (recursive.build_recursive_doubling, recursive.build_recursive_doubling_objects,
+     Collective.ALL_GATHER),
+    (recursive.build_rabenseifner, recursive.build_rabenseifner_objects, Collective.ALL_REDUCE),
+    (recursive.build_rabenseifner, recursive.build_rabenseifner_objects,
+     Collective.REDUCE_SCATTER),
+], ids=["doubling-all_reduce", "doubling-all_gather", "rabenseifner-all_reduce",
+        "rabenseifner-reduce_scatter"])
+def test_recursive(build: Callable[[Call], Schedule], reference: Callable[[Call], Schedule],
+                   collective: Collective) -> None:
+    for call in calls(lambda p: [collective], (*range(1, 20), 24, 33)):
+        if call.root == 0:
+            assert_same(build(call), reference(call), call)

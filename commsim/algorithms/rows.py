@@ -1,0 +1,97 @@
+"""A table of transfers made block by block as arrays, with ``Plan``'s dependencies given as
+``(row, dependency)`` pairs: the vectorised counterpart of :class:`~commsim.algorithms.plan.Plan`
+for builders whose data flow is known phase by phase.
+
+A builder adds rows in the order ``Plan`` would emit them (:meth:`Table.add`, any array shape,
+read in C order), says which earlier rows each must follow on its link (:meth:`Table.follow`)
+and which wrote the bytes it reads (:meth:`Table.reads`, or :func:`overlaps` to find them), and
+gets :class:`~commsim.schedule.Columns` with zero-byte rows dropped as ``ScheduleBuilder`` drops
+them (:func:`~commsim.algorithms.columnar.assemble`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from commsim.algorithms.columnar import Pairs, assemble
+from commsim.schedule import Columns
+
+
+class Table:
+    """Rows (source, destination, byte range, op) and their dependencies, built in order."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._cols: list[tuple[np.ndarray, ...]] = []
+        self.link: Pairs = []
+        self.data: Pairs = []
+
+    def add(self, src: np.ndarray | int, dst: np.ndarray | int, lo: np.ndarray | int,
+            hi: np.ndarray | int, reduce: bool) -> np.ndarray:
+        """Append rows (the arguments broadcast together, read in C order); their row ids, in
+        the broadcast shape."""
+        s, d, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64)
+                                           for x in (src, dst, lo, hi)))
+        rows = self.count + np.arange(s.size, dtype=np.int64).reshape(s.shape)
+        self.count += s.size
+        self._cols.append((s.ravel(), d.ravel(), a.ravel(), (b - a).ravel(),
+                           np.full(s.size, reduce)))
+        return rows
+
+    def follow(self, rows: np.ndarray, deps: np.ndarray) -> None:
+        """``rows`` each wait for the matching ``deps`` (link order, or what they come after)."""
+        r, d = np.broadcast_arrays(rows, deps)
+        self.link.append((r.ravel(), d.ravel()))
+
+    def reads(self, rows: np.ndarray, deps: np.ndarray) -> None:
+        """``rows`` read bytes the matching ``deps`` wrote (ignored for zero-byte rows)."""
+        r, d = np.broadcast_arrays(rows, deps)
+        self.data.append((r.ravel(), d.ravel()))
+
+    def columns(self) -> Columns:
+        """The rows as columns, zero-byte ones dropped (standing for their dependencies)."""
+        if not self._cols:
+            empty = np.zeros(0, dtype=np.int64)
+            return assemble(empty, empty, empty, empty, empty.astype(bool), [], [])
+        src, dst, offset, nbytes, reduce = (np.concatenate(c) for c in zip(*self._cols,
+                                                                           strict=True))
+        return assemble(src, dst, offset, nbytes, reduce, self.link, self.data)
+
+
+def overlaps(r_rank: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray, w_rank: np.ndarray,
+             w_lo: np.ndarray, w_hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (reader, writer) index pair of the same rank whose non-empty byte ranges overlap,
+    where the non-empty writers of each rank are disjoint (one phase's writes).
+
+    >>> overlaps(np.array([0, 1]), np.array([2, 0]), np.array([7, 4]),
+    ...          np.array([0, 0, 0, 1]), np.array([0, 4, 8, 0]), np.array([4, 8, 9, 4]))
+    (array([0, 0, 1]), array([0, 1, 3]))
+    """
+    r_rank, r_lo, r_hi = (np.asarray(x, dtype=np.int64).ravel() for x in (r_rank, r_lo, r_hi))
+    w_rank, w_lo, w_hi = (np.asarray(x, dtype=np.int64).ravel() for x in (w_rank, w_lo, w_hi))
+    span = int(max(r_hi.max(initial=0), w_hi.max(initial=0))) + 1
+    real = np.flatnonzero(w_hi > w_lo)
+    if not len(real):
+        return np.zeros(0, dtype=np.int64), real
+    key = w_rank[real] * span + w_lo[real]
+    order = np.argsort(key, kind="stable")
+    real, key = real[order], key[order]
+    base = r_rank * span
+    first = np.searchsorted(key, base + r_lo, side="right") - 1
+    at = real[np.maximum(first, 0)]
+    hit = (first >= 0) & (w_rank[at] == r_rank) & (w_hi[at] > r_lo)
+    first = np.where(hit, first, first + 1)
+    last = np.searchsorted(key, base + r_hi, side="left") - 1
+    sizes = np.where(r_hi > r_lo, np.maximum(last - first + 1, 0), 0)
+    reader = np.repeat(np.arange(len(r_lo), dtype=np.int64), sizes)
+    offsets = np.repeat(first - np.cumsum(sizes) + sizes, sizes)
+    return reader, real[offsets + np.arange(int(sizes.sum()), dtype=np.int64)]
+
+
+def pieces(lo: np.ndarray | int, hi: np.ndarray | int,
+           chunks: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``plan.split`` pieces of ranges ``[lo, hi)``: their bounds, shape ``(..., chunks)``."""
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+    j = np.arange(chunks + 1, dtype=np.int64)
+    cuts = lo[..., None] + j * (hi - lo)[..., None] // chunks
+    return cuts[..., :-1], cuts[..., 1:]
