@@ -112,7 +112,8 @@ def double_tree_columns(trees: tuple[list[int], list[int]], nbytes: int,
         src, dst, red = _tree(parents, c, channel * c * 2 * (p - 1), link, data)
         made = (src, dst, np.repeat(offset, 2 * (p - 1)), np.repeat(size, 2 * (p - 1)), red)
         cols = [np.concatenate([a, b]) for a, b in zip(cols, made, strict=True)]
-    return assemble(*cols[:4], cols[4].astype(bool), link, data)
+    src, dst, offset, size, red = cols
+    return assemble(src, dst, offset, size, red.astype(bool), link, data)
 
 
 def _tree(parents: np.ndarray, c: int, base: int, link: Pairs,
