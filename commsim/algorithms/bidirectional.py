@@ -79,15 +79,17 @@ def default_chunks(call: Call) -> int:
 def build(call: Call) -> Schedule:
     """The bidirectional ring schedule of ``call`` (see the module docstring)."""
     chunks = call.chunks or default_chunks(call)
-    columnar = _columns(call, chunks)
-    if columnar is not None:
-        return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
-                                   chunks, columnar)
-    return build_objects(call)
+    from commsim.algorithms.columnar import drop_empty
+
+    columns = _columns(call, chunks)
+    assert columns is not None
+    return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+                               chunks, drop_empty(columns))
 
 
 def _columns(call: Call, chunks: int) -> Columns | None:
-    """The schedule :func:`build` describes, made as columns (None where a piece is empty)."""
+    """The schedule :func:`build` describes, made as columns (zero-byte rows kept: never
+    None)."""
     import numpy as np  # NOTE: local, so that importing the registry stays cheap
 
     from commsim.algorithms import columnar
@@ -98,12 +100,13 @@ def _columns(call: Call, chunks: int) -> Columns | None:
         reduce = coll is Collective.REDUCE
         cw = (root + reduce + k) % p
         if p < 3:
-            return columnar.chain(cw, 0, n, chunks, reduce)
+            return columnar.chain(cw, 0, n, chunks, reduce, keep_empty=True)
         ccw = (root - reduce - k) % p
         first, second = halves((0, n))
-        one = columnar.chain(cw, *first, chunks, reduce)
-        two = columnar.chain(ccw, *second, chunks, reduce)
-        return None if one is None or two is None else columnar.concat([one, two])
+        one = columnar.chain(cw, *first, chunks, reduce, keep_empty=True)
+        two = columnar.chain(ccw, *second, chunks, reduce, keep_empty=True)
+        assert one is not None and two is not None
+        return columnar.concat([one, two])
     starts, stops = columnar.segments(p, n)
     if p < 3:
         rings, lo, hi = k[None, :], starts[None, :], stops[None, :]
@@ -112,7 +115,7 @@ def _columns(call: Call, chunks: int) -> Columns | None:
         ccw = -k % p                                              # counter_clockwise(p)
         rings = np.stack([k, ccw])
         lo, hi = np.stack([starts, mid[ccw]]), np.stack([mid, stops[ccw]])
-    return columnar.ring_steps(rings, lo, hi, chunks, ring.PHASES[coll])
+    return columnar.ring_steps(rings, lo, hi, chunks, ring.PHASES[coll], keep_empty=True)
 
 
 def build_objects(call: Call) -> Schedule:

@@ -41,7 +41,7 @@ def _deps(link_prev: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks: int,
-               phases: tuple[bool, ...]) -> Columns | None:
+               phases: tuple[bool, ...], keep_empty: bool = False) -> Columns | None:
     """Reduce-scatter (phase ``True``) and/or all-gather (``False``) steps on rings of equal
     length ``m``, one phase after the other, emitted in lockstep across the rings as
     ``commsim.algorithms.ring.reduce_scatter_steps`` / ``all_gather_steps`` emit them.
@@ -52,12 +52,15 @@ def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks:
     Transfer ``(g, r, i, j)`` (global step, ring, position, piece) is row
     ``((g R + r) m + i) c + j``; it follows piece ``j - 1`` (or the previous step's last
     piece) on its link and the same piece from position ``i - 1`` one step earlier.
+
+    Where a piece is empty: None, or with ``keep_empty`` its zero-byte rows all the same
+    (reading nothing: no data dependency) for :func:`drop_empty` to drop.
     """
     c = chunks
     n_rings, m = rings.shape
     steps = m - 1
     if steps < 1:
-        return None
+        return nothing() if keep_empty else None
     g = np.arange(steps * len(phases), dtype=np.int64)[:, None, None]    # (G, 1, 1)
     i = np.arange(m, dtype=np.int64)[None, None, :]                       # (1, 1, m)
     r = np.arange(n_rings, dtype=np.int64)[None, :, None]                 # (1, R, 1)
@@ -66,7 +69,7 @@ def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks:
     block = np.where(reduce_step, i - local - 1, i - local) % m          # (G, 1, m)
     offset, size = _pieces(starts, stops, c)                              # (R, m, c)
     offset, size = offset[r, block], size[r, block]                       # (G, R, m, c)
-    if size.min() <= 0:
+    if size.min() <= 0 and not keep_empty:
         return None
     shape = size.shape
     row = np.arange(size.size, dtype=np.int64).reshape(shape)
@@ -75,6 +78,7 @@ def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks:
     link_prev[0, :, :, 0] = -1
     data = np.full(shape, -1, dtype=np.int64)
     data[1:] = np.roll(row[:-1], 1, axis=2)                               # (g - 1, r, i - 1, j)
+    data[size <= 0] = -1
     ptr, idx = _deps(link_prev.ravel(), data.ravel())
     src = np.broadcast_to(rings[r, i][..., None], shape)
     dst = np.broadcast_to(rings[r, (i + 1) % m][..., None], shape)
@@ -83,6 +87,13 @@ def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks:
         src.ravel(), dst.ravel(), offset.ravel(), size.ravel(),
         np.broadcast_to(reduce_step[..., None], shape).ravel(), ptr, idx, level.ravel(),
     )
+
+
+def nothing() -> Columns:
+    """A schedule of no transfers."""
+    none = np.zeros(0, dtype=np.int64)
+    return Columns(none, none, none, none, none.astype(bool), np.zeros(1, dtype=np.int64), none,
+                   none)
 
 
 def concat(parts: list[Columns]) -> Columns:
@@ -111,17 +122,17 @@ def segments(ranks: int, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def chain(order: np.ndarray, start: int, stop: int, chunks: int,
-          reduce: bool) -> Columns | None:
+          reduce: bool, keep_empty: bool = False) -> Columns | None:
     """The pipelined chain of bytes ``[start, stop)`` along ``order[0] -> order[1] -> ...``
     of ``commsim.algorithms.ring``: row ``j (m - 1) + k`` moves piece ``j`` from
     ``order[k]`` to ``order[k + 1]`` after piece ``j - 1`` on the same link and piece ``j``
-    into ``order[k]``."""
+    into ``order[k]`` (empty pieces: as :func:`ring_steps`)."""
     hops = len(order) - 1
     if hops < 1:
-        return None
+        return nothing() if keep_empty else None
     offset, size = _pieces(np.full(1, start, dtype=np.int64), np.full(1, stop, dtype=np.int64),
                            chunks)
-    if size.min() <= 0:
+    if size.min() <= 0 and not keep_empty:
         return None
     shape = (chunks, hops)
     row = np.arange(chunks * hops, dtype=np.int64).reshape(shape)
@@ -129,6 +140,7 @@ def chain(order: np.ndarray, start: int, stop: int, chunks: int,
     link_prev[1:] = row[:-1]
     data = np.full(shape, -1, dtype=np.int64)
     data[:, 1:] = row[:, :-1]
+    data[size.reshape(chunks) <= 0] = -1
     ptr, idx = _deps(link_prev.ravel(), data.ravel())
     k = np.broadcast_to(np.arange(hops, dtype=np.int64), shape)
     level = k + np.arange(chunks, dtype=np.int64)[:, None]

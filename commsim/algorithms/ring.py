@@ -67,11 +67,12 @@ def default_chunks(call: Call) -> int:
 def build(call: Call) -> Schedule:
     """The ring schedule of ``call`` (see the module docstring)."""
     chunks = call.chunks or default_chunks(call)
-    columnar = _columns(call, chunks)
-    if columnar is not None:
-        return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
-                                   chunks, columnar)
-    return build_objects(call)
+    from commsim.algorithms.columnar import drop_empty
+
+    columns = _columns(call, chunks)
+    assert columns is not None
+    return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+                               chunks, drop_empty(columns))
 
 
 def build_objects(call: Call) -> Schedule:
@@ -99,7 +100,8 @@ def build_objects(call: Call) -> Schedule:
 
 
 def _columns(call: Call, chunks: int) -> Columns | None:
-    """The schedule :func:`build` describes, made as columns (None where a piece is empty)."""
+    """The schedule :func:`build` describes, made as columns (zero-byte rows kept: never
+    None)."""
     import numpy as np  # NOTE: local, so that importing the registry stays cheap
 
     from commsim.algorithms import columnar
@@ -108,10 +110,11 @@ def _columns(call: Call, chunks: int) -> Columns | None:
     if coll is Collective.BROADCAST or coll is Collective.REDUCE:
         first = call.root if coll is Collective.BROADCAST else call.root + 1
         order = (first + np.arange(p, dtype=np.int64)) % p
-        return columnar.chain(order, 0, n, chunks, coll is Collective.REDUCE)
+        return columnar.chain(order, 0, n, chunks, coll is Collective.REDUCE,
+                              keep_empty=True)
     starts, stops = columnar.segments(p, n)
     return columnar.ring_steps(np.arange(p, dtype=np.int64)[None, :], starts[None, :],
-                               stops[None, :], chunks, PHASES[coll])
+                               stops[None, :], chunks, PHASES[coll], keep_empty=True)
 
 
 def _chain(plan: Plan, order: list[int], nbytes: int, chunks: int, op: OpKind) -> None:
