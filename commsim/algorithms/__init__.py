@@ -114,6 +114,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             name=hierarchical.RABENSEIFNER,
             collectives=frozenset({Collective.ALL_REDUCE}),
             build=hierarchical.build_rabenseifner,
+            columnar=True,
             default_chunks=hierarchical.default_chunks,
             needs_hosts=True,
             summary="hierarchical with Rabenseifner rails: 2 log2(hosts) inter-host steps "

@@ -86,7 +86,22 @@ def build_objects(call: Call) -> Schedule:
 
 
 def build_rabenseifner(call: Call) -> Schedule:
-    """The hierarchical all-reduce of ``call`` with Rabenseifner rails."""
+    """The hierarchical all-reduce of ``call`` with Rabenseifner rails, as columns where hosts
+    are the same size (:mod:`commsim.algorithms.rails_columns`)."""
+    if call.collective is Collective.ALL_REDUCE and call.hosts is not None:
+        chunks = call.chunks or default_chunks(call)
+        from commsim.algorithms.rails_columns import rabenseifner_rails_columns
+
+        columnar = rabenseifner_rails_columns(host_groups(call.hosts), call.nbytes, chunks)
+        if columnar is not None:
+            return Schedule.of_columns(call.collective, RABENSEIFNER, call.ranks, call.nbytes,
+                                       call.root, chunks, columnar)
+    return build_rabenseifner_objects(call)
+
+
+def build_rabenseifner_objects(call: Call) -> Schedule:
+    """:func:`build_rabenseifner` one transfer at a time through a :class:`Plan` (hosts of
+    unequal size; tests compare it with the columns)."""
     return _build(call, RABENSEIFNER, _rabenseifner_rails)
 
 

@@ -12,34 +12,10 @@ a piece after the previous one on its link. What a piece reads, ``Plan`` makes i
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-from commsim.algorithms.rows import Table, overlaps, pieces
+from commsim.algorithms.rows import Table, Writes, join, overlaps, pieces, read
 from commsim.schedule import Columns
-
-
-class Writes(NamedTuple):
-    """Rows of one phase that wrote bytes ``[lo, hi)`` into ``rank`` (flat arrays)."""
-
-    rows: np.ndarray
-    rank: np.ndarray
-    lo: np.ndarray
-    hi: np.ndarray
-
-    @staticmethod
-    def of(rows: np.ndarray, rank: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Writes:
-        r, k, a, b = np.broadcast_arrays(rows, rank, lo, hi)
-        return Writes(r.ravel(), k.ravel(), a.ravel(), b.ravel())
-
-
-def _read(table: Table, reader: Writes, phases: list[Writes]) -> None:
-    """``reader``'s rows read their bytes of ``rank``: they wait for every overlapping write of
-    each phase (the writes of one phase into one rank being disjoint)."""
-    for w in phases:
-        which, by = overlaps(reader.rank, reader.lo, reader.hi, w.rank, w.lo, w.hi)
-        table.reads(reader.rows[which], w.rows[by])
 
 
 def _core(ranks: int) -> tuple[int, int, np.ndarray]:
@@ -118,15 +94,11 @@ def doubling_all_gather(ranks: int, nbytes: int, chunks: int) -> Columns:
                         chunks)
         rows = table.add(core[:, None], core[a ^ mask][:, None], lo, hi, False)
         _pipe(table, rows)
-        _read(table, Writes.of(rows, core[:, None], lo, hi), [_join(writes)])
+        read(table, Writes.of(rows, core[:, None], lo, hi), [join(writes)])
         writes.append(Writes.of(rows, core[a ^ mask][:, None], lo, hi))
         mask <<= 1
-    _unfold_rest(table, rem, bounds, nbytes, chunks, _join(writes))
+    _unfold_rest(table, rem, bounds, nbytes, chunks, join(writes))
     return table.columns()
-
-
-def _join(writes: list[Writes]) -> Writes:
-    return Writes(*(np.concatenate(parts) for parts in zip(*writes, strict=True)))
 
 
 def _unfold_rest(table: Table, rem: int, bounds: np.ndarray, nbytes: int, chunks: int,
@@ -182,7 +154,7 @@ def rabenseifner(ranks: int, nbytes: int, chunks: int, all_reduce: bool) -> Colu
         lo, hi = pieces(b_lo[first], b_hi[first + mask - 1], chunks)
         rows = table.add(core[:, None], core[a ^ mask][:, None], lo, hi, True)
         _pipe(table, rows)
-        _read(table, Writes.of(rows, core[:, None], lo, hi), reduces)
+        read(table, Writes.of(rows, core[:, None], lo, hi), reduces)
         reduces.append(Writes.of(rows, core[a ^ mask][:, None], lo, hi))
         last[mask] = rows[:, -1]
         mask >>= 1
@@ -216,6 +188,6 @@ def _read_block(table: Table, reader: Writes, block_lo: np.ndarray, block_hi: np
     hi = np.broadcast_to(block_hi, reader.rows.shape)
     inside = Writes(reader.rows, reader.rank, np.maximum(reader.lo, lo),
                     np.minimum(reader.hi, hi))
-    _read(table, inside, reduces)
+    read(table, inside, reduces)
     if copies:
-        _read(table, reader, [_join(copies)])
+        read(table, reader, [join(copies)])

@@ -11,6 +11,8 @@ them (:func:`~commsim.algorithms.columnar.assemble`).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from commsim.algorithms.columnar import Pairs, assemble
@@ -38,6 +40,17 @@ class Table:
                            np.full(s.size, reduce)))
         return rows
 
+    def extend(self, cols: Columns) -> np.ndarray:
+        """Append the rows of ``cols`` (zero-byte ones included, as
+        :func:`~commsim.algorithms.columnar.ring_steps` makes them with ``keep_empty``) with
+        their dependencies (as links: already what ``Plan`` gives); their row ids."""
+        rows = self.count + np.arange(len(cols), dtype=np.int64)
+        self._cols.append((cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce))
+        owner = np.repeat(rows, np.diff(cols.dep_ptr))
+        self.link.append((owner, cols.dep_idx + self.count))
+        self.count += len(cols)
+        return rows
+
     def follow(self, rows: np.ndarray, deps: np.ndarray) -> None:
         """``rows`` each wait for the matching ``deps`` (link order, or what they come after)."""
         r, d = np.broadcast_arrays(rows, deps)
@@ -56,6 +69,33 @@ class Table:
         src, dst, offset, nbytes, reduce = (np.concatenate(c) for c in zip(*self._cols,
                                                                            strict=True))
         return assemble(src, dst, offset, nbytes, reduce, self.link, self.data)
+
+
+class Writes(NamedTuple):
+    """Rows of one phase that wrote bytes ``[lo, hi)`` into ``rank`` (flat arrays)."""
+
+    rows: np.ndarray
+    rank: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+    @staticmethod
+    def of(rows: np.ndarray, rank: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Writes:
+        r, k, a, b = np.broadcast_arrays(rows, rank, lo, hi)
+        return Writes(r.ravel(), k.ravel(), a.ravel(), b.ravel())
+
+
+def read(table: Table, reader: Writes, phases: list[Writes]) -> None:
+    """``reader``'s rows read their bytes of ``rank``: they wait for every overlapping write of
+    each phase (the writes of one phase into one rank being disjoint)."""
+    for w in phases:
+        which, by = overlaps(reader.rank, reader.lo, reader.hi, w.rank, w.lo, w.hi)
+        table.reads(reader.rows[which], w.rows[by])
+
+
+def join(writes: list[Writes]) -> Writes:
+    """One phase of all of ``writes``."""
+    return Writes(*(np.concatenate(parts) for parts in zip(*writes, strict=True)))
 
 
 def overlaps(r_rank: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray, w_rank: np.ndarray,
@@ -86,6 +126,19 @@ def overlaps(r_rank: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray, w_rank: np.
     reader = np.repeat(np.arange(len(r_lo), dtype=np.int64), sizes)
     offsets = np.repeat(first - np.cumsum(sizes) + sizes, sizes)
     return reader, real[offsets + np.arange(int(sizes.sum()), dtype=np.int64)]
+
+
+def previous(keys: np.ndarray) -> np.ndarray:
+    """For each row (in order), the index of the last earlier row with the same key, or -1.
+
+    >>> previous(np.array([3, 1, 3, 3, 1])).tolist()
+    [-1, -1, 0, 2, 1]
+    """
+    order = np.argsort(keys, kind="stable")
+    out = np.full(len(keys), -1, dtype=np.int64)
+    same = keys[order][1:] == keys[order][:-1]
+    out[order[1:][same]] = order[:-1][same]
+    return out
 
 
 def pieces(lo: np.ndarray | int, hi: np.ndarray | int,

@@ -12,7 +12,7 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from commsim.algorithms import double_binary_tree, recursive, tree
+from commsim.algorithms import double_binary_tree, hierarchical, recursive, tree
 from commsim.algorithms.base import Call
 from commsim.collectives import Collective
 from commsim.schedule import Columns, Schedule, TransferView
@@ -68,3 +68,21 @@ def test_recursive(build: Callable[[Call], Schedule], reference: Callable[[Call]
     for call in calls(lambda p: [collective], (*range(1, 20), 24, 33)):
         if call.root == 0:
             assert_same(build(call), reference(call), call)
+
+
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_hierarchical_rabenseifner(interleaved: bool) -> None:
+    """1..7 hosts (powers of two and not) of 1..4 ranks, hosts numbered in blocks or
+    interleaved; unequal hosts are built the object way."""
+    for n_hosts in range(1, 8):
+        for per_host in range(1, 5):
+            p = n_hosts * per_host
+            hosts = tuple(r % n_hosts if interleaved else r // per_host for r in range(p))
+            for n in SIZES:
+                for c in (None, 2, 3):
+                    call = Call(collective=Collective.ALL_REDUCE, ranks=p, nbytes=n, chunks=c,
+                                hosts=hosts)
+                    assert_same(hierarchical.build_rabenseifner(call),
+                                hierarchical.build_rabenseifner_objects(call), call)
+    uneven = Call(collective=Collective.ALL_REDUCE, ranks=5, nbytes=1000, hosts=(0, 0, 0, 1, 1))
+    assert not isinstance(hierarchical.build_rabenseifner(uneven).transfers, TransferView)
