@@ -95,6 +95,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             name=torus.NAME,
             collectives=torus.COLLECTIVES,
             build=torus.build,
+            columnar=True,
             default_chunks=torus.default_chunks,
             needs_torus=True,
             summary="a bidirectional ring along each torus axis in turn (reduce-scatter axis 0 "

@@ -93,7 +93,24 @@ def default_chunks(call: Call) -> int:
 
 
 def build(call: Call) -> Schedule:
-    """The dimension-ordered torus schedule of ``call`` (see the module docstring)."""
+    """The dimension-ordered torus schedule of ``call`` (see the module docstring), built as
+    columns (:mod:`commsim.algorithms.torus_columns`)."""
+    if call.torus_dims is None:
+        raise ScheduleError(f"algorithm {NAME!r} needs a torus topology")
+    coll = call.collective
+    if coll not in COLLECTIVES:
+        raise ScheduleError(f"algorithm {NAME!r} cannot run {coll.value}")
+    from commsim.algorithms.torus_columns import torus_columns
+
+    chunks = call.chunks or default_chunks(call)
+    columns = torus_columns(tuple(call.torus_dims), call.nbytes, chunks,
+                            coll is not Collective.ALL_GATHER,
+                            coll is not Collective.REDUCE_SCATTER)
+    return Schedule.of_columns(coll, NAME, call.ranks, call.nbytes, call.root, chunks, columns)
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one transfer at a time through a :class:`Plan` (tests compare the two)."""
     if call.torus_dims is None:
         raise ScheduleError(f"algorithm {NAME!r} needs a torus topology")
     coll = call.collective

@@ -6,13 +6,14 @@ not), sizes that do and do not divide (and ones that leave pieces empty), pieces
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator
 from types import ModuleType
 
 import numpy as np
 import pytest
 
-from commsim.algorithms import double_binary_tree, hierarchical, recursive, tree
+from commsim.algorithms import double_binary_tree, hierarchical, recursive, torus, tree
 from commsim.algorithms.base import Call
 from commsim.collectives import Collective
 from commsim.schedule import Columns, Schedule, TransferView
@@ -86,3 +87,17 @@ def test_hierarchical_rabenseifner(interleaved: bool) -> None:
                                 hierarchical.build_rabenseifner_objects(call), call)
     uneven = Call(collective=Collective.ALL_REDUCE, ranks=5, nbytes=1000, hosts=(0, 0, 0, 1, 1))
     assert not isinstance(hierarchical.build_rabenseifner(uneven).transfers, TransferView)
+
+
+DIMS = [(1,), (2,), (3,), (5,), (2, 2), (2, 3), (3, 4), (4, 1), (2, 3, 4), (3, 3, 3),
+        (2, 2, 2, 2)]
+
+
+@pytest.mark.parametrize("dims", DIMS, ids=str)
+def test_torus(dims: tuple[int, ...]) -> None:
+    for coll in sorted(torus.COLLECTIVES):
+        for n in SIZES:
+            for c in (None, 2, 3):
+                call = Call(collective=coll, ranks=math.prod(dims), nbytes=n, chunks=c,
+                            torus_dims=dims)
+                assert_same(torus.build(call), torus.build_objects(call), call)
