@@ -27,17 +27,36 @@ class Table:
         self._cols: list[tuple[np.ndarray, ...]] = []
         self.link: Pairs = []
         self.data: Pairs = []
+        self._flat: tuple[np.ndarray, ...] | None = None
+
+    def _column(self, k: int, rows: np.ndarray) -> np.ndarray:
+        if self._flat is None:
+            self._flat = tuple(np.concatenate(c) for c in zip(*self._cols, strict=True))
+        return self._flat[k][rows]
+
+    def src(self, rows: np.ndarray) -> np.ndarray:
+        """The sources of ``rows``."""
+        return self._column(0, rows)
+
+    def dst(self, rows: np.ndarray) -> np.ndarray:
+        """The destinations of ``rows``."""
+        return self._column(1, rows)
+
+    def sizes(self, rows: np.ndarray) -> np.ndarray:
+        """The byte counts of ``rows``."""
+        return self._column(3, rows)
 
     def add(self, src: np.ndarray | int, dst: np.ndarray | int, lo: np.ndarray | int,
-            hi: np.ndarray | int, reduce: bool) -> np.ndarray:
+            hi: np.ndarray | int, reduce: bool | np.ndarray) -> np.ndarray:
         """Append rows (the arguments broadcast together, read in C order); their row ids, in
         the broadcast shape."""
-        s, d, a, b = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64)
-                                           for x in (src, dst, lo, hi)))
+        s, d, a, b, r = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64)
+                                              for x in (src, dst, lo, hi, reduce)))
         rows = self.count + np.arange(s.size, dtype=np.int64).reshape(s.shape)
         self.count += s.size
         self._cols.append((s.ravel(), d.ravel(), a.ravel(), (b - a).ravel(),
-                           np.full(s.size, reduce)))
+                           r.ravel().astype(bool)))
+        self._flat = None
         return rows
 
     def extend(self, cols: Columns) -> np.ndarray:
@@ -46,6 +65,7 @@ class Table:
         their dependencies (as links: already what ``Plan`` gives); their row ids."""
         rows = self.count + np.arange(len(cols), dtype=np.int64)
         self._cols.append((cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce))
+        self._flat = None
         owner = np.repeat(rows, np.diff(cols.dep_ptr))
         self.link.append((owner, cols.dep_idx + self.count))
         self.count += len(cols)

@@ -13,7 +13,14 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from commsim.algorithms import double_binary_tree, hierarchical, recursive, torus, tree
+from commsim.algorithms import (
+    double_binary_tree,
+    hierarchical,
+    innetwork,
+    recursive,
+    torus,
+    tree,
+)
 from commsim.algorithms.base import Call
 from commsim.collectives import Collective
 from commsim.schedule import Columns, Schedule, TransferView
@@ -101,3 +108,27 @@ def test_torus(dims: tuple[int, ...]) -> None:
                 call = Call(collective=coll, ranks=math.prod(dims), nbytes=n, chunks=c,
                             torus_dims=dims)
                 assert_same(torus.build(call), torus.build_objects(call), call)
+
+
+@pytest.mark.parametrize("name", [innetwork.NVLS, innetwork.COLLNET])
+@pytest.mark.parametrize("interleaved", [False, True])
+def test_innetwork(name: str, interleaved: bool) -> None:
+    """One host (nvls) or one rank per host (collnet), and 2..5 hosts of 1..4 ranks, one
+    reducing switch per host (nvls) or one fabric switch (collnet)."""
+    build, reference = ((innetwork.build_nvls, innetwork.build_nvls_objects)
+                        if name == innetwork.NVLS
+                        else (innetwork.build_collnet, innetwork.build_collnet_objects))
+    for n_hosts in range(1, 6):
+        for per_host in range(1, 5):
+            p = n_hosts * per_host
+            if p < 2 or (name == innetwork.NVLS and per_host < 2 < p):
+                continue
+            hosts = tuple(r % n_hosts if interleaved else r // per_host for r in range(p))
+            where = ({"host_switches": tuple(p + h for h in hosts)} if name == innetwork.NVLS
+                     else {"fabric_switch": p})
+            for n in SIZES:
+                for c in (None, 1, 3):
+                    call = Call(collective=Collective.ALL_REDUCE, ranks=p, nbytes=n, chunks=c,
+                                hosts=hosts if n_hosts > 1 else None,
+                                **where)  # type: ignore[arg-type]
+                    assert_same(build(call), reference(call), call)
