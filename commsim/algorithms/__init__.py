@@ -147,6 +147,7 @@ ALGORITHMS: dict[str, Algorithm] = {
             name=gloo.NAME,
             collectives=gloo.COLLECTIVES,
             build=gloo.build,
+            columnar=True,
             default_chunks=gloo.default_chunks,
             automatic=False,
             closed_form=False,

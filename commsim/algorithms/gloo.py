@@ -96,7 +96,30 @@ def _segments(call: Call, rule: tuple[int, int]) -> tuple[int, int]:
 
 
 def build(call: Call) -> Schedule:
-    """The gloo schedule of ``call`` (see the module docstring)."""
+    """The gloo schedule of ``call`` (see the module docstring), built as columns
+    (:mod:`commsim.algorithms.gloo_columns`)."""
+    from commsim.algorithms import gloo_columns as made
+    from commsim.algorithms.rows import Table
+
+    p, n, coll = call.ranks, call.nbytes, call.collective
+    chunks = call.chunks or default_chunks(call)
+    if p < 2 or n == 0:
+        columns = Table().columns()
+    elif coll is Collective.ALL_REDUCE or coll is Collective.REDUCE_SCATTER:
+        seg, per_rank = _segments(call, ring_segments(n, p))
+        columns = made.ring_columns(p, n, seg, per_rank, coll.value)
+    elif coll is Collective.REDUCE:
+        seg, per_rank = _segments(call, reduce_segments(n, p))
+        columns = made.ring_columns(p, n, seg, per_rank, "reduce", call.root)
+    elif coll is Collective.ALL_GATHER:
+        columns = made.all_gather_columns(p, n, chunks)
+    else:
+        columns = made.broadcast_columns(p, n, call.root, chunks)
+    return Schedule.of_columns(coll, NAME, p, n, call.root, chunks, columns)
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one transfer at a time (tests compare the two)."""
     p, n = call.ranks, call.nbytes
     builder = ScheduleBuilder()
     coll = call.collective

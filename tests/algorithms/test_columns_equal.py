@@ -15,6 +15,7 @@ import pytest
 
 from commsim.algorithms import (
     double_binary_tree,
+    gloo,
     hierarchical,
     innetwork,
     recursive,
@@ -132,3 +133,13 @@ def test_innetwork(name: str, interleaved: bool) -> None:
                                 hosts=hosts if n_hosts > 1 else None,
                                 **where)  # type: ignore[arg-type]
                     assert_same(build(call), reference(call), call)
+
+
+@pytest.mark.parametrize("coll", sorted(Collective), ids=lambda c: c.value)
+def test_gloo(coll: Collective) -> None:
+    """gloo's own segments (a 3 MiB buffer: several per rank) and ``--chunks``."""
+    for call in calls(lambda p: [coll], range(1, 11), (None, 1, 3)):
+        for n in (call.nbytes, 3 << 20):
+            call = Call(collective=coll, ranks=call.ranks, nbytes=n, chunks=call.chunks,
+                        root=call.root)
+            assert_same(gloo.build(call), gloo.build_objects(call), call)
