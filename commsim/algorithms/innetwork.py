@@ -100,23 +100,23 @@ def build_nvls(call: Call) -> Schedule:
     """The ``nvls`` all-reduce of ``call`` (see the module docstring), built as columns
     (:func:`commsim.algorithms.innetwork_columns.nvls_columns`)."""
     _check(call, NVLS)
-    if call.ranks >= 2:
-        from commsim.algorithms.innetwork_columns import nvls_columns
+    from commsim.algorithms.innetwork_columns import nvls_columns
+    from commsim.algorithms.rows import Table
 
-        assert call.host_switches is not None
-        chunks = call.chunks or default_chunks(call)
-        groups = host_groups(call.hosts) if call.hosts is not None else [list(range(call.ranks))]
-        columns = nvls_columns(groups, call.nbytes, chunks,
-                               [call.host_switches[g[0]] for g in groups])
-        if columns is not None:
-            return Schedule.of_columns(call.collective, NVLS, call.ranks, call.nbytes,
-                                       call.root, chunks, columns, endpoints(call))
-    return build_nvls_objects(call)
+    p, chunks = call.ranks, call.chunks or default_chunks(call)
+    if p < 2:
+        return Schedule.of_columns(call.collective, NVLS, p, call.nbytes, call.root, chunks,
+                                   Table().columns())
+    assert call.host_switches is not None
+    groups = host_groups(call.hosts) if call.hosts is not None else [list(range(p))]
+    columns = nvls_columns(groups, call.nbytes, chunks, [call.host_switches[g[0]] for g in groups])
+    return Schedule.of_columns(call.collective, NVLS, p, call.nbytes, call.root, chunks,
+                               columns, endpoints(call))
 
 
 def build_nvls_objects(call: Call) -> Schedule:
-    """:func:`build_nvls` one transfer at a time through a :class:`Plan` (hosts sharing a
-    switch, fewer than two ranks; tests compare it with the columns)."""
+    """:func:`build_nvls` one transfer at a time through a :class:`Plan` (tests compare it
+    with the columns)."""
     _check(call, NVLS)
     p, n = call.ranks, call.nbytes
     chunks = call.chunks or default_chunks(call)
@@ -145,10 +145,13 @@ def build_collnet(call: Call) -> Schedule:
     """The ``collnet`` all-reduce of ``call`` (see the module docstring), built as columns
     (:func:`commsim.algorithms.innetwork_columns.collnet_columns`)."""
     _check(call, COLLNET)
-    if call.ranks < 2:
-        return build_collnet_objects(call)
     from commsim.algorithms.innetwork_columns import collnet_columns
+    from commsim.algorithms.rows import Table
 
+    if call.ranks < 2:
+        return Schedule.of_columns(call.collective, COLLNET, call.ranks, call.nbytes,
+                                   call.root, call.chunks or default_chunks(call),
+                                   Table().columns())
     assert call.fabric_switch is not None
     chunks = call.chunks or default_chunks(call)
     groups = host_groups(call.hosts) if call.hosts is not None else [[r] for r in range(call.ranks)]

@@ -71,12 +71,9 @@ def collnet_columns(groups: list[list[int]], nbytes: int, chunks: int,
 
 
 def nvls_columns(groups: list[list[int]], nbytes: int, chunks: int,
-                 switches: list[int]) -> Columns | None:
+                 switches: list[int]) -> Columns:
     """``nvls``: every host's buffer reduced in its node switch and multicast back; across
-    hosts, ring rails then an all-gather through the switches, fences between the phases.
-    None where hosts share a switch."""
-    if len(set(switches)) != len(switches):
-        return None
+    hosts, ring rails then an all-gather through the switches, fences between the phases."""
     table = Table()
     hosts = np.array(groups, dtype=np.int64)                              # (H, G)
     n_hosts, per_host = hosts.shape
@@ -86,7 +83,10 @@ def nvls_columns(groups: list[list[int]], nbytes: int, chunks: int,
     member = hosts[:, None, None, :]
     first = table.add(np.where(side == 0, member, sw), np.where(side == 0, sw, member),
                       lo[None, :, None, None], hi[None, :, None, None], side == 0)
-    table.reads(first[:, :, 1, :, None], first[:, :, 0, None, :])        # (H, c, G, G)
+    # a piece leaves the switch after every reduce of it into the switch so far: its host's
+    # and those of earlier hosts behind the same switch
+    reader, writer = _same_switch(np.array(switches, dtype=np.int64))
+    table.reads(first[reader, :, 1, :, None], first[writer, :, 0, None, :])
     links = [first]
     if n_hosts > 1:
         ps, pe = segments(per_host, nbytes)
@@ -97,6 +97,20 @@ def nvls_columns(groups: list[list[int]], nbytes: int, chunks: int,
         links.append(_gather(table, hosts, sw.ravel(), (ps, pe), sub, chunks, (first, rails)))
     _switch_links(table, links, int(max(switches)) + 1)
     return table.columns()
+
+
+def _same_switch(switches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (host, earlier or same host) pair behind the same switch.
+
+    >>> [x.tolist() for x in _same_switch(np.array([7, 8, 7]))]
+    [[0, 2, 2, 1], [0, 0, 2, 1]]
+    """
+    order = np.lexsort((np.arange(len(switches)), switches))
+    keys = switches[order]
+    start = np.searchsorted(keys, keys, side="left")
+    sizes = np.arange(len(keys)) - start + 1
+    at = np.repeat(start - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
+    return np.repeat(order, sizes), order[at]
 
 
 def _gather(table: Table, hosts: np.ndarray, sw: np.ndarray,

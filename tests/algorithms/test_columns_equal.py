@@ -114,25 +114,28 @@ def test_torus(dims: tuple[int, ...]) -> None:
 @pytest.mark.parametrize("name", [innetwork.NVLS, innetwork.COLLNET])
 @pytest.mark.parametrize("interleaved", [False, True])
 def test_innetwork(name: str, interleaved: bool) -> None:
-    """One host (nvls) or one rank per host (collnet), and 2..5 hosts of 1..4 ranks, one
-    reducing switch per host (nvls) or one fabric switch (collnet)."""
+    """One rank; one host (nvls) or one rank per host (collnet); 2..5 hosts of 1..4 ranks, one
+    reducing switch per host or per two hosts (nvls), or one fabric switch (collnet)."""
     build, reference = ((innetwork.build_nvls, innetwork.build_nvls_objects)
                         if name == innetwork.NVLS
                         else (innetwork.build_collnet, innetwork.build_collnet_objects))
     for n_hosts in range(1, 6):
         for per_host in range(1, 5):
             p = n_hosts * per_host
-            if p < 2 or (name == innetwork.NVLS and per_host < 2 < p):
+            if name == innetwork.NVLS and per_host < 2 < p:
                 continue
             hosts = tuple(r % n_hosts if interleaved else r // per_host for r in range(p))
-            where = ({"host_switches": tuple(p + h for h in hosts)} if name == innetwork.NVLS
-                     else {"fabric_switch": p})
-            for n in SIZES:
-                for c in (None, 1, 3):
-                    call = Call(collective=Collective.ALL_REDUCE, ranks=p, nbytes=n, chunks=c,
-                                hosts=hosts if n_hosts > 1 else None,
-                                **where)  # type: ignore[arg-type]
-                    assert_same(build(call), reference(call), call)
+            wheres: list[dict[str, object]] = (
+                [{"host_switches": tuple(p + h // k for h in hosts)} for k in (1, 2)]
+                if name == innetwork.NVLS and p > 1 else [{"fabric_switch": p}] if p > 1
+                else [{}])
+            for where in wheres:
+                for n in SIZES:
+                    for c in (None, 1, 3):
+                        call = Call(collective=Collective.ALL_REDUCE, ranks=p, nbytes=n,
+                                    chunks=c, hosts=hosts if n_hosts > 1 else None,
+                                    **where)  # type: ignore[arg-type]
+                        assert_same(build(call), reference(call), call)
 
 
 @pytest.mark.parametrize("coll", sorted(Collective), ids=lambda c: c.value)
