@@ -18,12 +18,23 @@ import numpy as np
 from commsim.schedule import Columns
 
 
-def _pieces(starts: np.ndarray, stops: np.ndarray, chunks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets and sizes of the floor pieces (``plan.split``) of ranges, shape ``(..., chunks)``."""
-    length = (stops - starts)[..., None]
+def pieces(lo: np.ndarray | int, hi: np.ndarray | int,
+           chunks: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``plan.split`` pieces of ranges ``[lo, hi)``: their bounds, shape ``(..., chunks)``.
+
+    >>> [x.tolist() for x in pieces(0, 10, 3)]
+    [[0, 3, 6], [3, 6, 10]]
+    """
+    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
     j = np.arange(chunks + 1, dtype=np.int64)
-    cuts = starts[..., None] + j * length // chunks
-    return cuts[..., :-1], np.diff(cuts, axis=-1)
+    cuts = lo[..., None] + j * (hi - lo)[..., None] // chunks
+    return cuts[..., :-1], cuts[..., 1:]
+
+
+def _pieces(starts: np.ndarray, stops: np.ndarray, chunks: int) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and sizes of :func:`pieces`."""
+    lo, hi = pieces(starts, stops, chunks)
+    return lo, hi - lo
 
 
 def _deps(link_prev: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -152,36 +163,13 @@ def chain(order: np.ndarray, start: int, stop: int, chunks: int,
     )
 
 
-def with_deps(cols: Columns, extra_rows: np.ndarray, extra_deps: np.ndarray) -> Columns:
-    """``cols`` with the dependencies ``extra_deps[k]`` added to rows ``extra_rows[k]`` (each
-    row's list kept sorted, without repeats)."""
-    counts = np.diff(cols.dep_ptr)
-    rows = np.concatenate([np.repeat(np.arange(len(cols), dtype=np.int64), counts), extra_rows])
-    ptr, deps = from_pairs(len(cols), rows, np.concatenate([cols.dep_idx, extra_deps]))
-    return Columns(cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce, ptr, deps,
-                   cols.level)
-
-
-def overlapping(starts: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray,
-                                                                               np.ndarray]:
-    """For each range ``[lo[k], hi[k])`` (non-empty), the indices of the pieces whose sorted
-    ``starts`` tile the buffer and overlap it: (which range, which piece) pairs."""
-    first = np.searchsorted(starts, lo, side="right") - 1
-    last = np.searchsorted(starts, hi - 1, side="right") - 1
-    sizes = last - first + 1
-    owner = np.repeat(np.arange(len(lo), dtype=np.int64), sizes)
-    piece = np.repeat(first - np.cumsum(sizes) + sizes, sizes) + np.arange(int(sizes.sum()))
-    return owner, piece
-
-
 def from_pairs(rows: int, owner: np.ndarray, deps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """CSR of the dependencies ``deps[k]`` of rows ``owner[k]`` over ``rows`` rows, each row's
     list sorted and without repeats."""
-    order = np.lexsort((deps, owner))
-    owner, deps = owner[order], deps[order]
-    keep = np.ones(len(owner), dtype=bool)
-    keep[1:] = (owner[1:] != owner[:-1]) | (deps[1:] != deps[:-1])
-    owner, deps = owner[keep], deps[keep]
+    key = np.sort(owner.astype(np.int64) * max(rows, 1) + deps)
+    if len(key) > 1:
+        key = key[np.concatenate([[True], key[1:] != key[:-1]])]       # one per pair
+    owner, deps = np.divmod(key, max(rows, 1))
     ptr = np.zeros(rows + 1, dtype=np.int64)
     np.cumsum(np.bincount(owner, minlength=rows), out=ptr[1:])
     return ptr, deps

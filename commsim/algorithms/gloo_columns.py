@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from commsim.algorithms.rows import Table, pieces
+from commsim.algorithms.columnar import pieces
+from commsim.algorithms.rows import Table
 from commsim.schedule import Columns
 
 

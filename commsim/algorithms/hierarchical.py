@@ -67,41 +67,38 @@ def default_chunks(call: Call) -> int:
 
 
 def build(call: Call) -> Schedule:
-    """The hierarchical all-reduce of ``call`` with ring rails (see the module docstring)."""
-    if call.collective is Collective.ALL_REDUCE and call.hosts is not None:
-        chunks = call.chunks or default_chunks(call)
-        from commsim.algorithms.hierarchical_columns import ring_rails_columns
-
-        columnar = ring_rails_columns(host_groups(call.hosts), call.nbytes, chunks)
-        if columnar is not None:
-            return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes,
-                                       call.root, chunks, columnar)
-    return build_objects(call)
-
-
-def build_objects(call: Call) -> Schedule:
-    """:func:`build` one transfer at a time through a :class:`Plan` (hosts of unequal size,
-    empty pieces; tests compare it with the columns elsewhere)."""
-    return _build(call, NAME, _ring_rails)
+    """The hierarchical all-reduce of ``call`` with ring rails (see the module docstring),
+    built as columns (:mod:`commsim.algorithms.hierarchical_rows`)."""
+    return _columns(call, NAME)
 
 
 def build_rabenseifner(call: Call) -> Schedule:
-    """The hierarchical all-reduce of ``call`` with Rabenseifner rails, as columns where hosts
-    are the same size (:mod:`commsim.algorithms.rails_columns`)."""
-    if call.collective is Collective.ALL_REDUCE and call.hosts is not None:
-        chunks = call.chunks or default_chunks(call)
-        from commsim.algorithms.rails_columns import rabenseifner_rails_columns
+    """The hierarchical all-reduce of ``call`` with Rabenseifner rails, built as columns."""
+    return _columns(call, RABENSEIFNER)
 
-        columnar = rabenseifner_rails_columns(host_groups(call.hosts), call.nbytes, chunks)
-        if columnar is not None:
-            return Schedule.of_columns(call.collective, RABENSEIFNER, call.ranks, call.nbytes,
-                                       call.root, chunks, columnar)
-    return build_rabenseifner_objects(call)
+
+def _columns(call: Call, name: str) -> Schedule:
+    if call.collective is not Collective.ALL_REDUCE:
+        raise ScheduleError(f"algorithm {name!r} cannot run {call.collective.value}")
+    if call.hosts is None:
+        raise ScheduleError(f"algorithm {name!r} needs a multi-host topology")
+    from commsim.algorithms.hierarchical_rows import hierarchical_columns
+
+    chunks = call.chunks or default_chunks(call)
+    columns = hierarchical_columns(host_groups(call.hosts), call.nbytes, chunks,
+                                   name == RABENSEIFNER)
+    return Schedule.of_columns(call.collective, name, call.ranks, call.nbytes, call.root,
+                               chunks, columns)
+
+
+def build_objects(call: Call) -> Schedule:
+    """:func:`build` one transfer at a time through a :class:`Plan` (tests compare the two)."""
+    return _build(call, NAME, _ring_rails)
 
 
 def build_rabenseifner_objects(call: Call) -> Schedule:
-    """:func:`build_rabenseifner` one transfer at a time through a :class:`Plan` (hosts of
-    unequal size; tests compare it with the columns)."""
+    """:func:`build_rabenseifner` one transfer at a time through a :class:`Plan` (tests
+    compare the two)."""
     return _build(call, RABENSEIFNER, _rabenseifner_rails)
 
 

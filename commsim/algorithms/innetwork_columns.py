@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from commsim.algorithms.columnar import ring_steps, segments
-from commsim.algorithms.rows import Table, pieces, previous
+from commsim.algorithms.columnar import pieces, ring_steps, segments
+from commsim.algorithms.rows import Table, previous
 from commsim.schedule import Columns
 
 

@@ -1,29 +1,23 @@
-"""``hierarchical_rabenseifner`` built as columns, for hosts of equal size.
+"""Rabenseifner rails of ``hierarchical_rabenseifner``
+(:mod:`commsim.algorithms.hierarchical`) as rows of a :class:`~commsim.algorithms.rows.Table`.
 
-The phases of :mod:`commsim.algorithms.hierarchical`: a ring reduce-scatter on every host
-(:func:`~commsim.algorithms.columnar.ring_steps`), Rabenseifner on every rail (local rank ``l``
-of every host all-reduces part ``l``: fold, halving, doubling, unfold, in lockstep over the
-rails), a ring all-gather on every host. What ``Plan`` and the rails' ``_Nics`` give a rail
-piece, spelled out:
+Each rail (one owner per host, a range of the buffer) runs the fold, recursive halving,
+recursive doubling and unfold, in lockstep with the other rails. What the rails' ``_Nics``
+and ``Plan`` give a rail piece besides the previous piece on its ordered pair, spelled out:
 
-* the same link's previous piece, the last piece its source sent and the last piece its
-  destination received over the rails (:func:`~commsim.algorithms.rows.previous`);
+* the last piece its source sent and the last piece its destination received over the rails
+  (:func:`~commsim.algorithms.rows.previous`);
 * the data of its bytes in its source, with of the rail transfers among them only the latest:
   bytes never copied into the source wait for the host phase's last reduce of them (``X``) and
   every rail reduce so far; copied bytes for the copy.
-
-The host all-gather's first step reads each owner's part as it ends (every write, untrimmed),
-and follows the host phase's last piece on its link. The result equals ``Plan``'s schedule
-transfer for transfer (tests compare the two).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from commsim.algorithms.columnar import ring_steps, segments
-from commsim.algorithms.rows import Table, Writes, join, overlaps, pieces, previous, read
-from commsim.schedule import Columns
+from commsim.algorithms.columnar import pieces
+from commsim.algorithms.rows import Table, Writes, join, overlaps, previous, read
 
 
 class _Rails:
@@ -51,13 +45,13 @@ class _Rails:
             which, by = overlaps(reader.rank, reader.lo, reader.hi, w.rank, w.lo, w.hi)
             self.inter.append((reader.rows[which], w.rows[by]))
 
-    def finish(self, ranks: int) -> None:
-        """The link and NIC dependencies of every rail row (the previous rail piece on its
-        ordered pair, from its source, into its destination) and its latest rail data."""
+    def finish(self) -> None:
+        """The NIC dependencies of every rail row (the previous rail piece from its source
+        and into its destination) and its latest rail data."""
         if not self.rows:
             return
         rows, src, dst = (np.concatenate(x) for x in (self.rows, self.src, self.dst))
-        for key in (src * ranks + dst, src, dst):
+        for key in (src, dst):
             prev = previous(key)
             self.table.follow(rows[prev >= 0], rows[prev[prev >= 0]])
         if self.inter:
@@ -75,66 +69,18 @@ def _within(reader: Writes, lo: np.ndarray, hi: np.ndarray) -> Writes:
                   np.minimum(reader.hi, hi.ravel()))
 
 
-def rabenseifner_rails_columns(groups: list[list[int]], nbytes: int,
-                               chunks: int) -> Columns | None:
-    """The hierarchical all-reduce with Rabenseifner rails over ``groups`` (ranks per host),
-    as columns; None where hosts differ in size."""
-    if len({len(g) for g in groups}) != 1:
-        return None
-    hosts = np.array(groups, dtype=np.int64)                              # (H, G)
-    n_hosts, per_host = hosts.shape
-    c = chunks
-    table = Table()
-    ps, pe = segments(per_host, nbytes)
-    lo = np.broadcast_to(ps, hosts.shape)
-    hi = np.broadcast_to(pe, hosts.shape)
-    a_rows = table.extend(_ring(hosts, lo, hi, c, True)).reshape(-1, *hosts.shape, c)
-    x_lo, x_hi = pieces(ps, pe, c)                                        # (G, c)
-    if per_host > 1:   # X: the host phase's last reduce of part l into its owner
-        last = a_rows[-1][:, (np.arange(per_host) - 1) % per_host]       # (H, G, c)
-        x = Writes.of(last, hosts[:, :, None], x_lo, x_hi)
-    else:
-        x = Writes.of(*(np.zeros(0, dtype=np.int64),) * 4)
+def rabenseifner_rails(table: Table, owner: np.ndarray, cuts: np.ndarray, c: int, x: Writes,
+                       reduces: list[Writes], copies: list[Writes]) -> Writes:
+    """Every rail's fold, halving, doubling and unfold, in lockstep (rail ``k``: ranks
+    ``owner[k]``, one per host, bytes ``[cuts[k], cuts[k + 1])``); appends the rail reduces
+    and copies; returns what each owner keeps reduced, never copied in (its own block)."""
     rails = _Rails(table)
-    reduces: list[Writes] = []
-    copies: list[Writes] = []
-    kept = (lo, hi)                        # per owner, the bytes of its part never copied in
-    if n_hosts > 1:
-        kept = _rabenseifner(rails, hosts, (ps, pe), c, x, reduces, copies)
-    rails.finish(hosts.size)
-    c_rows = table.extend(_ring(hosts, lo, hi, c, False)).reshape(-1, *hosts.shape, c)
-    if per_host > 1:
-        table.follow(c_rows[0, :, :, 0], a_rows[-1, :, :, c - 1])
-        reader = Writes.of(c_rows[0], hosts[:, :, None], x_lo, x_hi)
-        inside = _within(reader, *(np.broadcast_to(k[:, :, None], c_rows[0].shape)
-                                   for k in kept))
-        read(table, inside, [x, *reduces])
-        if copies:
-            read(table, reader, [join(copies)])
-    return table.columns()
-
-
-def _ring(hosts: np.ndarray, lo: np.ndarray, hi: np.ndarray, chunks: int,
-          reduce: bool) -> Columns:
-    cols = ring_steps(hosts, lo, hi, chunks, (reduce,), keep_empty=True)
-    assert cols is not None
-    return cols
-
-
-def _rabenseifner(rails: _Rails, hosts: np.ndarray, parts: tuple[np.ndarray, np.ndarray],
-                  c: int, x: Writes, reduces: list[Writes],
-                  copies: list[Writes]) -> tuple[np.ndarray, np.ndarray]:
-    """Every rail's fold, halving, doubling and unfold (rail ``l``: ranks ``hosts[:, l]``,
-    bytes ``parts[l]``); appends the rail reduces and copies; returns, per owner, the
-    bytes of its part never copied in (its own block)."""
-    table = rails.table
-    n_hosts, per_host = hosts.shape
-    owner = hosts.T                                                       # (G, H)
+    n_hosts = owner.shape[1]
     pof2 = 1 << (n_hosts.bit_length() - 1)
     rem = n_hosts - pof2
     a = np.arange(pof2, dtype=np.int64)
     core = np.where(a < rem, 2 * a + 1, a + rem)
-    ps, pe = parts
+    ps, pe = cuts[:-1], cuts[1:]
     b_lo = ps[:, None] + a * (pe - ps)[:, None] // pof2                   # (G, pof2)
     b_hi = ps[:, None] + (a + 1) * (pe - ps)[:, None] // pof2
     i = np.arange(rem, dtype=np.int64)
@@ -174,6 +120,8 @@ def _rabenseifner(rails: _Rails, hosts: np.ndarray, parts: tuple[np.ndarray, np.
     h = np.arange(n_hosts, dtype=np.int64)
     index = np.where(h < 2 * rem, (h - 1) // 2, h - rem)                  # core index
     folded = (h < 2 * rem) & (h % 2 == 0)
-    kept_lo = np.where(folded[:, None], 0, b_lo.T[np.clip(index, 0, pof2 - 1)])
-    kept_hi = np.where(folded[:, None], 0, b_hi.T[np.clip(index, 0, pof2 - 1)])
-    return kept_lo, kept_hi                                               # (H, G)
+    at = np.clip(index, 0, pof2 - 1)
+    kept_lo = np.where(folded, 0, b_lo[:, at])                            # (R, H)
+    kept_hi = np.where(folded, 0, b_hi[:, at])
+    rails.finish()
+    return Writes.of(np.zeros_like(owner), owner, kept_lo, kept_hi)

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from commsim.algorithms.rows import Table, Writes, join, overlaps, pieces, read
+from commsim.algorithms.columnar import pieces
+from commsim.algorithms.rows import Table, Writes, join, overlaps, read
 from commsim.schedule import Columns
 
 

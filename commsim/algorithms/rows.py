@@ -30,6 +30,8 @@ class Table:
         self._flat: tuple[np.ndarray, ...] | None = None
 
     def _column(self, k: int, rows: np.ndarray) -> np.ndarray:
+        if not self._cols:
+            return np.zeros(0, dtype=np.int64)[rows]
         if self._flat is None:
             self._flat = tuple(np.concatenate(c) for c in zip(*self._cols, strict=True))
         return self._flat[k][rows]
@@ -51,11 +53,11 @@ class Table:
         """Append rows (the arguments broadcast together, read in C order); their row ids, in
         the broadcast shape."""
         s, d, a, b, r = np.broadcast_arrays(*(np.asarray(x, dtype=np.int64)
-                                              for x in (src, dst, lo, hi, reduce)))
+                                              for x in (src, dst, lo, hi)), np.asarray(reduce))
         rows = self.count + np.arange(s.size, dtype=np.int64).reshape(s.shape)
         self.count += s.size
         self._cols.append((s.ravel(), d.ravel(), a.ravel(), (b - a).ravel(),
-                           r.ravel().astype(bool)))
+                           r.ravel().astype(bool, copy=False)))
         self._flat = None
         return rows
 
@@ -159,12 +161,3 @@ def previous(keys: np.ndarray) -> np.ndarray:
     same = keys[order][1:] == keys[order][:-1]
     out[order[1:][same]] = order[:-1][same]
     return out
-
-
-def pieces(lo: np.ndarray | int, hi: np.ndarray | int,
-           chunks: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``plan.split`` pieces of ranges ``[lo, hi)``: their bounds, shape ``(..., chunks)``."""
-    lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
-    j = np.arange(chunks + 1, dtype=np.int64)
-    cuts = lo[..., None] + j * (hi - lo)[..., None] // chunks
-    return cuts[..., :-1], cuts[..., 1:]

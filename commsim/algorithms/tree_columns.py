@@ -14,14 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from commsim.algorithms.columnar import Pairs, assemble
+from commsim.algorithms.columnar import Pairs, assemble, pieces
 from commsim.schedule import Columns
-
-
-def _pieces(lo: int, hi: int, chunks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Offsets and sizes of ``plan.split(lo, hi, chunks)``."""
-    cuts = lo + np.arange(chunks + 1, dtype=np.int64) * (hi - lo) // chunks
-    return cuts[:-1], np.diff(cuts)
 
 
 def binomial_columns(ranks: int, nbytes: int, root: int, chunks: int, up: bool,
@@ -39,7 +33,8 @@ def binomial_columns(ranks: int, nbytes: int, root: int, chunks: int, up: bool,
     pos_down[w[order]] = np.arange(p - 1)
     per = (p - 1) * (up + down)
     j = np.arange(c, dtype=np.int64)[:, None]                            # (c, 1)
-    offset, size = _pieces(0, nbytes, c)
+    offset, end = pieces(0, nbytes, c)
+    size = end - offset
 
     def row_up(v: np.ndarray) -> np.ndarray:
         return j * per + pos_up[v]
@@ -108,7 +103,8 @@ def double_tree_columns(trees: tuple[list[int], list[int]], nbytes: int,
     for channel, tree in enumerate(trees):
         parents = np.asarray(tree, dtype=np.int64)
         lo, hi = (0, nbytes // 2) if channel == 0 else (nbytes // 2, nbytes)
-        offset, size = _pieces(lo, hi, c)
+        offset, end = pieces(lo, hi, c)
+        size = end - offset
         src, dst, red = _tree(parents, c, channel * c * 2 * (p - 1), link, data)
         made = (src, dst, np.repeat(offset, 2 * (p - 1)), np.repeat(size, 2 * (p - 1)), red)
         cols = [np.concatenate([a, b]) for a, b in zip(cols, made, strict=True)]

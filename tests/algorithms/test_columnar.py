@@ -15,11 +15,11 @@ from types import ModuleType
 import numpy as np
 import pytest
 
-from commsim.algorithms import bidirectional, hierarchical, ring
+from commsim.algorithms import bidirectional, ring
 from commsim.algorithms.base import Call
 from commsim.checker import check
 from commsim.collectives import Collective
-from commsim.schedule import Schedule, TransferView
+from commsim.schedule import TransferView
 
 
 @pytest.mark.parametrize("module", [ring, bidirectional], ids=lambda m: m.NAME)
@@ -60,35 +60,3 @@ def test_empty_pieces_are_dropped_from_the_columns() -> None:
         assert isinstance(ring.build(call).transfers, TransferView)
         assert ring.build(call) == ring.build_objects(call)
         assert all(t.nbytes > 0 for t in ring.build(call).transfers)
-
-
-def _levels_respect_deps(schedule: Schedule) -> bool:
-    cols = schedule.columns
-    assert cols.level is not None
-    owner = np.repeat(np.arange(len(cols)), np.diff(cols.dep_ptr))
-    return bool(np.all(cols.level[cols.dep_idx] < cols.level[owner]))
-
-
-@pytest.mark.parametrize("interleaved", [False, True])
-def test_hierarchical_columns_equal_the_plan(interleaved: bool) -> None:
-    """Ring rails on 2..5 hosts of 2..4 ranks (hosts numbered in blocks, or interleaved), even
-    and uneven sizes, 1 to 3 pieces: the columns are Plan's transfers; unequal hosts and tiny
-    buffers fall back to the objects."""
-    made = 0
-    for n_hosts in range(2, 6):
-        for per_host in range(2, 5):
-            p = n_hosts * per_host
-            hosts = tuple(r % n_hosts if interleaved else r // per_host for r in range(p))
-            for n in (7, 1000, 4096, 10**5 + 7):
-                for chunks in (None, 2, 3):
-                    call = Call(collective=Collective.ALL_REDUCE, ranks=p, nbytes=n,
-                                chunks=chunks, hosts=hosts)
-                    schedule = hierarchical.build(call)
-                    assert schedule == hierarchical.build_objects(call), (hosts, n, chunks)
-                    if isinstance(schedule.transfers, TransferView):
-                        made += 1
-                        assert _levels_respect_deps(schedule)
-    assert made > 100
-    uneven = Call(collective=Collective.ALL_REDUCE, ranks=5, nbytes=1000, hosts=(0, 0, 0, 1, 1))
-    assert not isinstance(hierarchical.build(uneven).transfers, TransferView)
-    assert hierarchical.build(uneven) == hierarchical.build_objects(uneven)

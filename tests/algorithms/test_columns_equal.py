@@ -79,22 +79,28 @@ def test_recursive(build: Callable[[Call], Schedule], reference: Callable[[Call]
             assert_same(build(call), reference(call), call)
 
 
-@pytest.mark.parametrize("interleaved", [False, True])
-def test_hierarchical_rabenseifner(interleaved: bool) -> None:
-    """1..7 hosts (powers of two and not) of 1..4 ranks, hosts numbered in blocks or
-    interleaved; unequal hosts are built the object way."""
-    for n_hosts in range(1, 8):
-        for per_host in range(1, 5):
-            p = n_hosts * per_host
-            hosts = tuple(r % n_hosts if interleaved else r // per_host for r in range(p))
-            for n in SIZES:
-                for c in (None, 2, 3):
-                    call = Call(collective=Collective.ALL_REDUCE, ranks=p, nbytes=n, chunks=c,
-                                hosts=hosts)
-                    assert_same(hierarchical.build_rabenseifner(call),
-                                hierarchical.build_rabenseifner_objects(call), call)
-    uneven = Call(collective=Collective.ALL_REDUCE, ranks=5, nbytes=1000, hosts=(0, 0, 0, 1, 1))
-    assert not isinstance(hierarchical.build_rabenseifner(uneven).transfers, TransferView)
+HOSTS = [
+    *(tuple(r % h if mix else r // g for r in range(h * g))
+      for h in range(1, 7) for g in range(1, 5) for mix in (False, True)),
+    (0, 0, 0, 1, 1), (0, 1, 1, 2, 2, 2), (0, 1, 0, 2, 1, 0, 3), (3, 3, 1, 1, 1, 0, 2, 2),
+    (0, 0, 0, 0, 0, 1), (1, 0, 2, 0, 1, 0, 3, 3, 3, 3, 4),
+]
+
+
+@pytest.mark.parametrize(("build", "reference"), [
+    (hierarchical.build, hierarchical.build_objects),
+    (hierarchical.build_rabenseifner, hierarchical.build_rabenseifner_objects),
+], ids=[hierarchical.NAME, hierarchical.RABENSEIFNER])
+def test_hierarchical(build: Callable[[Call], Schedule],
+                      reference: Callable[[Call], Schedule]) -> None:
+    """1..6 hosts of 1..4 ranks (powers of two and not; ranks numbered host by host, or
+    interleaved) and hosts of unequal sizes."""
+    for hosts in HOSTS:
+        for n in SIZES:
+            for c in (None, 2, 3):
+                call = Call(collective=Collective.ALL_REDUCE, ranks=len(hosts), nbytes=n,
+                            chunks=c, hosts=hosts)
+                assert_same(build(call), reference(call), call)
 
 
 DIMS = [(1,), (2,), (3,), (5,), (2, 2), (2, 3), (3, 4), (4, 1), (2, 3, 4), (3, 3, 3),
