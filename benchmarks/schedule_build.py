@@ -8,8 +8,9 @@ For each algorithm and collective built as columns, at each rank count: the tran
 build time per transfer of the object builder (``build_objects``: the reference the tests
 compare the columns with) and of the columnar one (``build``), best of ``--repeat``, and their
 ratio. Both give the same schedule (checked here on the column arrays). The object builder is
-skipped above ``--max-objects`` transfers (minutes and gigabytes); ``hierarchical`` runs on
-hosts of 8 ranks, like a DGX.
+skipped above ``--max-objects`` transfers (minutes and gigabytes), and a case altogether above
+``--max-columns`` (estimated); the hierarchical ones run on hosts of 8 ranks like a DGX, the
+torus on a cube, ``nvls`` on one host behind one switch, ``collnet`` with one rank per host.
 """
 
 from __future__ import annotations
@@ -24,37 +25,50 @@ from _common import best_of, table
 from commsim.algorithms import (
     bidirectional,
     double_binary_tree,
+    gloo,
     hierarchical,
+    innetwork,
     recursive,
     ring,
+    torus,
     tree,
 )
 from commsim.algorithms.base import Call
+from commsim.algorithms.estimate import estimate_transfers
 from commsim.collectives import Collective
 from commsim.schedule import Columns, Schedule
 from commsim.units import parse_size
 
 Builder = Callable[[Call], Schedule]
 C = Collective
-#: (algorithm, collective, columnar builder, object builder, ranks per host or None)
-CASES: list[tuple[str, Collective, Builder, Builder, int | None]] = [
-    ("ring", C.ALL_REDUCE, ring.build, ring.build_objects, None),
-    ("ring", C.BROADCAST, ring.build, ring.build_objects, None),
-    ("ring_bidirectional", C.ALL_GATHER, bidirectional.build, bidirectional.build_objects,
-     None),
-    ("hierarchical", C.ALL_REDUCE, hierarchical.build, hierarchical.build_objects, 8),
-    ("binomial_tree", C.ALL_REDUCE, tree.build, tree.build_objects, None),
-    ("binomial_tree", C.BROADCAST, tree.build, tree.build_objects, None),
+#: (algorithm, collective, columnar builder, object builder, layout): ``host8``: hosts of 8
+#: ranks; ``torus``: a cube; ``switch``: every rank behind one reducing switch (nvls) or one
+#: fabric switch (collnet), one rank per host.
+CASES: list[tuple[str, Collective, Builder, Builder, str]] = [
+    ("ring", C.ALL_REDUCE, ring.build, ring.build_objects, ""),
+    ("ring", C.BROADCAST, ring.build, ring.build_objects, ""),
+    ("ring_bidirectional", C.ALL_GATHER, bidirectional.build, bidirectional.build_objects, ""),
+    ("binomial_tree", C.ALL_REDUCE, tree.build, tree.build_objects, ""),
+    ("binomial_tree", C.BROADCAST, tree.build, tree.build_objects, ""),
     ("double_binary_tree", C.ALL_REDUCE, double_binary_tree.build,
-     double_binary_tree.build_objects, None),
+     double_binary_tree.build_objects, ""),
     ("recursive_doubling", C.ALL_REDUCE, recursive.build_recursive_doubling,
-     recursive.build_recursive_doubling_objects, None),
+     recursive.build_recursive_doubling_objects, ""),
     ("recursive_doubling", C.ALL_GATHER, recursive.build_recursive_doubling,
-     recursive.build_recursive_doubling_objects, None),
+     recursive.build_recursive_doubling_objects, ""),
     ("rabenseifner", C.ALL_REDUCE, recursive.build_rabenseifner,
-     recursive.build_rabenseifner_objects, None),
+     recursive.build_rabenseifner_objects, ""),
     ("rabenseifner", C.REDUCE_SCATTER, recursive.build_rabenseifner,
-     recursive.build_rabenseifner_objects, None),
+     recursive.build_rabenseifner_objects, ""),
+    ("torus", C.ALL_REDUCE, torus.build, torus.build_objects, "torus"),
+    ("hierarchical", C.ALL_REDUCE, hierarchical.build, hierarchical.build_objects, "host8"),
+    ("hierarchical_rabenseifner", C.ALL_REDUCE, hierarchical.build_rabenseifner,
+     hierarchical.build_rabenseifner_objects, "host8"),
+    ("nvls", C.ALL_REDUCE, innetwork.build_nvls, innetwork.build_nvls_objects, "switch"),
+    ("collnet", C.ALL_REDUCE, innetwork.build_collnet, innetwork.build_collnet_objects,
+     "switch"),
+    ("gloo", C.ALL_REDUCE, gloo.build, gloo.build_objects, ""),
+    ("gloo", C.BROADCAST, gloo.build, gloo.build_objects, ""),
 ]
 FIELDS = ("src", "dst", "offset", "nbytes", "reduce", "dep_ptr", "dep_idx")
 
@@ -63,22 +77,39 @@ def _same(a: Columns, b: Columns) -> bool:
     return all(np.array_equal(getattr(a, f), getattr(b, f)) for f in FIELDS)
 
 
+def _call(coll: Collective, p: int, nbytes: int, layout: str) -> Call:
+    if layout == "host8":
+        return Call(collective=coll, ranks=p, nbytes=nbytes, hosts=tuple(r // 8 for r in range(p)))
+    if layout == "torus":
+        side = round(p ** (1 / 3))
+        return Call(collective=coll, ranks=p, nbytes=nbytes, torus_dims=(side,) * 3)
+    if layout == "switch":
+        return Call(collective=coll, ranks=p, nbytes=nbytes, host_switches=(p,) * p,
+                    fabric_switch=p)
+    return Call(collective=coll, ranks=p, nbytes=nbytes)
+
+
+def build_chunks(call: Call, name: str) -> int:
+    """The pieces ``name`` cuts ``call`` into by default."""
+    from commsim.algorithms import get_algorithm
+
+    return get_algorithm(name).default_chunks(call)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--ranks", default="512,4096")
     parser.add_argument("--size", default="1GiB")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-objects", type=int, default=600_000)
-    parser.add_argument("--max-columns", type=int, default=4_000_000)
+    parser.add_argument("--max-columns", type=int, default=5_000_000)
     args = parser.parse_args(argv)
     nbytes = parse_size(args.size, "--size")
     rows = []
     for p in (int(r) for r in args.ranks.split(",")):
-        for name, coll, build, objects, per_host in CASES:
-            hosts = None if per_host is None else tuple(r // per_host for r in range(p))
-            call = Call(collective=coll, ranks=p, nbytes=nbytes, hosts=hosts)
-            guess = 2 * p * (p - 1) if name.startswith("ring") and not coll.rooted else 0
-            if guess > args.max_columns:
+        for name, coll, build, objects, layout in CASES:
+            call = _call(coll, p, nbytes, layout)
+            if estimate_transfers(call, name, build_chunks(call, name)) > args.max_columns:
                 continue
             build(call)  # warm: lazy imports, caches
             after, made = best_of(args.repeat, lambda call=call, build=build: build(call))
