@@ -1,14 +1,11 @@
 """Vectorised builders: ring and chain schedules made as :class:`~commsim.schedule.Columns`.
 
-They give exactly the transfers, in the same order and with the same dependencies, that
-:class:`~commsim.algorithms.plan.Plan` gives one object at a time (tests compare the two), in
-a few numpy operations per schedule instead of several Python calls per transfer. Two
-dependencies per transfer are all a ring or chain has: the previous piece on its link and the
-piece that brought the data (the ``Plan`` rules).
+They follow the rules of :mod:`commsim.algorithms.plan` in a few numpy operations per
+schedule. Two dependencies per transfer are all a ring or chain has: the previous piece on its
+link and the piece that brought the data.
 
-A zero-byte piece is dropped by ``Plan`` and stands for its own dependencies; these builders
-return None when any piece would be empty (a buffer smaller than ``ranks x chunks`` bytes,
-small and quick to build the object way) so that every row here is a real transfer.
+A zero-byte piece is made as a row and then dropped, standing for its own dependencies
+(:func:`drop_empty`); :func:`assemble` does both for a builder's rows.
 """
 
 from __future__ import annotations
@@ -55,7 +52,7 @@ def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks:
                phases: tuple[bool, ...], keep_empty: bool = False) -> Columns | None:
     """Reduce-scatter (phase ``True``) and/or all-gather (``False``) steps on rings of equal
     length ``m``, one phase after the other, emitted in lockstep across the rings as
-    ``commsim.algorithms.ring.reduce_scatter_steps`` / ``all_gather_steps`` emit them.
+    :mod:`commsim.algorithms.lockstep` describes them (a ring at a time per step).
 
     ``rings[r]`` lists ring ``r``'s ranks in ring order; position ``k`` of it owns the bytes
     ``[starts[r, k], stops[r, k])``. The rings must use distinct ordered pairs and disjoint
@@ -180,7 +177,8 @@ Pairs = list[tuple[np.ndarray, np.ndarray]]
 
 def assemble(src: np.ndarray, dst: np.ndarray, offset: np.ndarray, nbytes: np.ndarray,
              reduce: np.ndarray, link: Pairs, data: Pairs) -> Columns:
-    """Rows and their dependencies, as ``Plan`` makes them, zero-byte rows included; then
+    """Rows and their dependencies (:mod:`commsim.algorithms.plan`'s rules), zero-byte rows
+    included; then
     :func:`drop_empty`. ``link`` and ``data`` are ``(rows, deps)`` pairs: the previous piece on
     a row's link (or what it must follow), and the transfers that last wrote its bytes
     (ignored for a zero-byte row, which reads no byte)."""

@@ -2,9 +2,9 @@
 any hosts: host rings in lockstep (:mod:`commsim.algorithms.lockstep`), then rails, then host
 rings again.
 
-What ``Plan`` gives a piece beyond its ring (the previous piece on its ordered pair, for every
-row; the data it reads), spelled out, with ``X`` the host phase's last reduce of each part into
-its owner (the pieces of it a range overlaps):
+What the rules (:mod:`commsim.algorithms.plan`) give a piece beyond its ring (the previous
+piece on its ordered pair, for every row; the data it reads), spelled out, with ``X`` the host
+phase's last reduce of each part into its owner (the pieces of it a range overlaps):
 
 * ring rails: the reduce-scatter's pieces and the all-gather's first step also wait for ``X``
   (a reduce adds to the bytes, a copy replaces them);

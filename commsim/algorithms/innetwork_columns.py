@@ -1,12 +1,11 @@
 """``nvls`` and ``collnet`` (:mod:`commsim.algorithms.innetwork`) built as columns.
 
-Rows come in ``Plan``'s order. A piece on a rank-switch port follows the previous piece on that
-port (:func:`~commsim.algorithms.rows.previous` over every switch row); the switch sends a piece
-down once every reduce of it arrived (the upload, for a gather). Between phases ``Plan.fence``
-makes every later read of a rank's bytes also wait for the whole previous phase, until a copy
-replaces those bytes: here, what reads bytes that were only reduced into since the fence waits
-for every (non-empty) row of the phase before.
-"""
+Rows come in the algorithm's natural order. A piece on a rank-switch port follows the previous
+piece on that port (:func:`~commsim.algorithms.rows.previous` over every switch row); the
+switch sends a piece down once every reduce of it arrived (the upload, for a gather). Between
+phases a fence makes every later read of a rank's bytes also wait for the whole previous phase,
+until a copy replaces those bytes: here, what reads bytes that were only reduced into since the
+fence waits for every (non-empty) row of the phase before. """
 
 from __future__ import annotations
 
@@ -116,7 +115,7 @@ def _same_switch(switches: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _gather(table: Table, hosts: np.ndarray, sw: np.ndarray,
             parts: tuple[np.ndarray, np.ndarray], sub: np.ndarray, chunks: int,
             fences: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """``innetwork.switch_gather`` on every host: per piece, per owner ``l``, its piece of
+    """An all-gather through the switch on every host: per piece, per owner ``l``, its piece of
     part ``l`` up to the switch, then down to the host's other ranks; the rows."""
     n_hosts, per_host = hosts.shape
     p_lo, p_hi = pieces(*parts, chunks)                                   # (G, c)

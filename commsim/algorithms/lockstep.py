@@ -1,7 +1,7 @@
 """Rings of any lengths run in lockstep, as rows of a :class:`~commsim.algorithms.rows.Table`:
-what ``commsim.algorithms.ring.reduce_scatter_steps`` / ``all_gather_steps`` emit for a list of
-rings (step by step; in each step ring by ring, position by position, piece by piece; a ring
-that has finished its steps sits out).
+ring reduce-scatters (position ``i`` sends block ``i - s - 1`` at step ``s``) and all-gathers
+(block ``i - s``) of several rings at once (step by step; in each step ring by ring, position
+by position, piece by piece; a ring that has finished its steps sits out).
 
 A piece reads the same piece its source received one step earlier (across a reduce-scatter
 into the following all-gather too); the link order (the previous piece on the same ordered

@@ -2,8 +2,8 @@
 (:mod:`commsim.algorithms.hierarchical`) as rows of a :class:`~commsim.algorithms.rows.Table`.
 
 Each rail (one owner per host, a range of the buffer) runs the fold, recursive halving,
-recursive doubling and unfold, in lockstep with the other rails. What the rails' ``_Nics``
-and ``Plan`` give a rail piece besides the previous piece on its ordered pair, spelled out:
+recursive doubling and unfold, in lockstep with the other rails. What a rail piece
+waits for besides the previous piece on its ordered pair, spelled out:
 
 * the last piece its source sent and the last piece its destination received over the rails
   (:func:`~commsim.algorithms.rows.previous`);

@@ -1,8 +1,9 @@
 """Recursive doubling and Rabenseifner (:mod:`commsim.algorithms.recursive`) as columns.
 
-Rows come in ``Plan``'s order, phase by phase: the fold (``rem`` pairs), the core rounds
-(``p'`` ranks, or ``p' / 2`` exchanging pairs), the unfold; each message in ``chunks`` pieces,
-a piece after the previous one on its link. What a piece reads, ``Plan`` makes it wait for:
+Rows come in the algorithm's natural order, phase by phase: the fold (``rem`` pairs), the core
+rounds (``p'`` ranks, or ``p' / 2`` exchanging pairs), the unfold; each message in ``chunks``
+pieces, a piece after the previous one on its link. What a piece reads, it waits for
+(:mod:`commsim.algorithms.plan`):
 
 * bytes only ever reduced into a rank (the fold's, the halving's, a rank's own block): every
   reduce into them so far (reduces add up, :class:`~commsim.algorithms.rows.Table` finds them
@@ -20,7 +21,12 @@ from commsim.schedule import Columns
 
 
 def _core(ranks: int) -> tuple[int, int, np.ndarray]:
-    """``p'``, ``rem`` and the rank of every core index (``recursive.fold``)."""
+    """``p'``, ``rem`` and the rank of every core index (the fold of
+    :mod:`commsim.algorithms.recursive`).
+
+    >>> _core(6)[2].tolist()
+    [1, 3, 4, 5]
+    """
     pof2 = 1 << (ranks.bit_length() - 1)
     rem = ranks - pof2
     a = np.arange(pof2, dtype=np.int64)

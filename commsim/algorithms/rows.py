@@ -1,8 +1,8 @@
-"""A table of transfers made block by block as arrays, with ``Plan``'s dependencies given as
-``(row, dependency)`` pairs: the vectorised counterpart of :class:`~commsim.algorithms.plan.Plan`
-for builders whose data flow is known phase by phase.
+"""A table of transfers made block by block as arrays, with their dependencies (the rules of
+:mod:`commsim.algorithms.plan`) given as ``(row, dependency)`` pairs, for builders whose data
+flow is known phase by phase.
 
-A builder adds rows in the order ``Plan`` would emit them (:meth:`Table.add`, any array shape,
+A builder adds rows in its algorithm's natural order (:meth:`Table.add`, any array shape,
 read in C order), says which earlier rows each must follow on its link (:meth:`Table.follow`)
 and which wrote the bytes it reads (:meth:`Table.reads`, or :func:`overlaps` to find them), and
 gets :class:`~commsim.schedule.Columns` with zero-byte rows dropped as ``ScheduleBuilder`` drops
@@ -64,7 +64,7 @@ class Table:
     def extend(self, cols: Columns) -> np.ndarray:
         """Append the rows of ``cols`` (zero-byte ones included, as
         :func:`~commsim.algorithms.columnar.ring_steps` makes them with ``keep_empty``) with
-        their dependencies (as links: already what ``Plan`` gives); their row ids."""
+        their dependencies (as links: already complete); their row ids."""
         rows = self.count + np.arange(len(cols), dtype=np.int64)
         self._cols.append((cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce))
         self._flat = None

@@ -1,7 +1,8 @@
 """``torus`` (:mod:`commsim.algorithms.torus`) built as columns.
 
 Each axis phase is :func:`~commsim.algorithms.columnar.ring_steps` over the bidirectional rings
-of every line of the axis; across phases ``Plan`` adds what is spelled out here:
+of every line of the axis; across phases the rules (:mod:`commsim.algorithms.plan`) add what is
+spelled out here:
 
 * a phase's first piece on a link follows the last piece an earlier phase sent on it (the
   all-gather along an axis after its reduce-scatter);
@@ -23,7 +24,12 @@ from commsim.schedule import Columns
 
 def axis_rings(dims: tuple[int, ...], axis: int,
                nbytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``torus.axis_rings`` as arrays: every ring's ranks and byte ranges, shape ``(R, m)``."""
+    """The bidirectional rings of every line along ``axis`` (:mod:`commsim.algorithms.torus`):
+    every ring's ranks and byte ranges, shape ``(R, m)``; one ring per line below 3 ranks.
+
+    >>> [x.tolist() for x in axis_rings((2, 3), 1, 600)[0][2:4]]
+    [[3, 4, 5], [3, 5, 4]]
+    """
     p = math.prod(dims)
     m = dims[axis]
     stride = math.prod(dims[axis + 1:])

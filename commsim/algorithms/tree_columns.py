@@ -2,13 +2,12 @@
 (:mod:`commsim.algorithms.tree`) and NCCL's double binary tree
 (:mod:`commsim.algorithms.double_binary_tree`), built in a few numpy operations.
 
-A tree piece has only the dependencies ``Plan``'s rules give it: the same link's previous piece
-(one piece per link at a time), and the transfers that last wrote its bytes into its source. A
-rank reduces a piece up once every child's partial of it arrived (all of them: reduces add up);
-the root sends a piece down after every reduce into it (all-reduce) and any other rank once the
-copy of it arrived. Zero-byte pieces are made and then dropped
-(:func:`~commsim.algorithms.columnar.assemble`), standing for their dependencies.
-"""
+A tree piece has only the dependencies the rules of :mod:`commsim.algorithms.plan` give it: the
+same link's previous piece (one piece per link at a time), and the transfers that last wrote
+its bytes into its source. A rank reduces a piece up once every child's partial of it arrived
+(all of them: reduces add up); the root sends a piece down after every reduce into it
+(all-reduce) and any other rank once the copy of it arrived. Zero-byte pieces are made and then
+dropped (:func:`~commsim.algorithms.columnar.assemble`), standing for their dependencies. """
 
 from __future__ import annotations
 
