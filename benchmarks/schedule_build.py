@@ -9,9 +9,9 @@ transfer (``build``, best of ``--repeat``), and, as the baseline, the time per t
 merely making the schedule's ``Transfer`` objects from its columns (``to_transfers``: the least
 that any builder making one object per transfer pays; the object builders these columns
 replaced paid 5 to 80 us per transfer, docs/performance.md). A case is skipped above
-``--max-columns`` transfers (estimated), the baseline above ``--max-objects``; the hierarchical ones run on hosts of 8 ranks like a
-DGX, the torus on a cube, ``nvls`` on one host behind one switch, ``collnet`` with one rank per
-host.
+``--max-columns`` transfers (estimated), the baseline above ``--max-objects``; the
+hierarchical ones run on hosts of 8 ranks like a DGX, the torus on a cube, ``nvls`` on one
+host behind one switch, ``collnet`` with one rank per host (both at most 1024 ranks).
 """
 
 from __future__ import annotations
