@@ -15,14 +15,19 @@ with the *source's own* FLOP count, so that the comparison is of step times:
   (NVIDIA/Megatron-LM): ``torch`` DDP (overlapped 25 MiB buckets) up to 18B, Megatron's
   ``local`` DDP (one all-reduce after the backward) beyond; full ("uniform") recompute. The
   software is the 2021 stack (:data:`commsim.plan.stack.MEGATRON_2021`: attention unfused,
-  no sequence parallelism, weight gradients added by a separate kernel).
+  no sequence parallelism, weight gradients added by a separate kernel, blocking pipeline
+  sends with the TP all-gather on receive, fp16 loss scaling).
 * The Llama 3 team 2024, "The Llama 3 Herd of Models", Table 4 (405B on H100 80GB, 16M tokens
   per batch): TFLOP/s per GPU as model FLOPs (``6 N`` plus causal attention). Modelled with
   128 layers: the paper removes one layer from the first and the last of 16 stages (126), so
   that the first model chunk holds only the embedding and the last only the output layer,
   that is one layer per chunk: interleaved with 8 chunks per stage. Micro-batch 1, FSDP, no
-  recompute, today's stack (fused attention). The RoCE fabric is modelled by the dgx-h100
-  preset's 400 Gb/s per GPU.
+  recompute, today's stack (fused attention) with the paper's fp32 gradient accumulation and
+  reduce-scatter (:data:`commsim.plan.stack.LLAMA3`). The RoCE fabric is modelled by the
+  dgx-h100 preset's 400 Gb/s per GPU.
+
+Every step also runs the loss on the last stage and each stage's optimizer step, and every
+memory-bound kernel runs at the preset's achievable HBM bandwidth (docs/planning.md).
 
 ``--choose`` adds what ``commsim plan`` picks for the row's model, GPUs and batch (slow for
 the largest rows: minutes). Prints the table and the median |error|.
@@ -46,12 +51,12 @@ from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
 from commsim.plan.search import layer_costs  # noqa: E402
-from commsim.plan.stack import DEFAULT, MEGATRON_2021, Stack  # noqa: E402
+from commsim.plan.stack import DEFAULT, LLAMA3, MEGATRON_2021, Stack  # noqa: E402
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
 
 MEGATRON = "Narayanan et al. 2021, Table 1 (A100)"
-LLAMA3 = "Llama 3 2024, Table 4 (H100)"
+LLAMA3_SRC = "Llama 3 2024, Table 4 (H100)"
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,8 @@ def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
     pp, tp = 16, 8
     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=gpus // (tp * cp * pp), micro_batch=1,
                      schedule="interleaved", chunks=8, data_parallel="fsdp", recompute="none")
-    return Row(LLAMA3, f"Llama 3 405B cp{cp} s{seq}", model, f"dgx-h100x{gpus // 8}", cfg,
-               16 * 2**20 // seq, tflops)
+    return Row(LLAMA3_SRC, f"Llama 3 405B cp{cp} s{seq}", model, f"dgx-h100x{gpus // 8}", cfg,
+               16 * 2**20 // seq, tflops, LLAMA3)
 
 
 ROWS = (
@@ -130,7 +135,7 @@ def predict(row: Row) -> float:
     times = layer_costs(row.model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute,
                         row.stack)
     step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
-                                        stack=row.stack))
+                                        stack=row.stack, device=device))
     return step.step_time_s
 
 
@@ -179,7 +184,7 @@ def main() -> None:
         print(line, flush=True)
         print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(ROWS, errors, strict=True) if r.source == s]
-                 for s in (MEGATRON, LLAMA3)}
+                 for s in (MEGATRON, LLAMA3_SRC)}
     print()
     for source, errs in by_source.items():
         print(f"median |error| {source}: {statistics.median(errs):.1f}%")

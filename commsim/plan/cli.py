@@ -25,7 +25,8 @@ An omitted axis is searched over every value that divides. LIST is a comma list.
 schedules: 1f1b, gpipe, interleaved (every V), interleaved:V.
 data parallel: ddp, zero1, zero2, fsdp.  recompute: none, selective, full.
 stacks: current, megatron-2021 (unfused attention, no sequence parallelism, weight gradients
-added by a separate kernel, one gradient all-reduce after the backward).
+added by a separate kernel, one gradient all-reduce after the backward, blocking pipeline
+sends, fp16 loss scaling), llama3 (current with fp32 gradient accumulation and reduction).
 Configurations that do not fit the GPU memory are rejected (or, when fewer than --top fit,
 ranked after those that do); --top 0 times every configuration that fits (no pruning).
 
@@ -68,7 +69,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--recompute", metavar="LIST", help=", ".join(RECOMPUTE))
     p.add_argument("--stack", metavar="NAME", default="current",
                    help="software stack: current (fused attention, sequence parallelism, "
-                   "overlapped gradient reduction; the default) or megatron-2021")
+                   "overlapped gradient reduction; the default), megatron-2021 or llama3")
     p.add_argument("--attention", metavar="IMPL", help="fused or unfused (overrides --stack's)")
     p.add_argument("--engine", default="analytic", metavar="ENGINE",
                    help="how collectives are timed: analytic (closed forms; the default), des, "

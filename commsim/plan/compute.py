@@ -51,7 +51,7 @@ from dataclasses import dataclass
 
 from commsim.plan.device import DeviceSpec
 from commsim.plan.models import ModelSpec
-from commsim.plan.stack import DEFAULT, WGRAD_ADD_BYTES, Stack
+from commsim.plan.stack import DEFAULT, Stack
 
 RECOMPUTE = ("none", "selective", "full")
 #: Bytes of a bf16 element.
@@ -70,7 +70,7 @@ def gemm_time(device: DeviceSpec, m: int, n: int, k: int, batch: int = 1) -> flo
         device.peak_flops * device.gemm_efficiency
     )
     compute = waves * tile_s
-    traffic = batch * BF16 * (m * k + k * n + m * n) / device.memory_bandwidth_Bps
+    traffic = batch * BF16 * (m * k + k * n + m * n) / device.hbm_Bps
     return max(compute, traffic)
 
 
@@ -129,11 +129,20 @@ def attention_core_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: i
         return fwd, 2 * fwd
     batch = micro_batch * max(model.heads // tp, 1)
     q, s, d = model.seq // cp, model.seq, model.head_dim
-    elems = batch * q * s / device.memory_bandwidth_Bps
+    elems = batch * q * s / device.hbm_Bps
     fwd = gemm_time(device, q, s, d, batch) + gemm_time(device, q, d, s, batch)
     bwd = (gemm_time(device, q, s, d, batch) + gemm_time(device, s, d, q, batch)
            + gemm_time(device, q, d, s, batch) + gemm_time(device, s, d, q, batch))
     return fwd + UNFUSED_FWD_BYTES * elems, bwd + UNFUSED_BWD_BYTES * elems
+
+
+#: Bytes per logit that the loss moves on the last stage (Megatron-LM's vocab-parallel cross
+#: entropy, ``tensor_parallel/cross_entropy.py``, on ``logits.float()``): forward, the cast to
+#: fp32 (read 2, write 4), the max (read 4), subtracting it (read 4, write 4), the exp (read
+#: 4, write 4), the sum (read 4) and the division into the softmax kept for the backward
+#: (read 4, write 4); backward, scaling the softmax by the incoming gradient (read 4, write
+#: 4) and the cast back to 16 bits (read 4, write 2).
+CROSS_ENTROPY_FWD_BYTES, CROSS_ENTROPY_BWD_BYTES = 38, 14
 
 
 def layer_times(
@@ -163,16 +172,17 @@ def layer_times(
     down = _fwd_bwd(device, tokens, h, model.ffn_hidden // t)
     core, core_bwd = attention_core_times(model, device, tp=t, cp=cp, micro_batch=micro_batch,
                                           attention=stack.attention)
-    ew = 2.0 * elementwise_bytes / device.memory_bandwidth_Bps  # written once, read once
+    ew = 2.0 * elementwise_bytes / device.hbm_Bps  # written once, read once
     # the element-wise work splits between the halves as Korthikanti's 11 : 19 (+ 4 norms)
     attn_ew, mlp_ew = ew * 13 / 34, ew * 21 / 34
     # without weight-gradient fusion a separate kernel adds each new gradient to the buffer
-    wgrad = 0.0 if stack.wgrad_fusion else WGRAD_ADD_BYTES / device.memory_bandwidth_Bps
+    wgrad = 0.0 if stack.wgrad_fusion else stack.wgrad_add_bytes / device.hbm_Bps
     attn_wgrad = wgrad * h * (h // t + 2 * kv + h // t)
     mlp_wgrad = wgrad * (ups + 1) * h * (model.ffn_hidden // t)
     attn_fwd = qkv[0] + core + proj[0] + attn_ew
     mlp_fwd = up[0] + down[0] + mlp_ew
     logits = _fwd_bwd(device, tokens, -(-model.vocab // t), h)
+    loss = tokens * -(-model.vocab // t) / device.hbm_Bps
     return LayerTimes(
         attn_fwd=attn_fwd,
         mlp_fwd=mlp_fwd,
@@ -180,10 +190,34 @@ def layer_times(
         mlp_bwd=up[1] + down[1] + 2 * mlp_ew + mlp_wgrad,
         attn_recompute={"none": 0.0, "selective": core, "full": attn_fwd}[recompute],
         mlp_recompute=mlp_fwd if recompute == "full" else 0.0,
-        logits_fwd=logits[0],
-        logits_bwd=logits[1],
+        logits_fwd=logits[0] + CROSS_ENTROPY_FWD_BYTES * loss,
+        logits_bwd=logits[1] + CROSS_ENTROPY_BWD_BYTES * loss,
         recompute_collectives=recompute == "full",
     )
+
+
+#: Bytes per parameter of an optimizer step on the parameters a rank updates: the gradient
+#: norm for clipping (read the fp32 gradient, 4), Adam (apex/Megatron fused Adam reads the
+#: fp32 weight, gradient, momentum and variance, 16, and writes weight and moments, 12), the
+#: copy of the fp32 master weights into the 16-bit weights (read 4, write 2) and zeroing the
+#: gradient buffer for the next step (``grad_bytes``). Megatron-LM's
+#: ``Float16OptimizerWithFloat16Params.step`` in that order.
+OPTIMIZER_STEP_BYTES = 4 + 28 + 6
+#: With 16-bit gradients the step first copies them into the fp32 main gradients (read 2,
+#: write 4); with fp16 loss scaling it unscales them and checks for inf/NaN (read 4, write 4).
+GRAD_CAST_BYTES, UNSCALE_BYTES = 6, 8
+
+
+def optimizer_time(device: DeviceSpec, params: int, stack: Stack = DEFAULT) -> float:
+    """Seconds of the optimizer step of a rank that updates ``params`` parameters
+    (memory-bound: :data:`OPTIMIZER_STEP_BYTES` and the stack's gradient handling per
+    parameter at the HBM bandwidth)."""
+    per = OPTIMIZER_STEP_BYTES + stack.grad_bytes
+    if stack.grad_bytes == 2:
+        per += GRAD_CAST_BYTES
+    if stack.loss_scaling:
+        per += UNSCALE_BYTES
+    return params * per / device.hbm_Bps
 
 
 def model_flops_per_token(model: ModelSpec) -> float:

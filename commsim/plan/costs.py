@@ -8,7 +8,11 @@ values ``2 x 2 b s (g d) / t`` (its reduce-scatter in backward the same); a pipe
 one TP rank ``2 T h / t``; FSDP gathers and reduce-scatters each layer's ``2 N_layer / t``;
 DDP all-reduces (ZeRO-1/2 reduce-scatter) 25 MiB buckets in backward order (without
 ``grad_overlap``, :mod:`.stack`: the whole gradient once, after the last backward), and
-ZeRO-1/2 all-gather the stage's updated weights at the end.
+ZeRO-1/2 all-gather the stage's updated weights at the end. Gradients travel in the stack's
+``grad_bytes`` (16 bits, or fp32 as Llama 3 reduce-scatters them). Each stage ends with its
+optimizer step (:func:`~commsim.plan.compute.optimizer_time` on the parameters it updates:
+all of its own under DDP, ``1/(dp cp)`` of them under ZeRO and FSDP); with a blocking stack
+(Megatron-LM 2021) a received activation is all-gathered over the TP group (``2 T h``).
 
 Data-parallel replicas differ only in where their ranks sit; replicas whose groups and sends
 have the same times are evaluated once.
@@ -20,8 +24,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from commsim.plan.compute import LayerTimes
+from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
+from commsim.plan.device import DeviceSpec
 from commsim.plan.evaluate import PipelineCosts, PipelineTiming, evaluate_pipeline
 from commsim.plan.models import ModelSpec
 from commsim.plan.stack import DEFAULT, Stack
@@ -82,7 +87,8 @@ class StepEstimate:
 
 
 def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
-              timer: CollectiveTimer, overlap: bool = True) -> tuple[tuple, tuple, tuple]:
+              timer: CollectiveTimer, stack: Stack) -> tuple[tuple, tuple, tuple]:
+    overlap, grad = stack.grad_overlap, stack.grad_bytes
     gather: list[tuple[float, ...]] = []
     reduce: list[dict[int, float]] = []
     final: list[float] = []
@@ -92,21 +98,21 @@ def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
         if cfg.data_parallel == "fsdp":
             gather.append(tuple(timer.collective("all_gather", group, params(i) * BYTES)
                                 for i in mine))
-            reduce.append({i: timer.collective("reduce_scatter", group, params(i) * BYTES)
+            reduce.append({i: timer.collective("reduce_scatter", group, params(i) * grad)
                            for i in mine})
             final.append(0.0)
             continue
         coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
-        total = sum(params(i) for i in mine) * BYTES
+        total = sum(params(i) for i in mine)
         gathered = (0.0 if cfg.data_parallel == "ddp"
-                    else timer.collective("all_gather", group, total))
+                    else timer.collective("all_gather", group, total * BYTES))
         if overlap:
-            reduce.append({i: timer.collective(coll, group, nbytes)
+            reduce.append({i: timer.collective(coll, group, nbytes * grad // BYTES)
                            for i, nbytes in _buckets(mine, params).items()})
             final.append(gathered)
         else:  # one reduction of the whole gradient buffer after the last backward
             reduce.append({})
-            final.append(timer.collective(coll, group, total) + gathered)
+            final.append(timer.collective(coll, group, total * grad) + gathered)
     if len(cfg.dp_group(0)) < 2:
         return (), (), ()
     return tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final)
@@ -120,17 +126,19 @@ def pipeline_costs(
     microbatches: int,
     params: Callable[[int], int] | None = None,
     stack: Stack = DEFAULT,
+    device: DeviceSpec | None = None,
 ) -> list[PipelineCosts]:
     """The distinct pipelines of ``cfg`` (one per kind of replica), ready to evaluate
     (``stack.grad_overlap``: DDP/ZeRO reductions per bucket during the backward, or one
-    after it)."""
+    after it; ``device``: the GPU that runs each stage's optimizer step, None: no step)."""
     params = params or plan_layer_params(model, cfg)
     tokens = cfg.micro_batch * model.seq // cfg.cp
     tp_bytes = tokens * model.hidden * BYTES
     kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
     cp_bytes = 2 * cfg.micro_batch * model.seq * kv * BYTES
     send_bytes = tp_bytes // cfg.tp
-    gather, reduce, final = _dp_costs(cfg, model.layers, params, timer, stack.grad_overlap)
+    gather, reduce, final = _dp_costs(cfg, model.layers, params, timer, stack)
+    optimizer = () if device is None else _optimizer(cfg, model.layers, params, device, stack)
     base = PipelineCosts(
         schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
         layers_per_chunk=model.layers // (cfg.pp * cfg.chunks),
@@ -138,7 +146,7 @@ def pipeline_costs(
         mlp_bwd=times.mlp_bwd, attn_rc=times.attn_recompute, mlp_rc=times.mlp_recompute,
         rc_comm=times.recompute_collectives, logits_fwd=times.logits_fwd,
         logits_bwd=times.logits_bwd, gather=gather, reduce=reduce, final=final,
-        tp_ar=(), cp_gather=(), cp_rs=(),
+        tp_ar=(), cp_gather=(), cp_rs=(), optimizer=optimizer, p2p_blocking=stack.p2p_blocking,
     )
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
@@ -153,11 +161,26 @@ def pipeline_costs(
                    for p in range(cfg.pp))
         send = tuple(timer.send(cfg.rank(0, 0, a, d), cfg.rank(0, 0, b, d), send_bytes)
                      for a, b in pairs)
-        key = (tp, cg, rs, send)
+        # Megatron-LM 2021 sends 1/t of an activation per TP rank and all-gathers it on arrival
+        recv = tuple(timer.collective("all_gather", cfg.tp_group(p, d), tp_bytes)
+                     for p in range(cfg.pp)) if stack.p2p_blocking and cfg.pp > 1 else ()
+        key = (tp, cg, rs, send, recv)
         if key not in seen:
             seen[key] = replace(base, tp_ar=tp, cp_gather=cg, cp_rs=rs,
-                                send=dict(zip(pairs, send, strict=True)))
+                                send=dict(zip(pairs, send, strict=True)), recv_gather=recv)
     return list(seen.values())
+
+
+def _optimizer(cfg: PlanConfig, layers: int, params: Callable[[int], int],
+               device: DeviceSpec, stack: Stack) -> tuple[float, ...]:
+    """Per stage, the optimizer step of one rank: its parameters, or its ``1/(dp cp)`` shard
+    of them under ZeRO and FSDP."""
+    shards = 1 if cfg.data_parallel == "ddp" else cfg.dp * cfg.cp
+    return tuple(
+        optimizer_time(device, -(-sum(params(i) for i in stage_layers(cfg, layers, p)) // shards),
+                       stack)
+        for p in range(cfg.pp)
+    )
 
 
 def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer) -> range | list[int]:

@@ -14,6 +14,7 @@ it meaning::
         gemm: 0.75                  # fraction of peak a large GEMM reaches
         attention: 0.45             # fraction of peak fused (flash) attention reaches
         tile: [128, 256]            # the GEMM output tile (M x N) of one thread block
+        memory: 0.9                 # fraction of memory_bandwidth a streaming kernel reaches
       sources: [...]
 """
 
@@ -44,6 +45,8 @@ class DeviceSpec:
     attention_efficiency: float
     tile_m: int = 128
     tile_n: int = 256
+    #: fraction of ``memory_bandwidth_Bps`` that a streaming (memory-bound) kernel reaches
+    memory_efficiency: float = 1.0
     sources: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -53,9 +56,15 @@ class DeviceSpec:
         fields.positive_int(self.tile_n, "device.efficiency.tile")
         if not (self.memory_bandwidth_Bps > 0 and self.peak_flops > 0):
             raise SpecError("device: memory_bandwidth and peak_flops must be > 0")
-        for key in ("gemm_efficiency", "attention_efficiency"):
+        for key in ("gemm_efficiency", "attention_efficiency", "memory_efficiency"):
             if not 0 < getattr(self, key) <= 1:
                 raise SpecError(f"device.efficiency.{key.split('_')[0]}: must be in (0, 1]")
+
+    @property
+    def hbm_Bps(self) -> float:
+        """The HBM bandwidth memory-bound kernels reach: the datasheet's times
+        ``memory_efficiency``."""
+        return self.memory_bandwidth_Bps * self.memory_efficiency
 
     def with_memory(self, nbytes: int | None) -> DeviceSpec:
         """The same device with ``nbytes`` of memory (``--gpu-memory``); None: unchanged."""
@@ -79,7 +88,8 @@ def device_from_dict(data: object, path: str = "device") -> DeviceSpec:
     if "bf16" not in peaks:
         raise SpecError(f"{path}.peak_flops.bf16: missing (the planner trains in bf16)")
     eff: Mapping[str, Any] = fields.mapping(body["efficiency"], f"{path}.efficiency")
-    fields.check_keys(eff, ("curve", "gemm", "attention"), ("tile",), f"{path}.efficiency")
+    fields.check_keys(eff, ("curve", "gemm", "attention"), ("tile", "memory"),
+                      f"{path}.efficiency")
     fields.choice(eff["curve"], f"{path}.efficiency.curve", CURVES)
     tile = eff.get("tile", [128, 256])
     if not (isinstance(tile, list) and len(tile) == 2):
@@ -97,6 +107,7 @@ def device_from_dict(data: object, path: str = "device") -> DeviceSpec:
         attention_efficiency=fields.fraction(eff["attention"], f"{path}.efficiency.attention"),
         tile_m=fields.positive_int(tile[0], f"{path}.efficiency.tile[0]"),
         tile_n=fields.positive_int(tile[1], f"{path}.efficiency.tile[1]"),
+        memory_efficiency=fields.fraction(eff.get("memory", 1.0), f"{path}.efficiency.memory"),
         sources=tuple(sources),
     )
 

@@ -20,7 +20,10 @@ replay's rules task for task:
   cross stage boundaries as sends of the boundary's uncontended time;
 * FSDP gathers each layer before its first forward, one layer ahead; gradients are reduced
   after a layer's last backward (FSDP per layer, DDP/ZeRO per 25 MiB bucket), ZeRO-1/2
-  all-gather the updated weights after the last reduction.
+  all-gather the updated weights after the last reduction;
+* beyond the replay (which has no optimizer and sends asynchronously): each stage ends with
+  its optimizer step once all its streams are done, and a blocking stack (Megatron-LM 2021)
+  holds a stage's compute stream during each of its sends.
 
 Once every stream has been used in an op, the rest of the op is a serial chain, so an op of
 ``n`` layers costs one exact layer and a multiplication (``_run_layers``). What this cannot
@@ -52,6 +55,10 @@ class PipelineCosts:
     sharded); ``reduce[stage]`` maps a global layer to the reduction issued after its last
     backward; ``final[stage]`` runs on the ``dp`` stream after the last reduction and the
     stage's last op (ZeRO's weight all-gather; without overlap, the gradient reduction too).
+    ``optimizer[stage]`` is the optimizer step, on the compute stream once every stream of
+    the stage is done (empty: none). With ``p2p_blocking`` a stage's compute stream waits for
+    each of its sends (Megatron-LM 2021), and a received tensor is usable ``recv_gather[stage]``
+    after it arrives (its TP all-gather).
     """
 
     schedule: str
@@ -75,6 +82,9 @@ class PipelineCosts:
     gather: tuple[tuple[float, ...], ...] = ()
     reduce: tuple[Mapping[int, float], ...] = ()
     final: tuple[float, ...] = ()
+    optimizer: tuple[float, ...] = ()
+    p2p_blocking: bool = False
+    recv_gather: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,6 +253,15 @@ class _Evaluator:
             ready = _run(st, "compute", ready, c.logits_fwd)
         st.last_op_end = max(st.last_op_end, ready)
         self.end.append(ready)
+        if c.p2p_blocking and (vstage < self.last_vstage if forward else vstage > 0):
+            self._block_on_send(st, stage, (stage + (1 if forward else -1)) % c.pp, ready)
+
+    def _block_on_send(self, st: _Stage, stage: int, dst: int, ready: float) -> None:
+        """A blocking send (Megatron-LM 2021): the stage's compute stream waits for it."""
+        seconds = self.c.send.get((stage, dst), 0.0)
+        st.free["compute"] = max(st.free.get("compute", 0.0), ready + seconds)
+        st.chain_comm_s += seconds
+        st.last_op_end = max(st.last_op_end, ready + seconds)
 
     def _first_forward(self, st: _Stage, blocks: _Program, ready: float,
                        gathers: Sequence[float], first: int, n: int) -> float:
@@ -271,12 +290,16 @@ class _Evaluator:
         for p, st in enumerate(self.stages):
             if c.final and c.final[p]:  # after the last reduction and the last backward
                 st.free["dp"] = max(st.free.get("dp", 0.0), st.last_op_end) + c.final[p]
-        step = max(max(st.free.values(), default=0.0) for st in self.stages)
-        step = max([step, *self.end])
         exposed = tuple(
             st.chain_comm_s + max(0.0, max(st.free.values(), default=0.0) - st.last_op_end)
             for st in self.stages
         )
+        for p, st in enumerate(self.stages):
+            if c.optimizer and c.optimizer[p]:  # once the stage's every stream is done
+                done = max(max(st.free.values(), default=0.0), st.last_op_end)
+                _run(st, "compute", done, c.optimizer[p])
+        step = max(max(st.free.values(), default=0.0) for st in self.stages)
+        step = max([step, *self.end])
         return PipelineTiming(step, tuple(st.compute_s for st in self.stages), exposed)
 
 
@@ -287,7 +310,8 @@ def evaluate_pipeline(costs: PipelineCosts) -> PipelineTiming:
     for stage, op, src, dep in _trace(costs.schedule, costs.pp, costs.microbatches,
                                       costs.chunks):
         if op is None:  # a transfer from ``src`` to ``stage``
-            end.append(end[dep] + send.get((src, stage), 0.0))
+            gather = costs.recv_gather[stage] if costs.recv_gather else 0.0
+            end.append(end[dep] + send.get((src, stage), 0.0) + gather)
         else:
             run_op(stage, op, dep)
     return ev.timing()

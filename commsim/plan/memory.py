@@ -1,9 +1,10 @@
 """Memory per GPU of a training configuration: states, activations, communication buffers.
 
 **States** (Adam in mixed precision, as DESIGN.md's seed figures): bf16 weights ``2N``, bf16
-gradients ``2N`` and fp32 master weights, momentum and variance ``12N`` for the ``N``
-parameters a rank holds (its stage's layers over ``tp``; the first stage adds the embedding,
-the last the output layer, tied or not, as Megatron-LM keeps a copy on both). Sharded over
+gradients ``2N`` (fp32, ``4N``, where the stack accumulates them in fp32) and fp32 master
+weights, momentum and variance ``12N`` for the ``N`` parameters a rank holds (its stage's
+layers over ``tp``; the first stage adds the embedding, the last the output layer, tied or
+not, as Megatron-LM keeps a copy on both). Sharded over
 the ``d = dp x cp`` ranks that hold the same parameters:
 
 ========  ==============================================================
@@ -148,10 +149,11 @@ def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int) -> int:
 
 
 def states(params: int, data_parallel: str, shards: int,
-           microbatches: int = 1) -> tuple[int, int, int]:
+           microbatches: int = 1, grad_bytes: int = GRAD_BYTES) -> tuple[int, int, int]:
     """(weights, gradients, optimizer) bytes of ``params`` sharded over ``shards`` ranks, at
-    the step's peak (see the module docstring: what is gathered or accumulated unsharded)."""
-    w, g, o = WEIGHT_BYTES * params, GRAD_BYTES * params, OPTIMIZER_BYTES * params
+    the step's peak (see the module docstring: what is gathered or accumulated unsharded;
+    ``grad_bytes``: 4 where the stack keeps fp32 gradients)."""
+    w, g, o = WEIGHT_BYTES * params, grad_bytes * params, OPTIMIZER_BYTES * params
     if data_parallel in ("zero1", "zero2", "fsdp"):
         o = math.ceil(o / shards)
     if data_parallel in ("zero2", "fsdp") and microbatches == 1:
@@ -185,7 +187,7 @@ def peak_memory(
     best: Memory | None = None
     for stage in sorted({0, pp - 1}):
         w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp,
-                         microbatches)
+                         microbatches, stack.grad_bytes)
         flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
         act = flight * layers_per_chunk * per_layer
         if recompute == "full":
@@ -194,7 +196,7 @@ def peak_memory(
             act += 4.0 * tokens * model.vocab / tp
         buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
         if data_parallel == "fsdp" and dp * cp > 1:  # a layer's gradient being reduce-scattered
-            buffers += layer_weights * GRAD_BYTES // WEIGHT_BYTES
+            buffers += layer_weights * stack.grad_bytes // WEIGHT_BYTES
         elif dp * cp > 1:
             buffers += 2 * DEFAULT_BUCKET_BYTES
         mem = Memory(stage, w, g, o, math.ceil(act), math.ceil(buffers))

@@ -250,7 +250,8 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
             global_batch: int, stack: Stack) -> Evaluated:
     cfg = c.config
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
-    est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches, stack=stack))
+    est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches, stack=stack,
+                                       device=device))
     tokens_per_s = global_batch * model.seq / est.step_time_s
     mflops = model_flops_per_token(model) * tokens_per_s / cfg.world
     hflops = hardware_flops_per_token(model, cfg.recompute) * tokens_per_s / cfg.world

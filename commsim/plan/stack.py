@@ -19,7 +19,18 @@ documents, as one :class:`Stack` per run (never fitted per row of a comparison):
   kernel adds to the buffer (2021: 6 bytes per parameter per micro-batch at HBM bandwidth);
 * ``grad_overlap``: DDP / ZeRO-1/2 reduce gradients in 25 MiB buckets during the backward
   (PyTorch DDP) or all of a stage's at once after the last backward (Megatron-LM's ``local``
-  DDP of 2021: one all-reduce of the contiguous gradient buffer).
+  DDP of 2021: one all-reduce of the contiguous gradient buffer);
+* ``p2p_blocking``: pipeline sends and receives overlap compute (today's asynchronous
+  point-to-point, as the replay runs them) or block the stage: Megatron-LM 2021's
+  ``p2p_communication._communicate`` waits for every ``isend``/``irecv`` and then calls
+  ``torch.cuda.synchronize()``, so the sender's next op starts only after its send, and,
+  with TP, each received tensor (sent as ``1/t`` of it per TP rank, the paper's
+  scatter/gather optimisation) is all-gathered over the TP group before use;
+* ``grad_bytes``: 2 (gradients accumulated and reduced in 16 bits) or 4 (in fp32: the
+  Llama 3 paper, Section 3.3.4, accumulates gradients over micro-batches in fp32 and
+  reduce-scatters them in fp32);
+* ``loss_scaling``: fp16 training (Megatron-LM 2021): the 16-bit gradients are copied into
+  the fp32 main gradients, unscaled and checked for inf/NaN before each optimizer step.
 
 The default is today's stack (fused attention, sequence parallelism, fused weight-gradient
 accumulation, overlapped reductions); :data:`MEGATRON_2021` is the one of Narayanan et al.
@@ -37,8 +48,8 @@ from dataclasses import dataclass
 from commsim.errors import SpecError
 
 ATTENTION = ("fused", "unfused")
-#: Bytes per parameter of a separate weight-gradient accumulation: read the new gradient,
-#: read and write the 16-bit buffer.
+#: Bytes per parameter of a separate weight-gradient accumulation into a 16-bit buffer:
+#: read the new gradient, read and write the buffer (fp32 buffer: ``Stack.wgrad_add_bytes``).
 WGRAD_ADD_BYTES = 6
 
 
@@ -50,24 +61,41 @@ class Stack:
     sequence_parallel: bool = True
     wgrad_fusion: bool = True
     grad_overlap: bool = True
+    p2p_blocking: bool = False
+    grad_bytes: int = 2
+    loss_scaling: bool = False
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION:
             raise SpecError(f"--attention {self.attention}: must be one of "
                             f"{', '.join(ATTENTION)}")
+        if self.grad_bytes not in (2, 4):
+            raise SpecError(f"stack grad_bytes {self.grad_bytes}: must be 2 or 4")
+
+    @property
+    def wgrad_add_bytes(self) -> int:
+        """Bytes per parameter of one separate weight-gradient accumulation."""
+        return WGRAD_ADD_BYTES - 4 + 2 * self.grad_bytes
 
     def label(self) -> str:
         """A short description, e.g. ``fused sp wgrad-fused overlap``."""
         return " ".join((self.attention, "sp" if self.sequence_parallel else "no-sp",
                          "wgrad-fused" if self.wgrad_fusion else "wgrad-add",
-                         "overlap" if self.grad_overlap else "no-overlap"))
+                         "overlap" if self.grad_overlap else "no-overlap")
+                        + (("p2p-blocking",) if self.p2p_blocking else ())
+                        + (("fp32-grads",) if self.grad_bytes == 4 else ())
+                        + (("loss-scaling",) if self.loss_scaling else ()))
 
 
 DEFAULT = Stack()
 MEGATRON_2021 = Stack(attention="unfused", sequence_parallel=False, wgrad_fusion=False,
-                      grad_overlap=False)
+                      grad_overlap=False, p2p_blocking=True, loss_scaling=True)
+#: The Llama 3 paper's (Section 3.3): today's stack with gradients accumulated over
+#: micro-batches and reduce-scattered in fp32 (accumulated by a separate addition, as
+#: autograd accumulates a gradient: the paper names no fused accumulation).
+LLAMA3 = Stack(wgrad_fusion=False, grad_bytes=4)
 #: ``commsim plan --stack NAME``.
-STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021}
+STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3}
 
 
 def named_stack(name: str, attention: str | None = None) -> Stack:
