@@ -12,7 +12,7 @@ same chains towards the root).
 
 On one or two ranks both directions would use the same ordered pairs, so the schedule is the
 plain ring's (one ring, whole blocks: on two ranks the ring already uses both directions of the
-single link). Zero-byte halves and pieces vanish in :class:`~commsim.algorithms.plan.Plan`.
+single link). Zero-byte halves and pieces vanish.
 
 TPU pods run these rings along each torus axis (the JAX scaling book, "How to Scale Your
 Model", jax-ml.github.io/scaling-book); the ring schedule itself is Patarasuk & Yuan,
@@ -21,15 +21,11 @@ Model", jax-ml.github.io/scaling-book); the ring schedule itself is Patarasuk & 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from commsim.algorithms import ring
 from commsim.algorithms.base import Call
-from commsim.algorithms.plan import Plan, Range, pipeline_chunks, split
-from commsim.algorithms.ring import Ring, all_gather_steps, reduce_scatter_steps
-from commsim.collectives import Collective, segment
-from commsim.errors import ScheduleError
-from commsim.schedule import Columns, OpKind, Schedule
+from commsim.algorithms.plan import Range, pipeline_chunks
+from commsim.collectives import Collective
+from commsim.schedule import Columns, Schedule
 
 NAME = "ring_bidirectional"
 
@@ -45,28 +41,6 @@ def halves(block: Range) -> tuple[Range, Range]:
     return (a, mid), (mid, b)
 
 
-def counter_clockwise(m: int) -> list[int]:
-    """Ring position ``i`` of the counter-clockwise ring holds index ``-i mod m``.
-
-    >>> counter_clockwise(4)
-    [0, 3, 2, 1]
-    """
-    return [(-i) % m for i in range(m)]
-
-
-def bidirectional_rings(ranks: Sequence[int], blocks: Sequence[Range]) -> list[Ring]:
-    """The two rings of a bidirectional ring over ``ranks`` (in ``+`` order), where
-    ``ranks[k]`` owns ``blocks[k]``; one ring of whole blocks when ``len(ranks) < 3``."""
-    m = len(ranks)
-    if m < 3:
-        return [(list(ranks), list(blocks))]
-    ccw = counter_clockwise(m)
-    return [
-        (list(ranks), [halves(b)[0] for b in blocks]),
-        ([ranks[k] for k in ccw], [halves(blocks[k])[1] for k in ccw]),
-    ]
-
-
 def default_chunks(call: Call) -> int:
     """As ``ring``: 1 for the ring collectives; for the chains ``ceil(n / 2 / 512 KiB)``
     pieces per half (each chain carries half the buffer), at most ``max(64, 4 (p - 1))``."""
@@ -79,15 +53,17 @@ def default_chunks(call: Call) -> int:
 def build(call: Call) -> Schedule:
     """The bidirectional ring schedule of ``call`` (see the module docstring)."""
     chunks = call.chunks or default_chunks(call)
-    columnar = _columns(call, chunks)
-    if columnar is not None:
-        return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
-                                   chunks, columnar)
-    return build_objects(call)
+    from commsim.algorithms.columnar import drop_empty
+
+    columns = _columns(call, chunks)
+    assert columns is not None
+    return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+                               chunks, drop_empty(columns))
 
 
 def _columns(call: Call, chunks: int) -> Columns | None:
-    """The schedule :func:`build` describes, made as columns (None where a piece is empty)."""
+    """The schedule :func:`build` describes, made as columns (zero-byte rows kept: never
+    None)."""
     import numpy as np  # NOTE: local, so that importing the registry stays cheap
 
     from commsim.algorithms import columnar
@@ -98,61 +74,19 @@ def _columns(call: Call, chunks: int) -> Columns | None:
         reduce = coll is Collective.REDUCE
         cw = (root + reduce + k) % p
         if p < 3:
-            return columnar.chain(cw, 0, n, chunks, reduce)
+            return columnar.chain(cw, 0, n, chunks, reduce, keep_empty=True)
         ccw = (root - reduce - k) % p
         first, second = halves((0, n))
-        one = columnar.chain(cw, *first, chunks, reduce)
-        two = columnar.chain(ccw, *second, chunks, reduce)
-        return None if one is None or two is None else columnar.concat([one, two])
+        one = columnar.chain(cw, *first, chunks, reduce, keep_empty=True)
+        two = columnar.chain(ccw, *second, chunks, reduce, keep_empty=True)
+        assert one is not None and two is not None
+        return columnar.concat([one, two])
     starts, stops = columnar.segments(p, n)
     if p < 3:
         rings, lo, hi = k[None, :], starts[None, :], stops[None, :]
     else:
         mid = starts + (stops - starts) // 2                      # halves() of every block
-        ccw = -k % p                                              # counter_clockwise(p)
+        ccw = -k % p               # counter-clockwise position i holds index -i mod p
         rings = np.stack([k, ccw])
         lo, hi = np.stack([starts, mid[ccw]]), np.stack([mid, stops[ccw]])
-    return columnar.ring_steps(rings, lo, hi, chunks, ring.PHASES[coll])
-
-
-def build_objects(call: Call) -> Schedule:
-    """:func:`build` one transfer at a time through a :class:`Plan` (where a piece is empty;
-    tests compare it with the columns elsewhere)."""
-    p, n = call.ranks, call.nbytes
-    chunks = call.chunks or default_chunks(call)
-    plan = Plan(p, n)
-    coll = call.collective
-    rings = bidirectional_rings(range(p), [segment(r, p, n) for r in range(p)])
-    if coll is Collective.ALL_GATHER:
-        all_gather_steps(plan, rings, chunks)
-    elif coll is Collective.REDUCE_SCATTER:
-        reduce_scatter_steps(plan, rings, chunks)
-    elif coll is Collective.ALL_REDUCE:
-        reduce_scatter_steps(plan, rings, chunks)
-        all_gather_steps(plan, rings, chunks)
-    elif coll.rooted:
-        root = call.root
-        if coll is Collective.BROADCAST:
-            cw = [(root + k) % p for k in range(p)]
-            ccw = [(root - k) % p for k in range(p)]
-            op = OpKind.COPY
-        else:
-            cw = [(root + 1 + k) % p for k in range(p)]
-            ccw = [(root - 1 - k) % p for k in range(p)]
-            op = OpKind.REDUCE
-        if p < 3:
-            _chain(plan, cw, (0, n), chunks, op)
-        else:
-            first, second = halves((0, n))
-            _chain(plan, cw, first, chunks, op)
-            _chain(plan, ccw, second, chunks, op)
-    else:  # pragma: no cover - every collective is handled above
-        raise ScheduleError(f"algorithm {NAME!r} cannot run {coll.value}")
-    return plan.schedule(coll, NAME, p, call.root, chunks)
-
-
-def _chain(plan: Plan, order: list[int], block: Range, chunks: int, op: OpKind) -> None:
-    """Pipelined chain of ``block`` along ``order`` (as ``ring``'s chains)."""
-    for piece in split(block[0], block[1], chunks):
-        for k in range(len(order) - 1):
-            plan.send(order[k], order[k + 1], [piece], op)
+    return columnar.ring_steps(rings, lo, hi, chunks, ring.PHASES[coll], keep_empty=True)

@@ -20,10 +20,10 @@ share a link only through the network's bandwidth sharing.
 from __future__ import annotations
 
 from commsim.algorithms.base import Call
-from commsim.algorithms.plan import Plan, pipeline_chunks, split
+from commsim.algorithms.plan import pipeline_chunks
 from commsim.collectives import Collective
 from commsim.errors import ScheduleError
-from commsim.schedule import OpKind, Schedule
+from commsim.schedule import Schedule
 
 NAME = "double_binary_tree"
 #: Upper bound of the default piece count per tree.
@@ -68,35 +68,13 @@ def default_chunks(call: Call) -> int:
 
 
 def build(call: Call) -> Schedule:
-    """The double-binary-tree all-reduce of ``call``."""
+    """The double-binary-tree all-reduce of ``call``, built as columns
+    (:func:`commsim.algorithms.tree_columns.double_tree_columns`)."""
     if call.collective is not Collective.ALL_REDUCE:
         raise ScheduleError(f"algorithm {NAME!r} cannot run {call.collective.value}")
-    p, n = call.ranks, call.nbytes
+    from commsim.algorithms.tree_columns import double_tree_columns
+
     chunks = call.chunks or default_chunks(call)
-    plan = Plan(p, n)
-    halves = [(0, n // 2), (n // 2, n)]
-    for channel, parents in enumerate(dbt_parents(p)):
-        depth = _depths(parents)
-        up = sorted(range(p), key=lambda r: (-depth[r], r))  # leaves first
-        down = sorted(range(p), key=lambda r: (depth[r], r))  # root first
-        for piece in split(*halves[channel], chunks):
-            for r in up:
-                if parents[r] >= 0:
-                    plan.send(r, parents[r], [piece], OpKind.REDUCE, channel=channel)
-            for r in down:
-                if parents[r] >= 0:
-                    plan.send(parents[r], r, [piece], OpKind.COPY, channel=channel)
-    return plan.schedule(call.collective, NAME, p, call.root, chunks)
-
-
-def _depths(parents: list[int]) -> list[int]:
-    depth = [-1] * len(parents)
-
-    def of(r: int) -> int:
-        if depth[r] < 0:
-            depth[r] = 0 if parents[r] < 0 else of(parents[r]) + 1
-        return depth[r]
-
-    for r in range(len(parents)):
-        of(r)
-    return depth
+    columns = double_tree_columns(dbt_parents(call.ranks), call.nbytes, chunks)
+    return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+                               chunks, columns)

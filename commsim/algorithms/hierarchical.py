@@ -34,16 +34,10 @@ Every step moves its block in ``chunks`` pieces, one at a time per link; the rin
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from collections.abc import Callable, Sequence
-
 from commsim.algorithms.base import Call
-from commsim.algorithms.plan import Plan, Range, split_all
-from commsim.algorithms.recursive import fold
-from commsim.algorithms.ring import Ring, all_gather_steps, reduce_scatter_steps
-from commsim.collectives import Collective, segment
+from commsim.collectives import Collective
 from commsim.errors import ScheduleError
-from commsim.schedule import NONE, Handle, OpKind, Schedule, join
+from commsim.schedule import Schedule
 
 NAME = "hierarchical"
 RABENSEIFNER = "hierarchical_rabenseifner"
@@ -67,133 +61,25 @@ def default_chunks(call: Call) -> int:
 
 
 def build(call: Call) -> Schedule:
-    """The hierarchical all-reduce of ``call`` with ring rails (see the module docstring)."""
-    if call.collective is Collective.ALL_REDUCE and call.hosts is not None:
-        chunks = call.chunks or default_chunks(call)
-        from commsim.algorithms.hierarchical_columns import ring_rails_columns
-
-        columnar = ring_rails_columns(host_groups(call.hosts), call.nbytes, chunks)
-        if columnar is not None:
-            return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes,
-                                       call.root, chunks, columnar)
-    return build_objects(call)
-
-
-def build_objects(call: Call) -> Schedule:
-    """:func:`build` one transfer at a time through a :class:`Plan` (hosts of unequal size,
-    empty pieces; tests compare it with the columns elsewhere)."""
-    return _build(call, NAME, _ring_rails)
+    """The hierarchical all-reduce of ``call`` with ring rails (see the module docstring),
+    built as columns (:mod:`commsim.algorithms.hierarchical_rows`)."""
+    return _columns(call, NAME)
 
 
 def build_rabenseifner(call: Call) -> Schedule:
-    """The hierarchical all-reduce of ``call`` with Rabenseifner rails."""
-    return _build(call, RABENSEIFNER, _rabenseifner_rails)
+    """The hierarchical all-reduce of ``call`` with Rabenseifner rails, built as columns."""
+    return _columns(call, RABENSEIFNER)
 
 
-def _build(call: Call, name: str, rails_phase: Callable[[Plan, list[Ring], int], None]) -> Schedule:
+def _columns(call: Call, name: str) -> Schedule:
     if call.collective is not Collective.ALL_REDUCE:
         raise ScheduleError(f"algorithm {name!r} cannot run {call.collective.value}")
     if call.hosts is None:
         raise ScheduleError(f"algorithm {name!r} needs a multi-host topology")
-    p, n = call.ranks, call.nbytes
+    from commsim.algorithms.hierarchical_rows import hierarchical_columns
+
     chunks = call.chunks or default_chunks(call)
-    plan = Plan(p, n)
-    groups = host_groups(call.hosts)
-    parts = [[segment(i, len(g), n) for i in range(len(g))] for g in groups]
-    intra: list[Ring] = list(zip(groups, parts, strict=True))
-
-    reduce_scatter_steps(plan, intra, chunks)
-    rails_phase(plan, _rails(groups, parts, n), chunks)
-    all_gather_steps(plan, intra, chunks)
-    return plan.schedule(call.collective, name, p, call.root, chunks)
-
-
-def _ring_rails(plan: Plan, rails: list[Ring], chunks: int) -> None:
-    reduce_scatter_steps(plan, rails, chunks)
-    all_gather_steps(plan, rails, chunks)
-
-
-class _Nics:
-    """Sends inter-host messages one piece at a time per NIC direction.
-
-    ``sent[r]`` / ``received[r]``: the handle of the last piece rank ``r`` sent / received.
-    Pieces into a rank form one chain, so of the pieces into ``src`` that its data waits for
-    only the latest is kept as a dependency: the others are its ancestors (same times, same
-    checker verdict), and a rank's data would otherwise wait on ``O(log H)`` reduces.
-    """
-
-    def __init__(self, plan: Plan) -> None:
-        self.plan = plan
-        self.first = len(plan.builder.transfers)  # transfers from here on are inter-host
-        self.sent: dict[int, Handle] = {}
-        self.received: dict[int, Handle] = {}
-
-    def send(self, src: int, dst: int, ranges: Sequence[Range], op: OpKind, chunks: int) -> None:
-        for part in split_all(ranges, chunks):
-            after = join(self.sent.get(src, NONE), self.received.get(dst, NONE))
-            data = self.plan.ready(src, part)
-            mine = [i for i in data if i >= self.first]
-            if len(mine) > 1:
-                data = frozenset(i for i in data if i < self.first) | {max(mine)}
-            handle = self.plan.send(src, dst, part, op, after=after, data=data)
-            self.sent[src] = self.received[dst] = handle
-
-
-def _rabenseifner_rails(plan: Plan, rails: list[Ring], chunks: int) -> None:
-    """Rabenseifner all-reduce of every rail's range among its owners, stages in lockstep."""
-    if not rails or len(rails[0][0]) < 2:
-        return
-    nics = _Nics(plan)
-    core, pairs = fold(len(rails[0][0]))
-    pof2 = len(core)
-    # per rail: owners, the full range, and the core ranks' blocks
-    plans = []
-    for owners, subs in rails:
-        start, stop = subs[0][0], subs[-1][1]
-        cuts = [segment(k, pof2, stop - start) for k in range(pof2)]
-        blocks = [(start + a, start + b) for a, b in cuts]
-        plans.append((owners, [(start, stop)], blocks))
-
-    def window(blocks: list[Range], first: int, count: int) -> list[Range]:
-        return [(blocks[first][0], blocks[first + count - 1][1])]
-
-    for owners, full, _ in plans:
-        for even, odd in pairs:
-            nics.send(owners[even], owners[odd], full, OpKind.REDUCE, chunks)
-    mask = pof2 >> 1
-    while mask:  # recursive halving: hand the partner's half of my window to the partner
-        for owners, _, blocks in plans:
-            for a in range(pof2):
-                b = a ^ mask
-                ranges = window(blocks, b & ~(mask - 1), mask)
-                nics.send(owners[core[a]], owners[core[b]], ranges, OpKind.REDUCE, chunks)
-        mask >>= 1
-    mask = 1
-    while mask < pof2:  # recursive doubling: send my window, receive my partner's
-        for owners, _, blocks in plans:
-            for a in range(pof2):
-                ranges = window(blocks, a & ~(mask - 1), mask)
-                nics.send(owners[core[a]], owners[core[a ^ mask]], ranges, OpKind.COPY, chunks)
-        mask <<= 1
-    for owners, full, _ in plans:
-        for even, odd in pairs:
-            nics.send(owners[odd], owners[even], full, OpKind.COPY, chunks)
-
-
-def _rails(groups: list[list[int]], parts: list[list[Range]], nbytes: int) -> list[Ring]:
-    """One ring per range between consecutive part boundaries of all hosts: its owners, and
-    the range cut into one sub-range per host."""
-    cuts = sorted({a for host_parts in parts for a, _ in host_parts} | {nbytes})
-    hosts = len(groups)
-    rails: list[Ring] = []
-    for start, stop in zip(cuts, cuts[1:], strict=False):
-        owners = []
-        for group, host_parts in zip(groups, parts, strict=True):
-            starts = [a for a, _ in host_parts]
-            owners.append(group[bisect_right(starts, start) - 1])
-        length = stop - start
-        subs = [
-            (start + k * length // hosts, start + (k + 1) * length // hosts) for k in range(hosts)
-        ]
-        rails.append((owners, subs))
-    return rails
+    columns = hierarchical_columns(host_groups(call.hosts), call.nbytes, chunks,
+                                   name == RABENSEIFNER)
+    return Schedule.of_columns(call.collective, name, call.ranks, call.nbytes, call.root,
+                               chunks, columns)

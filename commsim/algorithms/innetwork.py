@@ -27,12 +27,11 @@ from __future__ import annotations
 
 from commsim.algorithms.base import Call
 from commsim.algorithms.hierarchical import host_groups
-from commsim.algorithms.plan import Plan, Range, pipeline_chunks, split
-from commsim.algorithms.ring import Ring, all_gather_steps, reduce_scatter_steps
+from commsim.algorithms.plan import Range, pipeline_chunks
 from commsim.collectives import Collective, segment
 from commsim.errors import ScheduleError
 from commsim.network import Network
-from commsim.schedule import OpKind, Schedule
+from commsim.schedule import Schedule
 
 NVLS = "nvls"
 COLLNET = "collnet"
@@ -71,78 +70,41 @@ def parts(groups: list[list[int]], nbytes: int) -> list[list[Range]]:
     return [[segment(i, len(g), nbytes) for i in range(len(g))] for g in groups]
 
 
-def switch_all_reduce(plan: Plan, group: list[int], switch: int, lo: int, hi: int,
-                      chunks: int, *, upload: OpKind = OpKind.REDUCE) -> None:
-    """Bytes ``[lo, hi)`` of every rank of ``group`` summed in ``switch`` and multicast back,
-    piece by piece (``upload=COPY``: one rank's bytes multicast, see :func:`switch_gather`)."""
-    for piece in split(lo, hi, chunks):
-        for rank in group:
-            plan.send(rank, switch, [piece], upload)
-        for rank in group:
-            plan.send(switch, rank, [piece], OpKind.COPY)
-
-
-def switch_gather(plan: Plan, group: list[int], blocks: list[Range], switch: int,
-                  chunks: int) -> None:
-    """All-gather through the switch: rank ``group[l]`` sends ``blocks[l]`` up in pieces; the
-    switch multicasts each piece to the group's other ranks."""
-    pieces = [split(a, b, chunks) for a, b in blocks]
-    for k in range(chunks):
-        for owner, rank in enumerate(group):
-            piece = pieces[owner][k]
-            plan.send(rank, switch, [piece], OpKind.COPY)
-            for other in group:
-                if other != rank:
-                    plan.send(switch, other, [piece], OpKind.COPY)
-
-
 def build_nvls(call: Call) -> Schedule:
-    """The ``nvls`` all-reduce of ``call`` (see the module docstring)."""
+    """The ``nvls`` all-reduce of ``call`` (see the module docstring), built as columns
+    (:func:`commsim.algorithms.innetwork_columns.nvls_columns`)."""
     _check(call, NVLS)
-    p, n = call.ranks, call.nbytes
-    chunks = call.chunks or default_chunks(call)
+    from commsim.algorithms.innetwork_columns import nvls_columns
+    from commsim.algorithms.rows import Table
+
+    p, chunks = call.ranks, call.chunks or default_chunks(call)
     if p < 2:
-        return Plan(p, n).schedule(call.collective, NVLS, p, call.root, chunks)
+        return Schedule.of_columns(call.collective, NVLS, p, call.nbytes, call.root, chunks,
+                                   Table().columns())
     assert call.host_switches is not None
-    plan = Plan(p, n, endpoints(call))
     groups = host_groups(call.hosts) if call.hosts is not None else [list(range(p))]
-    start = plan.mark()
-    for group in groups:
-        switch_all_reduce(plan, group, call.host_switches[group[0]], 0, n, chunks)
-    if len(groups) > 1:
-        host_parts = parts(groups, n)
-        rails = _rails(groups, host_parts)
-        plan.fence(range(p), plan.since(start))
-        start = plan.mark()
-        reduce_scatter_steps(plan, rails, 1)
-        all_gather_steps(plan, rails, 1)
-        plan.fence(range(p), plan.since(start))
-        for group, blocks in zip(groups, host_parts, strict=True):
-            switch_gather(plan, group, blocks, call.host_switches[group[0]], chunks)
-    return plan.schedule(call.collective, NVLS, p, call.root, chunks)
+    columns = nvls_columns(groups, call.nbytes, chunks, [call.host_switches[g[0]] for g in groups])
+    return Schedule.of_columns(call.collective, NVLS, p, call.nbytes, call.root, chunks,
+                               columns, endpoints(call))
 
 
 def build_collnet(call: Call) -> Schedule:
-    """The ``collnet`` all-reduce of ``call`` (see the module docstring)."""
+    """The ``collnet`` all-reduce of ``call`` (see the module docstring), built as columns
+    (:func:`commsim.algorithms.innetwork_columns.collnet_columns`)."""
     _check(call, COLLNET)
-    p, n = call.ranks, call.nbytes
-    chunks = call.chunks or default_chunks(call)
-    if p < 2:
-        return Plan(p, n).schedule(call.collective, COLLNET, p, call.root, chunks)
+    from commsim.algorithms.innetwork_columns import collnet_columns
+    from commsim.algorithms.rows import Table
+
+    if call.ranks < 2:
+        return Schedule.of_columns(call.collective, COLLNET, call.ranks, call.nbytes,
+                                   call.root, call.chunks or default_chunks(call),
+                                   Table().columns())
     assert call.fabric_switch is not None
-    plan = Plan(p, n, endpoints(call))
-    groups = host_groups(call.hosts) if call.hosts is not None else [[r] for r in range(p)]
-    host_parts = parts(groups, n)
-    intra: list[Ring] = list(zip(groups, host_parts, strict=True))
-    start = plan.mark()
-    reduce_scatter_steps(plan, intra, 1)
-    plan.fence(range(p), plan.since(start))
-    start = plan.mark()
-    for ranks, (lo, hi) in _rail_parts(groups, host_parts):
-        switch_all_reduce(plan, ranks, call.fabric_switch, lo, hi, chunks)
-    plan.fence(range(p), plan.since(start))
-    all_gather_steps(plan, intra, 1)
-    return plan.schedule(call.collective, COLLNET, p, call.root, chunks)
+    chunks = call.chunks or default_chunks(call)
+    groups = host_groups(call.hosts) if call.hosts is not None else [[r] for r in range(call.ranks)]
+    columns = collnet_columns(groups, call.nbytes, chunks, call.fabric_switch)
+    return Schedule.of_columns(call.collective, COLLNET, call.ranks, call.nbytes, call.root,
+                               chunks, columns, endpoints(call))
 
 
 def _check(call: Call, name: str) -> None:
@@ -150,19 +112,3 @@ def _check(call: Call, name: str) -> None:
         raise ScheduleError(f"algorithm {name!r} cannot run {call.collective.value}")
     if call.hosts is not None and len({len(g) for g in host_groups(call.hosts)}) != 1:
         raise ScheduleError(f"algorithm {name!r} needs the same number of ranks on every host")
-
-
-def _rail_parts(groups: list[list[int]], host_parts: list[list[Range]]
-                ) -> list[tuple[list[int], Range]]:
-    """(ranks of local index ``l`` on every host, part ``l``), hosts of equal size."""
-    return [([g[local] for g in groups], host_parts[0][local]) for local in range(len(groups[0]))]
-
-
-def _rails(groups: list[list[int]], host_parts: list[list[Range]]) -> list[Ring]:
-    """Ring rails: local rank ``l`` of every host, part ``l`` cut into one segment per host."""
-    out: list[Ring] = []
-    for ranks, (lo, hi) in _rail_parts(groups, host_parts):
-        h = len(ranks)
-        segments = (segment(i, h, hi - lo) for i in range(h))
-        out.append((ranks, [(lo + a, lo + b) for a, b in segments]))
-    return out

@@ -27,9 +27,6 @@ import math
 from collections.abc import Sequence
 
 from commsim.algorithms.base import Call
-from commsim.algorithms.bidirectional import bidirectional_rings
-from commsim.algorithms.plan import Plan, Range
-from commsim.algorithms.ring import Ring, all_gather_steps, reduce_scatter_steps
 from commsim.collectives import Collective
 from commsim.errors import ScheduleError
 from commsim.schedule import Schedule
@@ -63,51 +60,23 @@ def sub_torus(dims: Sequence[int], ranks: int) -> tuple[int, ...] | None:
     return None  # pragma: no cover - j = k - 1 always matches a ranks < prod(dims)
 
 
-def axis_rings(dims: Sequence[int], axis: int, nbytes: int) -> list[Ring]:
-    """The bidirectional rings of every line along ``axis`` (see the module docstring)."""
-    p = math.prod(dims)
-    m = dims[axis]
-    stride = math.prod(dims[axis + 1 :])
-    rings: list[Ring] = []
-    for start in range(p):
-        if (start // stride) % m:
-            continue
-        base = start - start % (stride * m)
-        ranks = [start + x * stride for x in range(m)]
-        blocks: list[Range] = [
-            ((base + x * stride) * nbytes // p, (base + (x + 1) * stride) * nbytes // p)
-            for x in range(m)
-        ]
-        rings.extend(bidirectional_rings(ranks, blocks))
-    return rings
-
-
-def axes(dims: Sequence[int]) -> list[int]:
-    """The axes with more than one rank, in reduce-scatter order."""
-    return [a for a, d in enumerate(dims) if d > 1]
-
-
 def default_chunks(call: Call) -> int:
     """1: one message per direction per step unless ``--chunks`` asks for pipelining."""
     return 1
 
 
 def build(call: Call) -> Schedule:
-    """The dimension-ordered torus schedule of ``call`` (see the module docstring)."""
+    """The dimension-ordered torus schedule of ``call`` (see the module docstring), built as
+    columns (:mod:`commsim.algorithms.torus_columns`)."""
     if call.torus_dims is None:
         raise ScheduleError(f"algorithm {NAME!r} needs a torus topology")
     coll = call.collective
     if coll not in COLLECTIVES:
         raise ScheduleError(f"algorithm {NAME!r} cannot run {coll.value}")
-    p, n, dims = call.ranks, call.nbytes, call.torus_dims
+    from commsim.algorithms.torus_columns import torus_columns
+
     chunks = call.chunks or default_chunks(call)
-    plan = Plan(p, n)
-    order = axes(dims)
-    rings = {a: axis_rings(dims, a, n) for a in order}
-    if coll is not Collective.ALL_GATHER:
-        for a in order:
-            reduce_scatter_steps(plan, rings[a], chunks)
-    if coll is not Collective.REDUCE_SCATTER:
-        for a in reversed(order):
-            all_gather_steps(plan, rings[a], chunks)
-    return plan.schedule(coll, NAME, p, call.root, chunks)
+    columns = torus_columns(tuple(call.torus_dims), call.nbytes, chunks,
+                            coll is not Collective.ALL_GATHER,
+                            coll is not Collective.REDUCE_SCATTER)
+    return Schedule.of_columns(coll, NAME, call.ranks, call.nbytes, call.root, chunks, columns)

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from commsim.algorithms.tree_columns import tree_depths
+
 Floats = NDArray[np.float64]
 Ints = NDArray[np.int64]
 
@@ -280,7 +282,7 @@ def tree_levels(parents: list[int] | Ints) -> TreeLevels:
     (2, [[3], [1, 2]])
     """
     par = np.asarray(parents, dtype=np.int64)
-    dep = _depths(par)
+    dep = tree_depths(par)
     top = int(dep.max()) if len(par) else 0
     by_depth = np.argsort(dep, kind="stable")
     bounds = np.searchsorted(dep[by_depth], np.arange(top + 2))
@@ -323,24 +325,6 @@ def tree_all_reduce(
         arrived[up] = np.maximum(arrived[up], np.maximum.reduceat(sent, starts, axis=0))
     root_ready = [float(x) for x in arrived[tree.root]]
     return max(max(root_ready), _broadcast_levels(tree.top, root_ready, sizes, hop_copy))
-
-
-def _depths(parents: Ints) -> Ints:
-    """Depth of every rank of a tree (``parents[root] = -1``) by pointer jumping: O(log depth)
-    array operations instead of a Python walk over the ranks.
-
-    >>> _depths(np.array([-1, 0, 0, 1, 3])).tolist()
-    [0, 1, 1, 2, 3]
-    """
-    up = parents.copy()  # an ancestor of each rank (-1 once past the root)...
-    depth = np.where(up >= 0, 1, 0)  # ...and how many levels up it is
-    while True:
-        live = np.flatnonzero(up >= 0)
-        if live.size == 0:
-            return depth
-        above = up[live]
-        depth[live] += depth[above]
-        up[live] = up[above]
 
 
 # -- recursive doubling all-reduce ---------------------------------------------------------

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from commsim.algorithms import Call, build_schedule
-from commsim.algorithms.recursive import fold
 from commsim.collectives import Collective, segment
 from commsim.errors import ScheduleError
 from commsim.schedule import OpKind
@@ -52,10 +51,16 @@ def test_recursive_doubling_times(p: int, timer) -> None:
 
 
 def test_fold_numbering() -> None:
-    """Non-power of two: even ranks 2i < 2 rem fold into 2i+1; the core is numbered as MPICH."""
-    assert fold(7) == ([1, 3, 5, 6], [(0, 1), (2, 3), (4, 5)])
-    assert fold(8) == (list(range(8)), [])
-    assert fold(1) == ([0], [])
+    """Non-power of two: even ranks 2i < 2 rem fold into 2i+1 first and get the result back
+    last; the core (1, 3, 5, 6 of 7) exchanges at distances 1, 2 in MPICH's numbering."""
+    call = Call(collective=Collective.ALL_REDUCE, ranks=7, nbytes=70, chunks=1)
+    moves = [(t.src, t.dst, t.op) for t in build_schedule(call, "recursive_doubling").transfers]
+    assert moves[:3] == [(0, 1, OpKind.REDUCE), (2, 3, OpKind.REDUCE), (4, 5, OpKind.REDUCE)]
+    assert moves[-3:] == [(1, 0, OpKind.COPY), (3, 2, OpKind.COPY), (5, 4, OpKind.COPY)]
+    assert [m[:2] for m in moves[3:7]] == [(1, 3), (3, 1), (5, 6), (6, 5)]
+    assert [m[:2] for m in moves[7:11]] == [(1, 5), (5, 1), (3, 6), (6, 3)]
+    assert len(build_schedule(Call(collective=Collective.ALL_REDUCE, ranks=1, nbytes=8),
+                              "recursive_doubling")) == 0
 
 
 def test_non_power_of_two_all_reduce_folds(timer) -> None:

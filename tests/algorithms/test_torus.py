@@ -9,8 +9,9 @@ import math
 import pytest
 
 from commsim.algorithms import ALGORITHMS, Call, build_schedule, candidates
-from commsim.algorithms.bidirectional import bidirectional_rings, halves
-from commsim.algorithms.torus import axis_rings, sub_torus
+from commsim.algorithms.bidirectional import halves
+from commsim.algorithms.torus import sub_torus
+from commsim.algorithms.torus_columns import axis_rings
 from commsim.api import make_call, simulate
 from commsim.checker import check
 from commsim.collectives import Collective
@@ -62,10 +63,14 @@ def test_halves_and_rings() -> None:
     """Blocks split at the floor midpoint; the counter-clockwise ring runs i -> i - 1 with the
     second halves; below 3 ranks one ring of whole blocks."""
     assert halves((0, 1)) == ((0, 0), (0, 1))
-    cw, ccw = bidirectional_rings([10, 11, 12, 13], [(0, 3), (3, 6), (6, 9), (9, 13)])
-    assert cw == ([10, 11, 12, 13], [(0, 1), (3, 4), (6, 7), (9, 11)])
-    assert ccw == ([10, 13, 12, 11], [(1, 3), (11, 13), (7, 9), (4, 6)])
-    assert bidirectional_rings([5, 6], [(0, 2), (2, 4)]) == [([5, 6], [(0, 2), (2, 4)])]
+    rings, lo, hi = axis_rings((4,), 0, 13)         # blocks (0, 3) (3, 6) (6, 9) (9, 13)
+    assert rings.tolist() == [[0, 1, 2, 3], [0, 3, 2, 1]]
+    assert list(zip(lo[0].tolist(), hi[0].tolist(), strict=True)) == [(0, 1), (3, 4), (6, 7),
+                                                                       (9, 11)]
+    assert list(zip(lo[1].tolist(), hi[1].tolist(), strict=True)) == [(1, 3), (11, 13), (7, 9),
+                                                                       (4, 6)]
+    rings, lo, hi = axis_rings((2,), 0, 4)
+    assert (rings.tolist(), lo.tolist(), hi.tolist()) == ([[0, 1]], [[0, 2]], [[2, 4]])
 
 
 def test_ring_bidirectional_uses_both_directions() -> None:
@@ -104,10 +109,11 @@ def test_torus_moves_contiguous_blocks_between_neighbours(dims: tuple[int, ...])
 def test_axis_blocks_are_contiguous_rank_groups() -> None:
     """On a 2 x 3 torus the axis-0 blocks are rows (3 ranks each), the axis-1 ones single
     ranks; the rank order of a line follows the axis' stride."""
-    rings = axis_rings((2, 3), 0, 600)
-    assert rings[0] == ([0, 3], [(0, 300), (300, 600)])
-    rings = axis_rings((2, 3), 1, 600)
-    assert rings[2] == ([3, 4, 5], [(300, 350), (400, 450), (500, 550)])
+    rings, lo, hi = axis_rings((2, 3), 0, 600)
+    assert (rings[0].tolist(), lo[0].tolist(), hi[0].tolist()) == ([0, 3], [0, 300], [300, 600])
+    rings, lo, hi = axis_rings((2, 3), 1, 600)
+    assert (rings[2].tolist(), lo[2].tolist(), hi[2].tolist()) == ([3, 4, 5], [300, 400, 500],
+                                                                   [350, 450, 550])
 
 
 def test_sub_torus() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from commsim.algorithms import Call, build_schedule
-from commsim.algorithms.tree import children, parent
 from commsim.collectives import Collective
 from commsim.errors import ScheduleError
 from commsim.schedule import OpKind
@@ -19,12 +18,14 @@ def _tree(coll: Collective, p: int, n: int, chunks: int | None = None, root: int
 
 @pytest.mark.parametrize("p", range(1, 18))
 def test_binomial_tree_shape(p: int) -> None:
-    """Every relative rank but 0 has exactly one parent, its children are exactly the ranks
-    naming it as parent, and the tree is log2-deep."""
-    for v in range(p):
-        for child in children(v, p):
-            assert parent(child) == v
-    assert sorted(c for v in range(p) for c in children(v, p)) == list(range(1, p))
+    """Broadcast from root 3: every relative rank ``v > 0`` receives once, from ``v`` with its
+    lowest set bit cleared; a parent serves its largest subtree first."""
+    root = 3 % p
+    moves = [((t.src - root) % p, (t.dst - root) % p) for t in _tree(Collective.BROADCAST, p,
+                                                                     100, root=root).transfers]
+    assert sorted(v for _, v in moves) == list(range(1, p))
+    assert all(u == v & (v - 1) for u, v in moves)
+    assert moves == sorted(moves, key=lambda m: (m[0], -m[1]))
 
 
 def test_broadcast_sixteen_ranks_takes_four_steps(timer) -> None:

@@ -401,7 +401,8 @@ def _imports(module: object) -> set[str]:
 
 def test_analytic_engine_needs_neither_simpy_nor_schedules(monkeypatch) -> None:
     """The closed-form modules import neither the DES nor SimPy, and predict() never builds a
-    schedule (every builder emits through ScheduleBuilder.add, made to fail here)."""
+    schedule (every builder ends in Schedule.of_columns or ScheduleBuilder.add, both made to
+    fail here)."""
     for module in (analytic, cf, butterfly):
         assert not {"simpy", "commsim.engine.des"} & _imports(module), module
 
@@ -409,6 +410,7 @@ def test_analytic_engine_needs_neither_simpy_nor_schedules(monkeypatch) -> None:
         raise AssertionError("predict built a schedule")
 
     monkeypatch.setattr(ScheduleBuilder, "add", refuse)
+    monkeypatch.setattr(Schedule, "of_columns", staticmethod(refuse))
     net = fully_connected(6, latency=ALPHA, bandwidth=BETA)
     for name, algo in ALGORITHMS.items():
         for coll in algo.collectives:
