@@ -6,8 +6,9 @@ its builder would emit, each transfer of ``x`` bytes costing ``alpha + x/beta`` 
 narrowest hop. The formulas (``closed_forms``, ``butterfly``) see one :class:`Hop` per phase:
 this module picks it as the *worst* pair the phase uses (largest ``alpha``, smallest ``beta``),
 so the result equals the DES on uncontended networks whose pairs are alike, and bounds it from
-above elsewhere as long as nothing is shared. Contention (flows sharing a link) is the DES's
-business; see ``docs/closed-forms.md``.
+above elsewhere as long as nothing is shared. Where the messages of one step share links (a
+butterfly on a ring or torus) each gets the busiest link's equal share; other contention
+(flows sharing a link) is the DES's business; see ``docs/closed-forms.md``.
 
 Path lookups stay O(p log p) at most, and O(1) for the kinds whose pairs are alike by
 construction (``fully_connected``, ``switch``; ``hierarchical`` has one intra-host and one
@@ -167,23 +168,15 @@ def _dbt(pairs: PairCosts) -> list[tuple[cf.TreeLevels, Hop, Hop]]:
 def _dbt_link_load(pairs: PairCosts) -> float:
     """Seconds per byte of a half-buffer on the double binary tree's busiest link: every tree
     edge carries a half up (reduce) and down (broadcast), over the edge's routes."""
-    network = pairs.network
 
-    def count() -> tuple[Ints, Ints]:  # routes only: shared by views of the same structure
-        ends = []
-        for par in _dbt_trees(pairs.ranks):
-            child = np.flatnonzero(par >= 0)
-            ends += [(child, par[child]), (par[child], child)]
-        crossed = network.route_links(np.concatenate([e[0] for e in ends]),
-                                      np.concatenate([e[1] for e in ends]))
-        crossings = np.bincount(crossed, minlength=len(network.links))
-        used = np.flatnonzero(crossings)
-        return used, crossings[used]
+    def ends() -> tuple[Ints, Ints]:
+        up = [(child, par[child]) for par in _dbt_trees(pairs.ranks)
+              for child in [np.flatnonzero(par >= 0)]]
+        src = np.concatenate([e for pair in up for e in pair])
+        dst = np.concatenate([e for pair in up for e in pair[::-1]])
+        return src, dst
 
-    used, crossings = network.structural(("dbt crossings", pairs.ranks), count)
-    if not used.size:
-        return 0.0
-    return float((crossings / network.link_values(used).bandwidth_Bps).max())
+    return pairs.busiest("dbt crossings", ends)
 
 
 def _chain_hop(pairs: PairCosts, first: int, length: int | None = None) -> Hop:
@@ -233,7 +226,9 @@ def _butterfly_hops(pairs: PairCosts) -> tuple[Hop, dict[int, Hop], Hop]:
     mask = 1
     while mask < pof2:
         partner = core[a ^ mask]
-        steps[mask] = pairs.hop(np.concatenate([core, partner]), np.concatenate([partner, core]))
+        steps[mask] = pairs.concurrent_hop(("butterfly step", mask),
+                                           np.concatenate([core, partner]),
+                                           np.concatenate([partner, core]))
         mask <<= 1
     return fold, steps, unfold
 

@@ -10,7 +10,7 @@ algorithm's size-independent structure, so a sweep over sizes computes it once. 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import TypeVar
 
 import numpy as np
@@ -62,6 +62,37 @@ class PairCosts:
         a, b = np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64)
         keep = a != b
         return self._worst(a[keep], b[keep])
+
+    def concurrent_hop(self, key: Hashable, src: Ints, dst: Ints) -> Hop:
+        """:meth:`hop` for pairs that all send at once (a butterfly's step): where several of
+        them cross one link, each gets at most its equal share of the busiest one, as the DES's
+        max-min sharing gives flows that move alike. The kinds of :data:`UNIFORM_KINDS` are
+        skipped: a rank that sends to one rank and receives from one shares no link there."""
+        hop = self.hop(src, dst)
+        if self.kind in UNIFORM_KINDS:
+            return hop
+        load = self.busiest(key, lambda: (src, dst))
+        if load * hop.beta_Bps <= 1.0:
+            return hop
+        return Hop(hop.alpha_s, 1.0 / load, hop.gamma_s_per_B)
+
+    def busiest(self, key: Hashable, ends: Callable[[], tuple[Ints, Ints]]) -> float:
+        """Seconds per byte on the busiest link when every distinct pair ``src[k] -> dst[k]``
+        of ``ends()`` moves one byte at once over its route. The crossings are counted once per
+        network structure and ``key`` (protocol views of one machine share them)."""
+        network = self.network
+
+        def count() -> tuple[Ints, Ints]:
+            src, dst = ends()
+            pair = np.unique(src[src != dst] * self.ranks + dst[src != dst])  # once each
+            crossings = np.bincount(network.route_links(pair // self.ranks, pair % self.ranks))
+            used = np.flatnonzero(crossings)
+            return used, crossings[used]
+
+        used, crossings = network.structural((key, self.ranks), count)
+        if not used.size:
+            return 0.0
+        return float((crossings / network.link_values(used).bandwidth_Bps).max())
 
     def _worst(self, src: Ints, dst: Ints) -> Hop:
         if src.size == 0:
