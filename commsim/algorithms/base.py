@@ -95,9 +95,6 @@ class Algorithm:
     #: ``"tree"``, ``"nvls"``, ``"collnet"``: the keys of :data:`commsim.nccl.BASE_LATENCY_US`);
     #: None where NCCL runs no such algorithm.
     nccl_family: str | None = None
-    #: Builds its schedule as :class:`~commsim.schedule.Columns` (vectorised, no object per
-    #: transfer), so that much larger schedules fit in seconds when uncontended.
-    columnar: bool = False
 
     def check_supports(self, call: Call) -> None:
         """Raise ScheduleError when this algorithm cannot run ``call``."""

@@ -31,18 +31,15 @@ ENGINES = ("des", "analytic")
 #: A closed-form time and the DES of the same schedule agree to this (relative) when nothing is
 #: contended; records are refused beyond it.
 RECORDS_RTOL = 1e-9
-#: The most transfers one discrete-event simulation may have (an upper-bound estimate, made
-#: before anything is built): about 10 s and 2 GB on two cores. Beyond it the call is refused
-#: in one line rather than running for minutes.
-MAX_DES_TRANSFERS = 2_000_000
-#: The same for an algorithm built as columns (``Algorithm.columnar``): timed exactly in numpy
-#: when uncontended (:mod:`commsim.engine.exact`), about 1 s per million transfers; a contended
-#: one is still refused beyond :data:`MAX_DES_TRANSFERS` once built.
-MAX_COLUMNAR_TRANSFERS = 4_000_000
-#: The most transfers of a columnar schedule the event loop runs (contended, or forced with
-#: ``COMMSIM_FULL_DES``): it reads the columns without an object per transfer, so about 4 us
-#: each.
-MAX_COLUMNAR_DES_TRANSFERS = 2_500_000
+#: The most transfers one schedule may have (an upper-bound estimate, made before anything is
+#: built): every algorithm builds numpy columns, timed exactly in numpy when uncontended
+#: (:mod:`commsim.engine.exact`), about 1 s per million transfers. Beyond it the call is
+#: refused in one line rather than running for minutes.
+MAX_TRANSFERS = 4_000_000
+#: The most transfers the event loop runs (contended, or forced with ``COMMSIM_FULL_DES``): it
+#: reads the columns without an object per transfer, so about 4 us each; a contended schedule
+#: is refused beyond it once built.
+MAX_DES_TRANSFERS = 2_500_000
 #: From this many transfers (an estimate) on, or beyond the memory budget, a symmetric ring's
 #: DES time is had from one representative (:mod:`commsim.engine.symmetry`, exact), whether or
 #: not records are asked for (records never change a time); smaller simulations just run.
@@ -77,11 +74,11 @@ def check_engine(engine: str) -> str:
 
 def check_des_size(call: Call, algo: Algorithm, chunks: int, limit: int | None = None) -> None:
     """SpecError, in one line, when simulating ``call`` by ``algo`` would exceed ``limit``
-    transfers (default :data:`MAX_DES_TRANSFERS`: seconds) or the memory budget
+    transfers (default :data:`MAX_TRANSFERS`: seconds) or the memory budget
     (:mod:`commsim.budget`)."""
     transfers = estimate_transfers(call, algo.name, chunks)
     if limit is None:
-        limit = MAX_COLUMNAR_TRANSFERS if algo.columnar else MAX_DES_TRANSFERS
+        limit = MAX_TRANSFERS
     what = (f"simulating {algo.name} {call.collective.value} on {call.ranks} ranks in "
             f"{chunks} piece(s) would take about {transfers:.3g} transfers")
     options = "use --engine analytic (closed form), fewer --chunks or fewer --ranks"
@@ -106,10 +103,6 @@ def _mb(nbytes: int) -> str:
     return f"{nbytes / 1e6:.0f} MB" if nbytes >= 10**6 else f"{nbytes / 1e3:.1f} kB"
 
 
-def _des_limit(algo: Algorithm) -> int:
-    return MAX_COLUMNAR_DES_TRANSFERS if algo.columnar else MAX_DES_TRANSFERS
-
-
 def evaluate(call: Call, network: Network, algorithm: str, engine: str,
              records: bool = False, max_transfers: int | None = None) -> Evaluation:
     """Time ``call`` run by ``algorithm`` on ``network`` with ``engine``; a simulation of
@@ -131,14 +124,14 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
         if note is None:  # the DES runs (or its exact uncontended evaluation)
             check_des_size(call, algo, chunks, max_transfers)
             schedule = build_schedule(call, algo.name)
-            timing = time_schedule(schedule, view, _des_limit(algo))
+            timing = time_schedule(schedule, view, MAX_DES_TRANSFERS)
             return Evaluation(timing.time_s, chunks, view, schedule, timing)
         time_s = predict(call, view, algo.name)  # a symmetric ring's DES is its closed form
     if not records:
         return Evaluation(time_s, chunks, view, note=note)
     check_des_size(call, algo, chunks, max_transfers)
     schedule = build_schedule(call, algo.name)
-    timing = time_schedule(schedule, view, _des_limit(algo))
+    timing = time_schedule(schedule, view, MAX_DES_TRANSFERS)
     if abs(timing.time_s - time_s) > RECORDS_RTOL * max(time_s, 1e-30):
         raise SpecError(
             f"no transfers for {algo.name} with --engine analytic: the closed form "
