@@ -8,11 +8,13 @@ A network's devices are a ``Sequence[Device]``: a plain tuple (most builders) or
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, overload
+from typing import NamedTuple
 
 import numpy as np
+
+from commsim.lazy_rows import LazyRows
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,7 @@ def device_columns(devices: Sequence[Device]) -> DeviceColumns:
     )
 
 
-class DeviceTable(Sequence[Device]):
+class DeviceTable(LazyRows[Device]):
     """Devices kept as :class:`DeviceColumns`, names from ``names(index)``; a :class:`Device`
     is made when read. It reads, compares, hashes and pickles as the tuple of its devices.
 
@@ -66,11 +68,12 @@ class DeviceTable(Sequence[Device]):
     (Device(name='sw', kind='switch', host=None, reduction_Bps=5.0), True)
     """
 
-    __slots__ = ("_all", "_columns", "_names")
+    __slots__ = ("_columns", "_names")
+    ITEM = "device"
 
     def __init__(self, columns: DeviceColumns, names: Callable[[int], str]) -> None:
+        super().__init__()
         self._columns, self._names = columns, names
-        self._all: tuple[Device, ...] | None = None
 
     def __len__(self) -> int:
         return len(self._columns.host)
@@ -78,40 +81,11 @@ class DeviceTable(Sequence[Device]):
     def columns(self) -> DeviceColumns:
         return self._columns
 
-    @overload
-    def __getitem__(self, index: int) -> Device: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Device, ...]: ...
-    def __getitem__(self, index: int | slice) -> Device | tuple[Device, ...]:
-        if isinstance(index, slice):
-            return self.materialized()[index]
-        if self._all is not None:
-            return self._all[index]
-        size = len(self)
-        if not -size <= index < size:
-            raise IndexError(f"device {index} out of range ({size} devices)")
-        index = index + size if index < 0 else index
+    def _row(self, index: int) -> Device:
         c = self._columns
         host, rate = int(c.host[index]), float(c.reduction_Bps[index])
         return Device(self._names(index), str(c.kind[index]), None if host < 0 else host,
                       None if np.isnan(rate) else rate)
-
-    def materialized(self) -> tuple[Device, ...]:
-        """Every device, made once."""
-        if self._all is None:
-            self._all = tuple(self[i] for i in range(len(self)))
-        return self._all
-
-    def __iter__(self) -> Iterator[Device]:
-        return iter(self.materialized())
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    def __hash__(self) -> int:
-        return hash(self.materialized())
 
     def __reduce__(self) -> tuple[type, tuple[DeviceColumns, Callable[[int], str]]]:
         return DeviceTable, (self._columns, self._names)

@@ -10,11 +10,13 @@ links; :func:`link_columns` reads any of them as columns.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, overload
+from typing import NamedTuple
 
 import numpy as np
+
+from commsim.lazy_rows import LazyRows
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,15 +64,12 @@ def link_values(links: Sequence[Link], at: np.ndarray) -> LinkColumns:
     return link_columns([links[i] for i in at.tolist()])
 
 
-class _LazyLinks(Sequence[Link]):
-    """What a sequence of links made on demand shares: reading, slicing, iterating (all made
-    once), equality and hashing as the tuple of its links, pickling as that tuple."""
+class _LazyLinks(LazyRows[Link]):
+    """What a sequence of links made on demand shares (:class:`~commsim.lazy_rows.LazyRows`),
+    plus its links as columns, and pickling as the tuple of its links."""
 
-    __slots__ = ("_all", "_made")
-
-    def __init__(self) -> None:
-        self._all: tuple[Link, ...] | None = None
-        self._made: dict[int, Link] = {}  # links read one by one, until most are
+    __slots__ = ()
+    ITEM = "link"
 
     def columns(self) -> LinkColumns:  # pragma: no cover - every subclass defines it
         raise NotImplementedError
@@ -78,50 +77,6 @@ class _LazyLinks(Sequence[Link]):
     def values(self, at: np.ndarray) -> LinkColumns:
         """The links at indices ``at`` as columns."""
         return LinkColumns(*(column[at] for column in self.columns()))
-
-    def _link(self, index: int) -> Link:  # pragma: no cover - every subclass defines it
-        raise NotImplementedError
-
-    def _make_all(self) -> tuple[Link, ...]:  # pragma: no cover - every subclass defines it
-        raise NotImplementedError
-
-    @overload
-    def __getitem__(self, index: int) -> Link: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Link, ...]: ...
-    def __getitem__(self, index: int | slice) -> Link | tuple[Link, ...]:
-        if isinstance(index, slice):
-            return self.materialized()[index]
-        if self._all is not None:
-            return self._all[index]
-        size = len(self)
-        if not -size <= index < size:
-            raise IndexError(f"link {index} out of range ({size} links)")
-        index = index + size if index < 0 else index
-        link = self._made.get(index)
-        if link is None:
-            if len(self._made) > size // 8:  # most will be read: make them all
-                return self.materialized()[index]
-            link = self._made[index] = self._link(index)
-        return link
-
-    def materialized(self) -> tuple[Link, ...]:
-        """Every link, made once."""
-        if self._all is None:
-            self._all = self._make_all()
-            self._made.clear()
-        return self._all
-
-    def __iter__(self) -> Iterator[Link]:
-        return iter(self.materialized())
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Sequence):
-            return NotImplemented
-        return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
-
-    def __hash__(self) -> int:
-        return hash(self.materialized())
 
     def __reduce__(self) -> tuple[type, tuple[tuple[Link, ...]]]:
         """Pickled as the plain tuple of its links (a view's function may be local)."""
@@ -151,7 +106,7 @@ class LinkTable(_LazyLinks):
     def columns(self) -> LinkColumns:
         return self._columns
 
-    def _link(self, index: int) -> Link:
+    def _row(self, index: int) -> Link:
         c = self._columns
         return Link(int(c.src[index]), int(c.dst[index]), float(c.latency_s[index]),
                     float(c.bandwidth_Bps[index]), self._labels(index))
@@ -213,7 +168,7 @@ class DerivedLinks(_LazyLinks):
         latency, bandwidth = self._change(base, at)
         return LinkColumns(base.src, base.dst, latency, bandwidth)
 
-    def _link(self, index: int) -> Link:
+    def _row(self, index: int) -> Link:
         if self._values is not None:
             return self._with(self._base[index], self._values, index)
         return self._with(self._base[index], self.values(np.array([index])), 0)
