@@ -6,13 +6,14 @@ Nothing here knows about time or the network.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, overload
+from typing import TYPE_CHECKING
 
 from commsim.collectives import Collective
 from commsim.gcpause import paused_gc
+from commsim.lazy_rows import LazyRows
 
 if TYPE_CHECKING:
     import numpy as np
@@ -168,48 +169,26 @@ class Columns:
         )
 
 
-class TransferView(Sequence[Transfer]):
+class TransferView(LazyRows[Transfer]):
     """The transfers of a columnar schedule as a sequence of :class:`Transfer`, made only when
     read (and then kept): a schedule built as columns never pays for objects it is not asked
     for. Equal to the tuple of the same transfers."""
 
-    __slots__ = ("columns", "_made")
+    __slots__ = ("columns",)
+    ITEM = "transfer"
 
     def __init__(self, columns: Columns) -> None:
+        super().__init__()
         self.columns = columns
-        self._made: tuple[Transfer, ...] | None = None
-
-    def materialised(self) -> tuple[Transfer, ...]:
-        if self._made is None:
-            self._made = self.columns.to_transfers()
-        return self._made
 
     def __len__(self) -> int:
         return len(self.columns)
 
-    @overload
-    def __getitem__(self, index: int) -> Transfer: ...
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Transfer, ...]: ...
-    def __getitem__(self, index: int | slice) -> Transfer | tuple[Transfer, ...]:
-        if isinstance(index, slice):
-            return self.materialised()[index]
-        if self._made is not None:
-            return self._made[index]
-        if not -len(self) <= index < len(self):
-            raise IndexError(index)
-        return self.columns.transfer(index % len(self))
+    def _row(self, index: int) -> Transfer:
+        return self.columns.transfer(index)
 
-    def __iter__(self) -> Iterator[Transfer]:
-        return iter(self.materialised())
-
-    def __eq__(self, other: object) -> bool:
-        if isinstance(other, TransferView):
-            other = other.materialised()
-        return isinstance(other, tuple) and self.materialised() == other
-
-    def __hash__(self) -> int:
-        return hash(self.materialised())
+    def _make_all(self) -> tuple[Transfer, ...]:
+        return self.columns.to_transfers()
 
 
 @dataclass(frozen=True, slots=True)

@@ -225,10 +225,8 @@ def _butterfly_hops(pairs: PairCosts) -> tuple[Hop, dict[int, Hop], Hop]:
     steps: dict[int, Hop] = {}
     mask = 1
     while mask < pof2:
-        partner = core[a ^ mask]
-        steps[mask] = pairs.concurrent_hop(("butterfly step", mask),
-                                           np.concatenate([core, partner]),
-                                           np.concatenate([partner, core]))
+        partner = core[a ^ mask]  # both ways: each core rank is some other's partner
+        steps[mask] = pairs.concurrent_hop(("butterfly step", mask), core, partner)
         mask <<= 1
     return fold, steps, unfold
 

@@ -77,15 +77,16 @@ class PairCosts:
         return Hop(hop.alpha_s, 1.0 / load, hop.gamma_s_per_B)
 
     def busiest(self, key: Hashable, ends: Callable[[], tuple[Ints, Ints]]) -> float:
-        """Seconds per byte on the busiest link when every distinct pair ``src[k] -> dst[k]``
-        of ``ends()`` moves one byte at once over its route. The crossings are counted once per
+        """Seconds per byte on the busiest link when every pair ``src[k] -> dst[k]`` of
+        ``ends()`` moves one byte at once over its route (a pair listed twice is two flows).
+        The crossings are counted once per
         network structure and ``key`` (protocol views of one machine share them)."""
         network = self.network
 
         def count() -> tuple[Ints, Ints]:
             src, dst = ends()
-            pair = np.unique(src[src != dst] * self.ranks + dst[src != dst])  # once each
-            crossings = np.bincount(network.route_links(pair // self.ranks, pair % self.ranks))
+            keep = src != dst
+            crossings = np.bincount(network.route_links(src[keep], dst[keep]))
             used = np.flatnonzero(crossings)
             return used, crossings[used]
 
