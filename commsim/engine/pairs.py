@@ -79,8 +79,8 @@ class PairCosts:
     def busiest(self, key: Hashable, ends: Callable[[], tuple[Ints, Ints]]) -> float:
         """Seconds per byte on the busiest link when every pair ``src[k] -> dst[k]`` of
         ``ends()`` moves one byte at once over its route (a pair listed twice is two flows).
-        The crossings are counted once per
-        network structure and ``key`` (protocol views of one machine share them)."""
+        The crossings are counted once per network structure and ``key`` (protocol views of
+        one machine share them)."""
         network = self.network
 
         def count() -> tuple[Ints, Ints]:
