@@ -53,17 +53,11 @@ def default_chunks(call: Call) -> int:
 def build(call: Call) -> Schedule:
     """The bidirectional ring schedule of ``call`` (see the module docstring)."""
     chunks = call.chunks or default_chunks(call)
-    from commsim.algorithms.columnar import drop_empty
-
-    columns = _columns(call, chunks)
-    assert columns is not None
-    return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
-                               chunks, drop_empty(columns))
+    return ring.as_schedule(call, NAME, chunks, _columns(call, chunks))
 
 
-def _columns(call: Call, chunks: int) -> Columns | None:
-    """The schedule :func:`build` describes, made as columns (zero-byte rows kept: never
-    None)."""
+def _columns(call: Call, chunks: int) -> Columns:
+    """The schedule :func:`build` describes, made as columns (zero-byte rows kept)."""
     import numpy as np  # NOTE: local, so that importing the registry stays cheap
 
     from commsim.algorithms import columnar
@@ -74,12 +68,11 @@ def _columns(call: Call, chunks: int) -> Columns | None:
         reduce = coll is Collective.REDUCE
         cw = (root + reduce + k) % p
         if p < 3:
-            return columnar.chain(cw, 0, n, chunks, reduce, keep_empty=True)
+            return columnar.chain(cw, 0, n, chunks, reduce)
         ccw = (root - reduce - k) % p
         first, second = halves((0, n))
-        one = columnar.chain(cw, *first, chunks, reduce, keep_empty=True)
-        two = columnar.chain(ccw, *second, chunks, reduce, keep_empty=True)
-        assert one is not None and two is not None
+        one = columnar.chain(cw, *first, chunks, reduce)
+        two = columnar.chain(ccw, *second, chunks, reduce)
         return columnar.concat([one, two])
     starts, stops = columnar.segments(p, n)
     if p < 3:
@@ -89,4 +82,4 @@ def _columns(call: Call, chunks: int) -> Columns | None:
         ccw = -k % p               # counter-clockwise position i holds index -i mod p
         rings = np.stack([k, ccw])
         lo, hi = np.stack([starts, mid[ccw]]), np.stack([mid, stops[ccw]])
-    return columnar.ring_steps(rings, lo, hi, chunks, ring.PHASES[coll], keep_empty=True)
+    return columnar.ring_steps(rings, lo, hi, chunks, ring.PHASES[coll])

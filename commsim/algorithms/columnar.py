@@ -49,7 +49,7 @@ def _deps(link_prev: np.ndarray, data: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 
 def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks: int,
-               phases: tuple[bool, ...], keep_empty: bool = False) -> Columns | None:
+               phases: tuple[bool, ...]) -> Columns:
     """Reduce-scatter (phase ``True``) and/or all-gather (``False``) steps on rings of equal
     length ``m``, one phase after the other, emitted in lockstep across the rings as
     :mod:`commsim.algorithms.lockstep` describes them (a ring at a time per step).
@@ -61,14 +61,14 @@ def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks:
     ``((g R + r) m + i) c + j``; it follows piece ``j - 1`` (or the previous step's last
     piece) on its link and the same piece from position ``i - 1`` one step earlier.
 
-    Where a piece is empty: None, or with ``keep_empty`` its zero-byte rows all the same
-    (reading nothing: no data dependency) for :func:`drop_empty` to drop.
+    Where a piece is empty its zero-byte rows are made all the same (reading nothing: no data
+    dependency), for :func:`drop_empty` to drop.
     """
     c = chunks
     n_rings, m = rings.shape
     steps = m - 1
     if steps < 1:
-        return nothing() if keep_empty else None
+        return nothing()
     g = np.arange(steps * len(phases), dtype=np.int64)[:, None, None]    # (G, 1, 1)
     i = np.arange(m, dtype=np.int64)[None, None, :]                       # (1, 1, m)
     r = np.arange(n_rings, dtype=np.int64)[None, :, None]                 # (1, R, 1)
@@ -77,8 +77,6 @@ def ring_steps(rings: np.ndarray, starts: np.ndarray, stops: np.ndarray, chunks:
     block = np.where(reduce_step, i - local - 1, i - local) % m          # (G, 1, m)
     offset, size = _pieces(starts, stops, c)                              # (R, m, c)
     offset, size = offset[r, block], size[r, block]                       # (G, R, m, c)
-    if size.min() <= 0 and not keep_empty:
-        return None
     shape = size.shape
     row = np.arange(size.size, dtype=np.int64).reshape(shape)
     link_prev = row - 1                                                   # (g, r, i, j - 1)
@@ -130,18 +128,16 @@ def segments(ranks: int, nbytes: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def chain(order: np.ndarray, start: int, stop: int, chunks: int,
-          reduce: bool, keep_empty: bool = False) -> Columns | None:
+          reduce: bool) -> Columns:
     """The pipelined chain of bytes ``[start, stop)`` along ``order[0] -> order[1] -> ...``
     of ``commsim.algorithms.ring``: row ``j (m - 1) + k`` moves piece ``j`` from
     ``order[k]`` to ``order[k + 1]`` after piece ``j - 1`` on the same link and piece ``j``
     into ``order[k]`` (empty pieces: as :func:`ring_steps`)."""
     hops = len(order) - 1
     if hops < 1:
-        return nothing() if keep_empty else None
+        return nothing()
     offset, size = _pieces(np.full(1, start, dtype=np.int64), np.full(1, stop, dtype=np.int64),
                            chunks)
-    if size.min() <= 0 and not keep_empty:
-        return None
     shape = (chunks, hops)
     row = np.arange(chunks * hops, dtype=np.int64).reshape(shape)
     link_prev = np.full(shape, -1, dtype=np.int64)

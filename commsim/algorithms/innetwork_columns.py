@@ -19,8 +19,7 @@ from commsim.schedule import Columns
 def _ring(table: Table, hosts: np.ndarray, lo: np.ndarray, hi: np.ndarray,
           phases: tuple[bool, ...]) -> np.ndarray:
     """Ring steps (one piece) on every row of ``hosts``; rows ``(steps, R, m)``."""
-    cols = ring_steps(hosts, lo, hi, 1, phases, keep_empty=True)
-    assert cols is not None
+    cols = ring_steps(hosts, lo, hi, 1, phases)
     return table.extend(cols).reshape(-1, *hosts.shape)
 
 

@@ -34,17 +34,20 @@ def default_chunks(call: Call) -> int:
 def build(call: Call) -> Schedule:
     """The ring schedule of ``call`` (see the module docstring)."""
     chunks = call.chunks or default_chunks(call)
+    return as_schedule(call, NAME, chunks, _columns(call, chunks))
+
+
+def as_schedule(call: Call, name: str, chunks: int, columns: Columns) -> Schedule:
+    """``columns`` (zero-byte rows kept) as the schedule of ``call`` by ``name``: the
+    zero-byte rows dropped, standing for their dependencies."""
     from commsim.algorithms.columnar import drop_empty
 
-    columns = _columns(call, chunks)
-    assert columns is not None
-    return Schedule.of_columns(call.collective, NAME, call.ranks, call.nbytes, call.root,
+    return Schedule.of_columns(call.collective, name, call.ranks, call.nbytes, call.root,
                                chunks, drop_empty(columns))
 
 
-def _columns(call: Call, chunks: int) -> Columns | None:
-    """The schedule :func:`build` describes, made as columns (zero-byte rows kept: never
-    None)."""
+def _columns(call: Call, chunks: int) -> Columns:
+    """The schedule :func:`build` describes, made as columns (zero-byte rows kept)."""
     import numpy as np  # NOTE: local, so that importing the registry stays cheap
 
     from commsim.algorithms import columnar
@@ -53,8 +56,7 @@ def _columns(call: Call, chunks: int) -> Columns | None:
     if coll is Collective.BROADCAST or coll is Collective.REDUCE:
         first = call.root if coll is Collective.BROADCAST else call.root + 1
         order = (first + np.arange(p, dtype=np.int64)) % p
-        return columnar.chain(order, 0, n, chunks, coll is Collective.REDUCE,
-                              keep_empty=True)
+        return columnar.chain(order, 0, n, chunks, coll is Collective.REDUCE)
     starts, stops = columnar.segments(p, n)
     return columnar.ring_steps(np.arange(p, dtype=np.int64)[None, :], starts[None, :],
-                               stops[None, :], chunks, PHASES[coll], keep_empty=True)
+                               stops[None, :], chunks, PHASES[coll])

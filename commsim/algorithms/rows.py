@@ -63,7 +63,7 @@ class Table:
 
     def extend(self, cols: Columns) -> np.ndarray:
         """Append the rows of ``cols`` (zero-byte ones included, as
-        :func:`~commsim.algorithms.columnar.ring_steps` makes them with ``keep_empty``) with
+        :func:`~commsim.algorithms.columnar.ring_steps` makes them) with
         their dependencies (as links: already complete); their row ids."""
         rows = self.count + np.arange(len(cols), dtype=np.int64)
         self._cols.append((cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce))

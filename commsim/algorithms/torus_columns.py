@@ -63,8 +63,7 @@ def torus_columns(dims: tuple[int, ...], nbytes: int, chunks: int, reduce_scatte
     own = np.arange(p + 1, dtype=np.int64) * nbytes // p
     for axis, reduce in phases:
         rings, lo, hi = axis_rings(dims, axis, nbytes)
-        cols = ring_steps(rings, lo, hi, chunks, (reduce,), keep_empty=True)
-        assert cols is not None
+        cols = ring_steps(rings, lo, hi, chunks, (reduce,))
         rows = table.extend(cols).reshape(-1, *rings.shape, chunks)      # (steps, R, m, c)
         if axis in last:
             table.follow(rows[0, :, :, 0], last[axis])
