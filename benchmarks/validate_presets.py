@@ -12,7 +12,10 @@ parameter fitted to any log. It prints three tables of |time error| =
 2. per hardware family (:func:`family_of`: the GPU the log's device lines name, else its
    provenance header's ``HARDWARE:`` line): the median over all rows of the family's logs per
    band, and the log with the worst median in that band;
-3. overall: the median over every row.
+3. overall: the median over every row;
+4. how far the runs disagree among themselves, per family (:mod:`_spread`): each run's
+   out-of-place vs in-place times, and the floor that runs with the same model inputs set
+   under any model's error.
 
 A second mode (skipped by ``--skip-cross``) takes each machine with several collectives
 (:data:`MACHINES`), calibrates the preset's link classes on one collective (``calibrate``, all
@@ -34,6 +37,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from _spread import group_table, spread_table
 
 from commsim.nccl_tables import NcclConfig
 from commsim.topology.presets import load_topology, preset_names
@@ -262,6 +267,12 @@ def family_table(results: list[Result]) -> list[list[str]]:
     return table
 
 
+def model_inputs(res: Result) -> tuple[object, ...]:
+    """What the model is told of a run: two runs that agree here get the same predictions."""
+    return (res.preset, res.log.collective.value, res.log.ranks, res.log.gpus_per_thread,
+            res.log.nccl_version or res.case.nccl, res.case.algorithm)
+
+
 # -- the cross-collective mode ---------------------------------------------------------------
 def cross_table(results: list[Result], fast: bool) -> list[list[str]]:
     """Per machine with several collectives: calibrate on one, predict the others."""
@@ -357,7 +368,10 @@ def mapping_table(results: list[Result]) -> list[list[str]]:
 def write_doc(tables: dict[str, str], plots: list[tuple[str, Path]]) -> None:
     images = [f"![{family}](img/{path.name})" for family, path in plots]
     parts = [BEGIN, "", "**Per hardware family** (rows pooled; the worst log by its own median):",
-             "", tables["family"], "", "**Per log:**", "", tables["log"], ""]
+             "", tables["family"], "",
+             "**How far the runs disagree among themselves** (no prediction; "
+             "[below](#the-floor-under-any-models-error)):", "", tables["spread"], "",
+             tables["groups"], "", "**Per log:**", "", tables["log"], ""]
     if "cross" in tables:
         parts += ["**Calibrated on one collective of a machine, the others predicted:**", "",
                   tables["cross"], ""]
@@ -381,13 +395,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="skip the calibrate-on-one-collective mode")
     args = parser.parse_args(argv)
     results = run_cases(args.fast)
-    tables = {"log": log_table(results), "family": family_table(results)}
+    families = [name for name, _ in FAMILIES] + ["other"]
+    tables = {"log": log_table(results), "family": family_table(results),
+              "spread": spread_table(results, families, model_inputs),
+              "groups": group_table(results, model_inputs)}
     if not args.skip_cross:
         tables["cross"] = cross_table(results, args.fast)
     print("uncalibrated presets, |time error| per log")
     print(text_table(tables["log"]))
     print("\nper hardware family (rows pooled) and overall")
     print(text_table(tables["family"]))
+    print("\nhow far the runs disagree among themselves (no prediction)")
+    print(text_table(tables["spread"]))
     if "cross" in tables:
         print("\ncalibrated on one collective of a machine, the other collectives predicted")
         print(text_table(tables["cross"]))

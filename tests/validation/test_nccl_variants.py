@@ -121,19 +121,45 @@ def test_family_from_device_lines_or_header() -> None:
     assert family_of("no hardware here\n") == "other"
 
 
-def test_benchmark_fast_mode_prints_its_three_tables() -> None:
-    """The structure of the tables (one row per run, every family, overall, the
-    cross-collective machines), never an accuracy figure."""
+def test_spread_of_runs_the_model_cannot_tell_apart() -> None:
+    """The benchmark's fourth table, on the real DGX-2 log: each run's out-of-place vs
+    in-place noise, and runs with the same model inputs grouped with their minimax floor."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from _spread import group_floors, indistinguishable, minimax_error, self_disagreement
+    finally:
+        sys.path.pop(0)
+    runs = read_nccl_tests_runs(DATA / DGX2)
+    noise = self_disagreement(runs[0])  # all_gather: out-of-place 106.8 ms, in-place 70.1 ms
+    assert noise[-1][0] == runs[0].rows[-1].nbytes
+    assert noise[-1][1] == pytest.approx(abs(70089 - 106773) / 106773)
+    assert minimax_error([70089.0, 106773.0]) == pytest.approx(36684 / 176862)
+
+    class Run:
+        def __init__(self, label: str, log: object) -> None:
+            self.label, self.family, self.log = label, "Volta", log
+
+    pairs = [Run("ar", runs[1]), Run("bc", runs[2]), Run("ar again", runs[1])]
+    groups = indistinguishable(pairs, key=lambda r: (r.log.collective,))
+    assert [[r.label for r in g] for g in groups] == [["ar", "ar again"]]
+    assert {v for _, v in group_floors(groups[0])} == {0.0}  # the same run twice
+
+
+def test_benchmark_fast_mode_prints_its_four_tables() -> None:
+    """The structure of the tables (one row per run, every family, overall, the runs' own
+    spread, the cross-collective machines), never an accuracy figure."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "validate_presets.py"), "--fast"],
         capture_output=True, text=True, timeout=600, check=True, cwd=ROOT,
     )
     blocks = done.stdout.split("\n\n")
-    assert len(blocks) == 3
+    assert len(blocks) == 4
     per_log = blocks[0].splitlines()
     assert per_log[1].split()[:3] == ["log", "family", "preset"]
     assert len(per_log) == 3 + 28  # title, header, rule, one row per run
     family = [line.split()[0] for line in blocks[1].splitlines()[3:]]
     assert family == ["PCIe", "Volta", "Ampere", "Hopper", "overall"]
-    cross = blocks[2].splitlines()[3:]
+    spread = [line.split()[0] for line in blocks[2].splitlines()[3:]]
+    assert spread == family
+    cross = blocks[3].splitlines()[3:]
     assert any(line.startswith("DGX-2 V100") and "all_reduce" in line for line in cross)
