@@ -333,6 +333,8 @@ class NcclModel:
                 continue
             if name == "double_binary_tree" and len(groups) == 1:
                 continue  # NCCL's tree inside a host is a chain: the ring's hops, no faster
+            if name == "nvls" and max(map(len, groups)) < 2:
+                continue  # NVLink SHARP reduces a host's GPUs in its switch: one has none
             if name in SIMPLE_ONLY:
                 try:
                     get_algorithm(name).check_supports(call)

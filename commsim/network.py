@@ -318,3 +318,29 @@ class Network:
         if ranks == self.ranks:
             return self
         return self.rebuilt(rank_devices=self.rank_devices[:ranks])
+
+    def on_hosts(self, hosts: Sequence[int]) -> Network | None:
+        """The same machine running ``len(hosts)`` ranks placed as a measured run placed
+        them: rank ``k`` on the ``hosts[k]``-th of the machine's hosts (hosts numbered in the
+        order of their first rank; each host's ranks taken in order). None where the machine
+        cannot hold that placement (fewer hosts, or fewer ranks on one of them).
+
+        >>> from commsim.topology import load_topology
+        >>> net = load_topology("dgx-h100x2").on_hosts([0, 1])  # one GPU on each of 2 hosts
+        >>> [net.host_of(r) for r in range(net.ranks)], net.rank_devices
+        ([0, 1], (0, 8))
+        """
+        pools: dict[int, list[int]] = {}
+        for rank, host in enumerate(self.device_hosts()[self.rank_device_array()].tolist()):
+            pools.setdefault(host, []).append(rank)
+        order = list(pools.values())
+        taken = [0] * len(order)
+        chosen = []
+        for host in hosts:
+            if not 0 <= host < len(order) or taken[host] >= len(order[host]):
+                return None
+            chosen.append(order[host][taken[host]])
+            taken[host] += 1
+        if chosen == list(range(len(chosen))):
+            return self.with_ranks(len(chosen))
+        return self.rebuilt(rank_devices=tuple(self.rank_devices[r] for r in chosen))

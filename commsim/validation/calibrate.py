@@ -203,6 +203,7 @@ def calibrate(
     template: TopologyRef | None = None,
     *,
     hosts: Sequence[int] | None = None,
+    placement: str = "first",
     fit_gamma: bool = False,
     algorithm: str = "auto",
     engine: str = "auto",
@@ -221,7 +222,11 @@ def calibrate(
         A preset, file, dict or spec whose kind and structure are kept (see the module
         docstring); None: a switch, or hierarchical when ``hosts`` spans several hosts.
     hosts : sequence of int, optional
-        Host index of each rank of the largest world size (e.g. from nccl-tests device lines).
+        Host index of each rank of the largest world size (e.g. from nccl-tests device lines):
+        the default template's shape.
+    placement : str
+        ``first``: the rows run on the template's first ranks; ``log``: on its hosts as
+        ``hosts`` places them (:func:`~commsim.validation.validate`'s ``hosts``).
     fit_gamma : bool
         Also fit the reduction cost per byte.
     algorithm, engine, gpus_per_thread, nccl_version
@@ -248,14 +253,13 @@ def calibrate(
         spec = topology_spec(template)  # type: ignore[arg-type]
         template_name = spec.name or spec.kind
         spec = _grown(spec, max(r.ranks for r in rows))
-    network0 = build_network(spec)
-    multi_host = any(len({network0.host_of(r) for r in range(row.ranks)} - {None}) > 1
-                     for row in rows)
+    placed = _placed(hosts, placement)
+    multi_host = _spans_hosts(spec, rows, algorithm, placed)
     params, x, build = template_parameters(spec, multi_host, fit_gamma)
     notes: list[str] = []
     if isinstance(spec, HierarchicalSpec) and not multi_host:
         notes.append("inter (network) link kept from the template: no row spans two hosts")
-    predict = _Predictor(rows, build, algorithm, engine, (gpus_per_thread, nccl_version))
+    predict = _Predictor(rows, build, algorithm, engine, (gpus_per_thread, nccl_version, placed))
     if template is None:
         x = _initial_guess(rows, params, x, predict)
     best_x, active = _fit(predict, params, x, progress)
@@ -268,12 +272,27 @@ def calibrate(
     sources = (fitted_by,) if template is None else (*fitted.sources, fitted_by)
     fitted = dataclasses.replace(fitted, sources=sources)
     report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source,
-                      gpus_per_thread=gpus_per_thread, nccl_version=nccl_version)
+                      gpus_per_thread=gpus_per_thread, nccl_version=nccl_version, hosts=placed)
     return Calibration(
         spec=fitted, parameters=reported(params, best_x), report=report, source=source,
         template=template_name, rows_summary=_rows_summary(rows),
         notes=tuple(notes) + tuple(b.message for b in bounds), at_bounds=tuple(bounds),
     )
+
+
+def _placed(hosts: Sequence[int] | None, placement: str) -> Sequence[int] | None:
+    """The hosts to place the rows' ranks on (None: the template's first ranks)."""
+    if placement not in ("first", "log"):
+        raise SpecError(f"placement: 'first' or 'log', not {placement!r}")
+    return hosts if placement == "log" else None
+
+
+def _spans_hosts(spec: TopologySpec, rows: Sequence[Measurement], algorithm: str,
+                 hosts: Sequence[int] | None) -> bool:
+    """Whether some row's ranks span two hosts of ``spec`` (placed as ``hosts`` says)."""
+    network = as_run(build_network(spec), algorithm, "auto", hosts=hosts)
+    return any(len({network.host_of(r) for r in range(row.ranks)} - {None}) > 1
+               for row in rows)
 
 
 class _Predictor:
@@ -286,10 +305,10 @@ class _Predictor:
         build: Callable[[np.ndarray], TopologySpec],
         algorithm: str,
         engine: str,
-        ran: tuple[int | None, str | None] = (None, None),
+        ran: tuple[int | None, str | None, Sequence[int] | None] = (None, None, None),
     ) -> None:
         self.rows, self.build, self.algorithm, self.engine = rows, build, algorithm, engine
-        self.ran = ran  # (GPUs per host thread, NCCL release) of the measured run
+        self.ran = ran  # (GPUs per host thread, NCCL release, hosts) of the measured run
         self.measured = np.asarray([r.time_s for r in rows], dtype=float)
 
     def __call__(self, x: np.ndarray, chosen: list[str] | None = None) -> np.ndarray:

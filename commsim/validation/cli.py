@@ -93,6 +93,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="des (validate's default: as 'commsim run'), analytic, or auto (calibrate's "
         "default: DES up to 64 ranks, closed forms beyond)",
     )
+    parser.add_argument(
+        "--placement",
+        choices=("first", "log"),
+        default="first",
+        help="where a log's ranks run on the topology: 'first' (its first R ranks, filling "
+        "nodes in order; the default) or 'log' (on its hosts as the log's device lines "
+        "place them: one GPU on each of two nodes crosses the network)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.add_argument(
         "--partial",
@@ -272,19 +280,24 @@ def _nonempty(rows: list[Any], flag: str) -> None:
 # -- commands ------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     """``commsim validate``: predict each row, print the table (or JSON), plot if asked."""
-    from commsim.validation.validate import format_report, validate
+    from commsim.validation.validate import first_ranks_note, format_report, validate
 
     check_output("--plot", args.plot, plot=True)
     loaded = _load(args)
+    hosts = loaded.hosts if args.placement == "log" else None
+    notes = list(loaded.notes)
+    if hosts is None and loaded.hosts is not None:
+        notes += filter(None, [first_ranks_note(args.topology, loaded.hosts)])
     report = validate(
         loaded.rows,
         args.topology,
         algorithm=args.algorithm,
         engine=args.engine or "des",
         source=loaded.source,
-        notes=loaded.notes,
+        notes=notes,
         gpus_per_thread=loaded.gpus_per_thread,
         nccl_version=loaded.nccl_version,
+        hosts=hosts,
     )
     if args.plot is not None:
         from commsim.validation.plot import save_plot
@@ -336,6 +349,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             engine=args.engine or "auto",
             source=loaded.source,
             progress=bar.update_to,
+            placement=args.placement,
             gpus_per_thread=loaded.gpus_per_thread,
             nccl_version=loaded.nccl_version,
         )

@@ -19,6 +19,7 @@ over all rows and split at 1 MiB (latency-bound vs bandwidth-bound sizes).
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -221,12 +222,18 @@ def predict_time(
 
 
 def as_run(network: Network, algorithm: str, protocol: str = "auto",
-           gpus_per_thread: int | None = None, nccl_version: str | None = None) -> Network:
-    """``network`` as the measured run drove it, where its calls are timed with NCCL's model
-    and floor: ``gpus_per_thread`` GPUs per host thread (an nccl-tests log's ``nGpus``) and
-    the NCCL release the run used (``nccl_version``: the tuning tables that apply,
-    :func:`~commsim.nccl.with_nccl`); unchanged otherwise, and where both are None. What
-    :func:`validate` and :func:`~commsim.validation.calibrate.calibrate` both predict on."""
+           gpus_per_thread: int | None = None, nccl_version: str | None = None,
+           hosts: Sequence[int] | None = None) -> Network:
+    """``network`` as the measured run drove it: its ranks placed on the machine's hosts as
+    the run placed them (``hosts``: each rank's host index, e.g. an nccl-tests log's device
+    lines; :meth:`~commsim.network.Network.on_hosts`; the first ranks where None or where the
+    machine cannot hold that placement, which :func:`placement_note` reports); and, where its
+    calls are timed with NCCL's model and floor, ``gpus_per_thread`` GPUs per host thread (an
+    nccl-tests log's ``nGpus``) and the NCCL release the run used (``nccl_version``: the
+    tuning tables that apply, :func:`~commsim.nccl.with_nccl`). What :func:`validate` and
+    :func:`~commsim.validation.calibrate.calibrate` both predict on."""
+    if hosts is not None:
+        network = network.on_hosts(hosts) or network
     settings: dict[str, object] = {}
     if gpus_per_thread is not None:
         settings["gpus_per_thread"] = gpus_per_thread
@@ -236,6 +243,36 @@ def as_run(network: Network, algorithm: str, protocol: str = "auto",
     if settings and _runs_nccl_model(network, algorithm, protocol):
         return with_nccl(network, **settings)
     return network
+
+
+def placement_note(network: Network, hosts: Sequence[int] | None, ranks: int) -> str | None:
+    """Why rows of ``ranks`` ranks are predicted on the machine's first ranks although the
+    run said where its ranks were (None where :meth:`~commsim.network.Network.on_hosts`
+    holds them, or where ``hosts`` is None)."""
+    if hosts is None:
+        return None
+    if len(hosts) != ranks:
+        return (f"placed on the first {ranks} ranks of {network.name!r}: the run's device "
+                f"lines place {len(hosts)} ranks")
+    if network.on_hosts(hosts) is not None:
+        return None
+    per_host = Counter(hosts)
+    return (f"placed on the first {len(hosts)} ranks of {network.name!r}: it cannot hold the "
+            f"run's {len(per_host)} host(s) of {max(per_host.values())} rank(s) at most")
+
+
+def first_ranks_note(topology: TopologyRef, hosts: Sequence[int]) -> str | None:
+    """What ``--placement first`` changes for a run whose ranks sat on ``hosts``: a note
+    where the topology's first ranks are placed otherwise (None where they match)."""
+    network = load_topology(topology)
+    placed = network.on_hosts(hosts)
+    if len(hosts) > network.ranks or (
+            placed is not None and placed.rank_devices == network.rank_devices[:len(hosts)]):
+        return None
+    per_host = max(Counter(hosts).values())
+    return (f"the run's {len(hosts)} ranks sat on {len(set(hosts))} host(s), {per_host} at "
+            f"most on one; predicted on the topology's first {len(hosts)} ranks "
+            "(--placement log: as the run placed them)")
 
 
 def _runs_nccl_model(network: Network, algorithm: str, protocol: str) -> bool:
@@ -258,8 +295,15 @@ def validate(
     protocol: str = "auto",
     gpus_per_thread: int | None = None,
     nccl_version: str | None = None,
+    hosts: Sequence[int] | None = None,
 ) -> ValidationReport:
     """Predict every measured row on ``topology`` and report the errors.
+
+    ``hosts``: the host index of each rank of the measured run (an nccl-tests log's device
+    lines, :meth:`~commsim.validation.nccl_tests.NcclTestsLog.host_indices`): the rows are
+    predicted on ranks placed on the machine's hosts the same way (one GPU on each of two
+    hosts crosses the network), where the topology can hold that placement; None: its first
+    ranks.
 
     ``gpus_per_thread``: the GPUs each host thread drove in the measured run (an nccl-tests
     log's ``nGpus``, :attr:`~commsim.validation.nccl_tests.NcclTestsLog.gpus_per_thread`);
@@ -282,7 +326,9 @@ def validate(
             f"the measurements have {most} ranks, topology {network.name!r} only "
             f"{network.ranks} (use a larger topology, e.g. a preset with an xN suffix)"
         )
-    network = as_run(network, algorithm, protocol, gpus_per_thread, nccl_version)
+    unplaced = placement_note(network, hosts, most)
+    hosts = hosts if unplaced is None else None
+    network = as_run(network, algorithm, protocol, gpus_per_thread, nccl_version, hosts)
     predictor = Predictor(network, algorithm=algorithm, engine=engine, protocol=protocol)
     cache: dict[tuple[Collective, int, int], Prediction] = {}
     out: list[ValidationRow] = []
@@ -304,6 +350,7 @@ def validate(
                 error_pct=error,
             )
         )
+    notes = (*notes, unplaced) if unplaced else tuple(notes)
     return ValidationReport.from_rows(out, source=source, topology=network.name, notes=notes)
 
 

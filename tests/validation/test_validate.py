@@ -52,6 +52,29 @@ def test_fewer_ranks_than_the_topology_use_its_first_ranks() -> None:
     assert report.rows[0].predicted_time_s == pytest.approx(_ring_all_reduce(2, 2000))
 
 
+def test_ranks_are_placed_on_hosts_as_the_run_placed_them() -> None:
+    """One GPU on each of two hosts crosses the network (a 2-host log with one GPU per node
+    is not predicted on two GPUs of one host); where the topology cannot hold the placement,
+    its first ranks and a note saying so."""
+    net = load_topology("dgx-h100x2")
+    assert net.on_hosts([0, 1]).rank_devices == (0, 8)
+    assert net.on_hosts([0, 0, 1, 1]).rank_devices == (0, 1, 8, 9)
+    assert net.on_hosts([0] * 8 + [1] * 8) is net
+    assert net.on_hosts([0, 1, 2]) is None and net.on_hosts([0] * 9) is None
+    row = Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=1 << 30, time_s=1.0)
+    one_host = validate([row], "dgx-h100x2", algorithm="ring+Simple", engine="analytic")
+    two_hosts = validate([row], "dgx-h100x2", algorithm="ring+Simple", engine="analytic",
+                         hosts=[0, 1])
+    # 1 GiB ring all-reduce on 2 ranks: the bytes go once over the slower link each way
+    assert two_hosts.rows[0].predicted_time_s > 4 * one_host.rows[0].predicted_time_s
+    assert not two_hosts.notes
+    lone = validate([row], "dgx-h100", algorithm="ring+Simple", engine="analytic",
+                    hosts=[0, 1])
+    assert lone.rows[0].predicted_time_s == one_host.rows[0].predicted_time_s
+    assert lone.notes == ("placed on the first 2 ranks of 'dgx-h100': it cannot hold the "
+                          "run's 2 host(s) of 1 rank(s) at most",)
+
+
 def test_topology_algorithm_mapping_is_honoured() -> None:
     """``algorithms: {all_reduce: binomial_tree}`` in the topology makes auto use it."""
     topo = dict(SWITCH, algorithms={"all_reduce": "binomial_tree"})
