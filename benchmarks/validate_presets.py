@@ -163,6 +163,9 @@ CASES = (
     Case("a100-pcie-40gb_2gpu_2node_ib-hdr-nps4_allreduce_nccl-tests-issue293.txt",
          "r7525-a100-pciex2", "the same 2 R7525 after the BIOS change (NPS=4), no GPUDirect "
          "RDMA", fallback="pcie-gen4-8gpu"),
+    Case("rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive.txt", "pcie-gen4-8gpu",
+         "2 GeForce RTX 4090 on PCIe in one box, no NVLink, NCCL's SHM transport between them "
+         "(no P2P): the PCIe preset without bridges", machine="2 x RTX 4090 (PCIe, SHM)"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {

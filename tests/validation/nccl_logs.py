@@ -94,6 +94,12 @@ RUNS = {
         ("reduce", 12, 31, 194),
         ("reduce_scatter", 12, 31, 248),
     ],
+    "rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive.txt": [
+        ("all_reduce", 2, 25, 40),
+        ("broadcast", 2, 25, 90),
+        ("all_gather", 2, 25, 140),
+        ("reduce_scatter", 2, 25, 190),
+    ],
 }
 
 

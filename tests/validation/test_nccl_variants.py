@@ -28,7 +28,11 @@ def test_every_run_of_a_multi_run_log(name: str) -> None:
     runs = read_nccl_tests_runs(DATA / name)
     found = [(r.collective.value, r.ranks, len(r.rows), r.rows[0].line) for r in runs]
     assert found == RUNS[name]
-    assert [r.binary for r in runs] == [f"{c}_perf" for c, *_ in RUNS[name]]
+    named = [f"{c}_perf" for c, *_ in RUNS[name]]
+    # a binary is named only where the log prints it (the DGX-2 script's "Running:" lines)
+    assert all(r.binary in (None, b) for r, b in zip(runs, named, strict=True))
+    if name == DGX2:
+        assert [r.binary for r in runs] == named
 
 
 def test_single_run_reader_refuses_several_runs() -> None:
@@ -138,7 +142,7 @@ def test_benchmark_fast_mode_prints_its_three_tables() -> None:
     finally:
         sys.path.pop(0)
     runs = sum(len(read_nccl_tests_runs(DATA / case.log)) for case in CASES)
-    assert runs >= 28 + 11  # issue 14's first 28 runs, then this batch's 11
+    assert runs >= 28 + 15  # issue 14's first 28 runs, then this batch's 15
     assert len(per_log) == 3 + runs  # title, header, rule, one row per run
     family = [line.split()[0] for line in blocks[1].splitlines()[3:]]
     assert family == ["PCIe", "Volta", "Ampere", "Hopper", "overall"]
