@@ -166,6 +166,9 @@ CASES = (
     Case("rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive.txt", "pcie-gen4-8gpu",
          "2 GeForce RTX 4090 on PCIe in one box, no NVLink, NCCL's SHM transport between them "
          "(no P2P): the PCIe preset without bridges", machine="2 x RTX 4090 (PCIe, SHM)"),
+    Case("v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt", "pcie-v100x2",
+         "2 nodes, one V100 PCIe (no NVLink) used on each, interconnect not stated; the PCIe "
+         "box without bridges", fallback="pcie-gen4-8gpu"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {

@@ -83,6 +83,7 @@ LOGS = {
     "a100-pcie-40gb_2gpu_2node_ib-hdr-nps4_allreduce_nccl-tests-issue293.txt": (
         "all_reduce", 2, 28, 2,
     ),
+    "v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt": ("all_reduce", 2, 25, 2),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.
