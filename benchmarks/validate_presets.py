@@ -129,6 +129,51 @@ CASES = (
     Case("v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_5collectives_unresolved-fork-readme.txt",
          "dgx2-v100", "12 of the 16 V100 of a DGX-2 (its first 12 ranks)",
          machine="DGX-2 V100 (12 GPUs)"),
+    # -- logs added for issue 14 (Volta, Ampere, PCIe cards); presets from the headers only --
+    # (the N x 1 runs, one GPU per node, are predicted like every row on the preset's first N
+    # ranks, which share one host: validate() does not place ranks by the log's hosts)
+    Case("a100-sxm4-40gb_8gpu_1node_nvswitch_allreduce_ocitutorials.txt", "oci-bm-gpu4.8",
+         "OCI BM.GPU4.8 (the tutorial's shape): 8 A100-SXM4-40GB on NVSwitch, one node"),
+    Case("a100-sxm4-40gb_16gpu_2node_aws-p4d-efa_allreduce_aws-efa-eks.txt", "aws-p4dx2",
+         "2 AWS p4d.24xlarge: 8 A100-SXM4-40GB on NVSwitch, 4 x 100 Gb/s EFA with GPUDirect "
+         "RDMA per node; no p4d preset yet, so the 2-node DGX A100 (same GPUs and switch, "
+         "8 x 200 Gb/s InfiniBand per node)", fallback="dgx-a100x2"),
+    Case("v100-sxm2-32gb_2gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples-np2.txt",
+         "aws-p3dnx2", "2 AWS p3dn.24xlarge (8 V100-SXM2-32GB each), one GPU used per node, "
+         "EFA (speed not stated); no p3dn preset yet, so the 2-node DGX-1 V100 (V100 SXM2 on "
+         "NVLink, 4 x 100 Gb/s EDR per node)", fallback="dgx1-v100x2"),
+    Case("v100-sxm2-32gb_2gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples-readme.txt",
+         "aws-p3dnx2", "another run of the same 2 x 1 p3dn job", fallback="dgx1-v100x2"),
+    Case("v100-sxm2-32gb_16gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples.txt",
+         "aws-p3dnx2", "2 AWS p3dn.24xlarge, all 8 V100-SXM2-32GB of each, EFA; as above",
+         fallback="dgx1-v100x2"),
+    Case("v100-sxm2-32gb_64gpu_8node_aws-p3dn-efa_allreduce_eks-efa-examples.txt",
+         "aws-p3dnx8", "8 AWS p3dn.24xlarge, all 8 V100-SXM2-32GB of each, EFA; as above",
+         fallback="dgx1-v100x8"),
+    Case("t4_2gpu_2node_aws-g4dn-efa_allreduce_eks-blueprints.txt", "aws-g4dn-metalx2",
+         "2 AWS g4dn.metal, one T4 (PCIe, no NVLink) used on each, EFA; no multi-node PCIe "
+         "preset without NVLink yet, so the PCIe box without bridges (it has no network: its "
+         "2 ranks share one host)", fallback="pcie-gen4-8gpu"),
+    Case("l40s_2gpu_2node_socket-sriov_allreduce_nvidia-tools-image.txt", "r760xa-l40sx2",
+         "2 Dell R760xa, one L40S (PCIe, no NVLink) used on each, NCCL sockets over an SR-IOV "
+         "VF (NCCL_IB_DISABLE=1); as for the T4 run, the PCIe box without bridges",
+         fallback="pcie-gen4-8gpu"),
+    Case("l40s_4gpu_2node_roce-sriov_allreduce_nvidia-tools-image.txt", "r760xa-l40sx2",
+         "the same 2 R760xa, two L40S used on each, NCCL's IB transport over the SR-IOV "
+         "network (mlx5_2, mlx5_8); the PCIe box without bridges", fallback="pcie-gen4-8gpu"),
+    Case("a100-pcie-40gb_2gpu_2node_ib-hdr-gdr_allreduce_nccl-tests-issue293.txt",
+         "r7525-a100-pciex2", "2 Dell R7525, one A100 40GB PCIe and one HDR InfiniBand NIC "
+         "each (GPU and NIC on different sockets), GPUDirect RDMA forced; the PCIe box without "
+         "bridges", fallback="pcie-gen4-8gpu"),
+    Case("a100-pcie-40gb_2gpu_2node_ib-hdr-nps4_allreduce_nccl-tests-issue293.txt",
+         "r7525-a100-pciex2", "the same 2 R7525 after the BIOS change (NPS=4), no GPUDirect "
+         "RDMA", fallback="pcie-gen4-8gpu"),
+    Case("rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive.txt", "pcie-gen4-8gpu",
+         "2 GeForce RTX 4090 on PCIe in one box, no NVLink, NCCL's SHM transport between them "
+         "(no P2P): the PCIe preset without bridges", machine="2 x RTX 4090 (PCIe, SHM)"),
+    Case("v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt", "pcie-v100x2",
+         "2 nodes, one V100 PCIe (no NVLink) used on each, interconnect not stated; the PCIe "
+         "box without bridges", fallback="pcie-gen4-8gpu"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {

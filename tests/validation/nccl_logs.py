@@ -58,6 +58,32 @@ LOGS = {
     "v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt": (
         "all_reduce", 8, 25, 1,
     ),
+    # added for issue 14: Volta, Ampere and PCIe cards ("[1,0]<stdout>:" tags, old columns,
+    # INFO lines inside the table, zero-byte rows)
+    "a100-sxm4-40gb_8gpu_1node_nvswitch_allreduce_ocitutorials.txt": ("all_reduce", 8, 28, 1),
+    "a100-sxm4-40gb_16gpu_2node_aws-p4d-efa_allreduce_aws-efa-eks.txt": ("all_reduce", 16, 28, 2),
+    "v100-sxm2-32gb_2gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples-np2.txt": (
+        "all_reduce", 2, 29, 2,
+    ),
+    "v100-sxm2-32gb_2gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples-readme.txt": (
+        "all_reduce", 2, 29, 2,
+    ),
+    "v100-sxm2-32gb_16gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples.txt": (
+        "all_reduce", 16, 28, 2,
+    ),
+    "v100-sxm2-32gb_64gpu_8node_aws-p3dn-efa_allreduce_eks-efa-examples.txt": (
+        "all_reduce", 64, 28, 8,
+    ),
+    "t4_2gpu_2node_aws-g4dn-efa_allreduce_eks-blueprints.txt": ("all_reduce", 2, 31, 2),
+    "l40s_2gpu_2node_socket-sriov_allreduce_nvidia-tools-image.txt": ("all_reduce", 2, 31, 2),
+    "l40s_4gpu_2node_roce-sriov_allreduce_nvidia-tools-image.txt": ("all_reduce", 4, 31, 2),
+    "a100-pcie-40gb_2gpu_2node_ib-hdr-gdr_allreduce_nccl-tests-issue293.txt": (
+        "all_reduce", 2, 28, 2,
+    ),
+    "a100-pcie-40gb_2gpu_2node_ib-hdr-nps4_allreduce_nccl-tests-issue293.txt": (
+        "all_reduce", 2, 28, 2,
+    ),
+    "v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt": ("all_reduce", 2, 25, 2),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.
@@ -68,6 +94,12 @@ RUNS = {
         ("broadcast", 12, 31, 140),
         ("reduce", 12, 31, 194),
         ("reduce_scatter", 12, 31, 248),
+    ],
+    "rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive.txt": [
+        ("all_reduce", 2, 25, 40),
+        ("broadcast", 2, 25, 90),
+        ("all_gather", 2, 25, 140),
+        ("reduce_scatter", 2, 25, 190),
     ],
 }
 

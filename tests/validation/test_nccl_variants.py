@@ -28,7 +28,11 @@ def test_every_run_of_a_multi_run_log(name: str) -> None:
     runs = read_nccl_tests_runs(DATA / name)
     found = [(r.collective.value, r.ranks, len(r.rows), r.rows[0].line) for r in runs]
     assert found == RUNS[name]
-    assert [r.binary for r in runs] == [f"{c}_perf" for c, *_ in RUNS[name]]
+    named = [f"{c}_perf" for c, *_ in RUNS[name]]
+    # a binary is named only where the log prints it (the DGX-2 script's "Running:" lines)
+    assert all(r.binary in (None, b) for r, b in zip(runs, named, strict=True))
+    if name == DGX2:
+        assert [r.binary for r in runs] == named
 
 
 def test_single_run_reader_refuses_several_runs() -> None:
@@ -156,7 +160,14 @@ def test_benchmark_fast_mode_prints_its_four_tables() -> None:
     assert len(blocks) == 4
     per_log = blocks[0].splitlines()
     assert per_log[1].split()[:3] == ["log", "family", "preset"]
-    assert len(per_log) == 3 + 28  # title, header, rule, one row per run
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        from validate_presets import CASES
+    finally:
+        sys.path.pop(0)
+    runs = sum(len(read_nccl_tests_runs(DATA / case.log)) for case in CASES)
+    assert runs >= 28 + 16  # issue 14's first 28 runs, then this batch's 16
+    assert len(per_log) == 3 + runs  # title, header, rule, one row per run
     family = [line.split()[0] for line in blocks[1].splitlines()[3:]]
     assert family == ["PCIe", "Volta", "Ampere", "Hopper", "overall"]
     spread = [line.split()[0] for line in blocks[2].splitlines()[3:]]
