@@ -124,6 +124,46 @@ CASES = (
     Case("v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_5collectives_unresolved-fork-readme.txt",
          "dgx2-v100", "12 of the 16 V100 of a DGX-2 (its first 12 ranks)",
          machine="DGX-2 V100 (12 GPUs)"),
+    # -- issue 14: Hopper and Blackwell logs found later (the header of each file says why). No
+    # preset of these machines ships yet: each names the one it needs and falls back to the
+    # shipped preset closest in GPU generation and NIC shape. dgx-h100xN has 8 GPUs per node and
+    # places ranks filling nodes in order, so a 4-GPU-per-node (GH200, GB200) or 1-GPU-per-node
+    # run is predicted on fewer nodes than it ran on.
+    Case("gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt", "gb200-nvl72",
+         "one GB200 NVL72 rack: 72 GPUs (18 nodes x 4) in one multi-node NVLink domain; NCCL "
+         "2.26.2 (the README)", fallback="dgx-h100x9", nccl="2.26.2"),
+    Case("gb200_128gpu-inferred_2rack_nvl72-ib_allreduce_coreweave-f443305.txt",
+         "gb200-nvl72x2", "two GB200 NVL72 racks on InfiniBand (Quantum-X800), 128 ranks from "
+         "busbw/algbw; NCCL 2.26.2 (the README)", fallback="dgx-h100x16", nccl="2.26.2"),
+    Case("gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt",
+         "gb200-nvl72x20", "20 GB200 NVL72 racks (1440 GPUs, 360 nodes x 4) on InfiniBand "
+         "(Quantum-X800); NCCL 2.26.2 (the README)", fallback="dgx-h100x180", nccl="2.26.2"),
+    Case("gh200_8gpu_2node_alps-slingshot-ofi_allreduce_cscs-docs-image-nccl-tests.txt",
+         "alps-gh200x2", "2 Alps GH200 nodes (4 GH200 each), HPE Slingshot through the AWS OFI "
+         "NCCL plugin", fallback="dgx-h100x2"),
+    Case("gh200_8gpu_2node_alps-no-ofi-plugin_allreduce_cscs-docs-image-nccl-tests.txt",
+         "alps-gh200x2", "the same 2 Alps GH200 nodes without the OFI plugin (NCCL's fallback "
+         "transport not stated)", fallback="dgx-h100x2"),
+    Case("gh200_8gpu_2node_alps-santis-slingshot-cxi_allreduce_cscs-nccl-tests-cxi-readme.txt",
+         "alps-gh200x2", "2 Alps (santis) GH200 nodes (4 GH200 each), HPE Slingshot (CXI)",
+         fallback="dgx-h100x2"),
+    Case("gh200_2gpu_2node_alps-slingshot_allreduce_cscs-docs-sarus-suite.txt", "alps-gh200x2",
+         "2 Alps GH200 nodes, one GPU each, HPE Slingshot", fallback="dgx-h100x2"),
+    Case("gh200_2gpu_2node_cray-ex-slingshot11_allreduce-wrong_nccl-tests-issue369.txt",
+         "alps-gh200x2", "2 Cray EX GH200 nodes, one GPU each, Slingshot 11 (the Alps shape)",
+         fallback="dgx-h100x2"),
+    Case("gh200_8gpu_2node_olivia-slingshot_allreduce-int8_nris-docs-apptainer.txt",
+         "alps-gh200x2", "2 Olivia GH200 nodes (4 GH200 each), HPE Slingshot (the Alps shape)",
+         fallback="dgx-h100x2"),
+    Case("h200_16gpu_2node_spectrum-x-roce_allreduce-g8_unresolved-openshift.txt", "hgx-h200x2",
+         "2 x 8 H200, Spectrum-X RoCE, a 400GbE SuperNIC per rail (8 rails)",
+         fallback="dgx-h100x2"),
+    Case("h200_16gpu_2node_nebius-k8s_allreduce_unresolved-runai-nebius.txt", "hgx-h200x2",
+         "2 x 8 H200 (Nebius); fabric not stated", fallback="dgx-h100x2"),
+    Case("h200_2gpu_2node_gcp-a3ultra-gib-rdma_allgather_dranet.txt", "gcp-a3-ultrax2",
+         "2 GCP A3 Ultra VMs (H200, RDMA through gIB), one GPU each", fallback="dgx-h100x2"),
+    Case("b200_16gpu_2node_gcp-a4-gib-rdma_allgather_dranet.txt", "gcp-a4x2",
+         "2 GCP A4 VMs (8 B200 each, 8 RDMA NICs through gIB)", fallback="dgx-h100x2"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {
@@ -140,7 +180,7 @@ FAMILIES = (
     ("PCIe", ("PCIe", "GeForce", "RTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4")),
     ("Volta", ("V100",)),
     ("Ampere", ("A100", "A800", "A30")),
-    ("Hopper", ("H100", "H800", "H200", "H20")),
+    ("Hopper", ("H100", "H800", "H200", "H20", "GH200")),
     ("Blackwell", ("B200", "B100", "GB200")),
 )
 _DEVICE = re.compile(r"Rank\s+\d+\s.*device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")

@@ -34,6 +34,9 @@ _PREAMBLE = re.compile(r"^nThread\s+\d+(?:\s+nGpus\s+(\d+))?")
 #: The NCCL release a run used, as NCCL prints it (``NCCL version 2.18.3+cuda12.2``) or as a
 #: version code (``NCCL version: 22602``: 2.26.2; before 2.9 the code was 2804 for 2.8.4).
 _VERSION = re.compile(r"\bNCCL version:?\s+(?:(\d+\.\d+(?:\.\d+)?)|(\d{4,5})\b)")
+#: nccl-tests >= 2.14's first line names the library it loaded as NCCL's version code:
+#: ``# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902``.
+_LIBRARY = re.compile(r"\bnccl-library=()(\d{4,5})\b")
 
 
 def nccl_release(line: str) -> str | None:
@@ -41,8 +44,10 @@ def nccl_release(line: str) -> str | None:
 
     >>> nccl_release("NCCL version 2.18.3+cuda12.2"), nccl_release("NCCL version: 22602, CUDA")
     ('2.18.3', '2.26.2')
+    >>> nccl_release("# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902")
+    '2.29.2'
     """
-    match = _VERSION.search(line)
+    match = _VERSION.search(line) or _LIBRARY.search(line)
     if match is None:
         return None
     if match.group(1):
@@ -189,7 +194,7 @@ def scan_text(text: str, source: str) -> Scan:
         body = line.strip()
         if not body:
             continue
-        if scan.nccl_version is None and "NCCL version" in body:
+        if scan.nccl_version is None and ("NCCL version" in body or "nccl-library=" in body):
             scan.nccl_version = nccl_release(body)
         if "NCCL INFO" in body or "NCCL WARN" in body:
             continue

@@ -6,6 +6,7 @@ A module of its own (not conftest.py, which every test folder has) so that
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "nccl-tests"
@@ -57,7 +58,40 @@ LOGS = {
     ),
     "v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt": (
         "all_reduce", 8, 25, 1,
+    ),    # issue 14, Hopper and Blackwell logs found later
+    "gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt": ("all_reduce", 72, 5, None),
+    "gb200_128gpu-inferred_2rack_nvl72-ib_allreduce_coreweave-f443305.txt": (
+        "all_reduce", 128, 6, None,
     ),
+    "gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt": (
+        "all_reduce", 1440, 6, None,
+    ),
+    "gh200_8gpu_2node_alps-slingshot-ofi_allreduce_cscs-docs-image-nccl-tests.txt": (
+        "all_reduce", 8, 25, 2,
+    ),
+    "gh200_8gpu_2node_alps-no-ofi-plugin_allreduce_cscs-docs-image-nccl-tests.txt": (
+        "all_reduce", 8, 25, 2,
+    ),
+    "gh200_8gpu_2node_alps-santis-slingshot-cxi_allreduce_cscs-nccl-tests-cxi-readme.txt": (
+        "all_reduce", 8, 25, 2,
+    ),
+    "gh200_2gpu_2node_alps-slingshot_allreduce_cscs-docs-sarus-suite.txt": (
+        "all_reduce", 2, 8, 2,
+    ),
+    "gh200_2gpu_2node_cray-ex-slingshot11_allreduce-wrong_nccl-tests-issue369.txt": (
+        "all_reduce", 2, 25, 2,
+    ),
+    "gh200_8gpu_2node_olivia-slingshot_allreduce-int8_nris-docs-apptainer.txt": (
+        "all_reduce", 8, 28, 2,
+    ),
+    "h200_16gpu_2node_spectrum-x-roce_allreduce-g8_unresolved-openshift.txt": (
+        "all_reduce", 16, 25, 2,
+    ),
+    "h200_16gpu_2node_nebius-k8s_allreduce_unresolved-runai-nebius.txt": (
+        "all_reduce", 16, 5, 2,
+    ),
+    "h200_2gpu_2node_gcp-a3ultra-gib-rdma_allgather_dranet.txt": ("all_gather", 2, 24, 2),
+    "b200_16gpu_2node_gcp-a4-gib-rdma_allgather_dranet.txt": ("all_gather", 16, 24, 2),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.
@@ -72,11 +106,25 @@ RUNS = {
 }
 
 
+#: Logs whose rank count busbw/algbw alone cannot settle (the printed digits allow a range at
+#: this many ranks): file -> the count it gives without the log's one kept device line.
+RATIO_ONLY = {
+    "gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt": 1478,
+}
+
+_DEVICE_LINE = re.compile(r"^\s*#\s+Rank\s+\d+\s")
+
+
 def body(name: str) -> str:
     """A log without its provenance header (everything before the nccl-tests output), so
     inference cannot lean on the ``COMMAND:`` comments."""
     lines = (DATA / name).read_text(encoding="utf-8").splitlines()
     start = next(
-        (i for i, line in enumerate(lines) if "nThread" in line or "out-of-place" in line), 0
+        (
+            i
+            for i, line in enumerate(lines)
+            if "nThread" in line or "out-of-place" in line or _DEVICE_LINE.match(line)
+        ),
+        0,
     )
     return "\n".join(lines[start:]) + "\n"

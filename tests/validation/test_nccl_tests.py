@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from nccl_logs import DATA, LOGS, body
+from nccl_logs import DATA, LOGS, RATIO_ONLY, body
 
 from commsim.collectives import Collective
 from commsim.errors import ParseError, SpecError
@@ -65,9 +65,11 @@ def test_every_shared_log_is_read(name: str) -> None:
 def test_inference_without_provenance_comments(name: str) -> None:
     """Without the COMMAND comments the columns alone give the same collective and ranks."""
     collective, ranks, _, _ = LOGS[name]
-    log = parse_nccl_tests(body(name), name)
+    text = body(name)
+    log = parse_nccl_tests(text, name)
     assert (log.collective.value, log.ranks) == (collective, ranks)
-    assert log.binary is None
+    # newer nccl-tests name their binary themselves ("# Collective test concluded: ...")
+    assert log.binary is None or log.binary in text
 
 
 @pytest.mark.parametrize("name", sorted(LOGS))
@@ -81,7 +83,8 @@ def test_inference_without_device_lines(name: str) -> None:
             parse_nccl_tests(text, name)
         return
     log = parse_nccl_tests(text, name)
-    assert (log.collective.value, log.ranks, log.hosts) == (collective, ranks, None)
+    assert (log.collective.value, log.hosts) == (collective, None)
+    assert log.ranks == RATIO_ONLY.get(name, ranks)
 
 
 def test_modern_sample_from_formats_md() -> None:
