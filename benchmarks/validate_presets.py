@@ -164,6 +164,19 @@ CASES = (
          "2 GCP A3 Ultra VMs (H200, RDMA through gIB), one GPU each", fallback="dgx-h100x2"),
     Case("b200_16gpu_2node_gcp-a4-gib-rdma_allgather_dranet.txt", "gcp-a4x2",
          "2 GCP A4 VMs (8 B200 each, 8 RDMA NICs through gIB)", fallback="dgx-h100x2"),
+    Case("gb200_128gpu_32node_2rack-oci-gb200-v3_allreduce_oci-hpc-oke.txt", "gb200-nvl72x2",
+         "32 OCI BM.GPU.GB200-v3.4 nodes (4 GB200 each) in two racks: multi-node NVLink per "
+         "rack, RDMA between", fallback="dgx-h100x16"),
+    Case("h100-nvl_4gpu_2node_slingshot200_allreduce-bad_nccl-issue2441.txt",
+         "pcie-gen5-h100nvl-slingshotx2", "2 nodes x 2 H100 NVL (PCIe cards; NVLink bridges not "
+         "stated, so the PCIe preset without bridges), Slingshot-200; NCCL at the commit the "
+         "issue bisects", fallback="pcie-gen4-8gpu"),
+    Case("h100-nvl_4gpu_2node_slingshot200_allreduce-good_nccl-issue2441.txt",
+         "pcie-gen5-h100nvl-slingshotx2", "the same 2 nodes, NCCL before that commit",
+         fallback="pcie-gen4-8gpu"),
+    Case("h100-nvl_4gpu_2node_slingshot200_allreduce-ldoms_nccl-issue2441.txt",
+         "pcie-gen5-h100nvl-slingshotx2", "the same 2 nodes and build as '-bad', srun "
+         "--cpu-bind=ldoms", fallback="pcie-gen4-8gpu"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {
@@ -177,7 +190,8 @@ DUPLICATES = {
 #: family first): PCIe cards of any architecture form one family (no NVLink/NVSwitch fabric),
 #: the SXM parts one per architecture.
 FAMILIES = (
-    ("PCIe", ("PCIe", "GeForce", "RTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4")),
+    ("PCIe", ("PCIe", "GeForce", "RTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4",
+              "H100 NVL", "H200 NVL")),
     ("Volta", ("V100",)),
     ("Ampere", ("A100", "A800", "A30")),
     ("Hopper", ("H100", "H800", "H200", "H20", "GH200")),

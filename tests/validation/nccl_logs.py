@@ -92,6 +92,18 @@ LOGS = {
     ),
     "h200_2gpu_2node_gcp-a3ultra-gib-rdma_allgather_dranet.txt": ("all_gather", 2, 24, 2),
     "b200_16gpu_2node_gcp-a4-gib-rdma_allgather_dranet.txt": ("all_gather", 16, 24, 2),
+    "gb200_128gpu_32node_2rack-oci-gb200-v3_allreduce_oci-hpc-oke.txt": (
+        "all_reduce", 128, 33, None,
+    ),
+    "h100-nvl_4gpu_2node_slingshot200_allreduce-bad_nccl-issue2441.txt": (
+        "all_reduce", 4, 11, 2,
+    ),
+    "h100-nvl_4gpu_2node_slingshot200_allreduce-good_nccl-issue2441.txt": (
+        "all_reduce", 4, 11, 2,
+    ),
+    "h100-nvl_4gpu_2node_slingshot200_allreduce-ldoms_nccl-issue2441.txt": (
+        "all_reduce", 4, 11, 2,
+    ),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.
