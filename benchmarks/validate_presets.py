@@ -177,6 +177,21 @@ CASES = (
     Case("h100-nvl_4gpu_2node_slingshot200_allreduce-ldoms_nccl-issue2441.txt",
          "pcie-gen5-h100nvl-slingshotx2", "the same 2 nodes and build as '-bad', srun "
          "--cpu-bind=ldoms", fallback="pcie-gen4-8gpu"),
+    Case("h100-sxm_16gpu_2node_ib-ndr-8nic_allreduce_nccl-tests-issue309-xe9680.txt",
+         "dgx-h100x2", "2 Dell XE9680 (HGX H100, 8 GPUs), 8 x 400 Gb/s CX-7 InfiniBand each"),
+    Case("h100-sxm_32gpu_4node_vmware-ib-8nic_allreduce_nccl-tests-issue309-vm.txt",
+         "dgx-h100x4", "4 VMs of 8 H100 with 8 CX-7 400 Gb/s IB NICs (\"32 GPU-NIC pairs\")"),
+    Case("h100-sxm_64gpu_8node_ib-400g_allreduce_nccl-tests-issue309-gj.txt", "dgx-h100x8",
+         "8 nodes x 8 H100 SXM on 400 Gb/s InfiniBand"),
+    Case("h100-sxm_16gpu_2node_ib-400g_allreduce_nccl-tests-issue309-gj.txt", "dgx-h100x2",
+         "2 of those nodes"),
+    Case("h100-sxm_32gpu_4node_ib-400g_allreduce_nccl-tests-issue309-gj.txt", "dgx-h100x4",
+         "4 of those nodes"),
+    Case("h100-sxm_64gpu_8node_ib-400g_allreduce-minctas24_nccl-tests-issue309-gj.txt",
+         "dgx-h100x8", "the 8 nodes with NCCL_MIN_CTAS=24 and 2 QPs per connection (not modelled)"),
+    Case("h100-sxm_16gpu_2node_ib-400g_allreduce-ring-minctas24_nccl-tests-issue309-gj.txt",
+         "dgx-h100x2", "2 of those nodes with NCCL_ALGO=RING (predicted with the ring forced too), "
+         "NCCL_MIN_CTAS=24", algorithm="ring"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {

@@ -103,6 +103,26 @@ LOGS = {
     ),
     "h100-nvl_4gpu_2node_slingshot200_allreduce-ldoms_nccl-issue2441.txt": (
         "all_reduce", 4, 11, 2,
+    ),    "h100-sxm_16gpu_2node_ib-ndr-8nic_allreduce_nccl-tests-issue309-xe9680.txt": (
+        "all_reduce", 16, 32, 2,
+    ),
+    "h100-sxm_32gpu_4node_vmware-ib-8nic_allreduce_nccl-tests-issue309-vm.txt": (
+        "all_reduce", 32, 32, 4,
+    ),
+    "h100-sxm_64gpu_8node_ib-400g_allreduce_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 64, 14, 8,
+    ),
+    "h100-sxm_16gpu_2node_ib-400g_allreduce_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 16, 14, 2,
+    ),
+    "h100-sxm_32gpu_4node_ib-400g_allreduce_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 32, 14, 4,
+    ),
+    "h100-sxm_64gpu_8node_ib-400g_allreduce-minctas24_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 64, 14, 8,
+    ),
+    "h100-sxm_16gpu_2node_ib-400g_allreduce-ring-minctas24_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 16, 14, 2,
     ),
 }
 
