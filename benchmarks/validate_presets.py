@@ -192,6 +192,11 @@ CASES = (
     Case("h100-sxm_16gpu_2node_ib-400g_allreduce-ring-minctas24_nccl-tests-issue309-gj.txt",
          "dgx-h100x2", "2 of those nodes with NCCL_ALGO=RING (predicted with the ring forced too), "
          "NCCL_MIN_CTAS=24", algorithm="ring"),
+    Case("h100-sxm_16gpu_2node_ib-8nic-doca_allreduce_nccl-tests-issue319.txt", "dgx-h100x2",
+         "2 Supermicro HGX H100 (8 GPUs), 8 x 400 Gb/s CX-7 InfiniBand each (DOCA host stack)"),
+    Case("h100-sxm_16gpu_2node_ib-8nic-doca_allreduce-ring-info_nccl-tests-issue319.txt",
+         "dgx-h100x2", "the same 2 nodes with NCCL_ALGO=RING (predicted with the ring forced too)",
+         algorithm="ring"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {

@@ -123,6 +123,11 @@ LOGS = {
     ),
     "h100-sxm_16gpu_2node_ib-400g_allreduce-ring-minctas24_nccl-tests-issue309-gj.txt": (
         "all_reduce", 16, 14, 2,
+    ),    "h100-sxm_16gpu_2node_ib-8nic-doca_allreduce_nccl-tests-issue319.txt": (
+        "all_reduce", 16, 32, 2,
+    ),
+    "h100-sxm_16gpu_2node_ib-8nic-doca_allreduce-ring-info_nccl-tests-issue319.txt": (
+        "all_reduce", 16, 32, 2,
     ),
 }
 
