@@ -197,6 +197,14 @@ CASES = (
     Case("h100-sxm_16gpu_2node_ib-8nic-doca_allreduce-ring-info_nccl-tests-issue319.txt",
          "dgx-h100x2", "the same 2 nodes with NCCL_ALGO=RING (predicted with the ring forced too)",
          algorithm="ring"),
+    Case("h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt",
+         "gcp-a3-ultrax2", "2 GCP a3-ultragpu-8g (8 H200 each), GPUDirect-RDMA",
+         fallback="dgx-h100x2"),
+    Case("h200_16gpu_2node_gcp-gib-rdma_allgather-gcp-pods_skypilot-examples.txt",
+         "gcp-a3-ultrax2", "2 x 8 H200 pods of GCP's GPUDirect-RDMA test (gIB)",
+         fallback="dgx-h100x2"),
+    Case("h200_16gpu_2node_oci_allreduce_unresolved-oci-hpc-guide.txt", "hgx-h200x2",
+         "2 x 8 H200 in an OCI cluster; fabric not stated", fallback="dgx-h100x2"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {

@@ -19,6 +19,9 @@ from commsim.errors import ParseError
 
 _TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")  # mpirun --tag-output
 _SRUN = re.compile(r"^\s*\d+:\s")  # srun -l
+#: A job launcher's per-process tag, "(name, key=value, ...)": SkyPilot's
+#: "(head, rank=0, pid=3808) " or "(worker1, rank=1, pid=2769, ip=10.0.0.2) ".
+_LAUNCHER = re.compile(r"^\([A-Za-z][\w-]*(?:,?\s+[A-Za-z_]+=[^,()\s]+)+\)\s?")
 _DEVICE = re.compile(
     r"^\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]"
 )
@@ -174,8 +177,9 @@ class Scan:
 
 def _clean(raw: str) -> str:
     line = raw.rstrip("\r\n")
-    for _ in range(2):  # e.g. "[1,0]<stdout>:" then nothing, or "0: "
-        stripped = _TAG.sub("", line, count=1)
+    for _ in range(2):  # e.g. "(head, rank=0, pid=1) [1,0]<stdout>:" then nothing, or "0: "
+        stripped = _LAUNCHER.sub("", line, count=1)
+        stripped = _TAG.sub("", stripped, count=1)
         stripped = _SRUN.sub("", stripped, count=1)
         if stripped == line:
             break

@@ -128,7 +128,13 @@ LOGS = {
     ),
     "h100-sxm_16gpu_2node_ib-8nic-doca_allreduce-ring-info_nccl-tests-issue319.txt": (
         "all_reduce", 16, 32, 2,
+    ),    "h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt": (
+        "all_gather", 16, 24, 2,
     ),
+    "h200_16gpu_2node_gcp-gib-rdma_allgather-gcp-pods_skypilot-examples.txt": (
+        "all_gather", 16, 24, 2,
+    ),
+    "h200_16gpu_2node_oci_allreduce_unresolved-oci-hpc-guide.txt": ("all_reduce", 16, 5, 2),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.

@@ -120,6 +120,16 @@ def test_the_library_version_line_names_the_release() -> None:
     assert len(failed.rows) == 25  # the failed-validation row is a row like any other
 
 
+def test_skypilot_and_open_mpi_tags_on_every_line() -> None:
+    """SkyPilot tags each line "(head, rank=0, pid=N) " before Open MPI's "[1,0]<stdout>:"."""
+    log = read_nccl_tests(
+        DATA / "h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt"
+    )
+    assert (log.collective.value, log.ranks, len(log.rows)) == ("all_gather", 16, 24)
+    assert log.host_indices() == (0,) * 8 + (1,) * 8
+    assert log.rows[0].nbytes == 1024 and log.rows[-1].nbytes == 8589934592
+
+
 def test_rank_count_from_a_kept_device_line() -> None:
     """A source that keeps only the last device line: its rank settles what busbw/algbw leaves
     open (1391..1565 at 1440 ranks); where the ratio is exact and disagrees, the ratio wins."""
