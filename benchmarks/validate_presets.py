@@ -130,8 +130,6 @@ CASES = (
          "dgx2-v100", "12 of the 16 V100 of a DGX-2 (its first 12 ranks)",
          machine="DGX-2 V100 (12 GPUs)"),
     # -- logs added for issue 14 (Volta, Ampere, PCIe cards); presets from the headers only --
-    # (the N x 1 runs, one GPU per node, are predicted like every row on the preset's first N
-    # ranks, which share one host: validate() does not place ranks by the log's hosts)
     Case("a100-sxm4-40gb_8gpu_1node_nvswitch_allreduce_ocitutorials.txt", "oci-bm-gpu4.8",
          "OCI BM.GPU4.8 (the tutorial's shape): 8 A100-SXM4-40GB on NVSwitch, one node"),
     Case("a100-sxm4-40gb_16gpu_2node_aws-p4d-efa_allreduce_aws-efa-eks.txt", "aws-p4dx2",
@@ -152,8 +150,7 @@ CASES = (
          fallback="dgx1-v100x8"),
     Case("t4_2gpu_2node_aws-g4dn-efa_allreduce_eks-blueprints.txt", "aws-g4dn-metalx2",
          "2 AWS g4dn.metal, one T4 (PCIe, no NVLink) used on each, EFA; no multi-node PCIe "
-         "preset without NVLink yet, so the PCIe box without bridges (it has no network: its "
-         "2 ranks share one host)", fallback="pcie-gen4-8gpu"),
+         "preset without NVLink yet, so the PCIe box without bridges", fallback="pcie-gen4-8gpu"),
     Case("l40s_2gpu_2node_socket-sriov_allreduce_nvidia-tools-image.txt", "r760xa-l40sx2",
          "2 Dell R760xa, one L40S (PCIe, no NVLink) used on each, NCCL sockets over an SR-IOV "
          "VF (NCCL_IB_DISABLE=1); as for the T4 run, the PCIe box without bridges",
@@ -174,6 +171,85 @@ CASES = (
     Case("v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt", "pcie-v100x2",
          "2 nodes, one V100 PCIe (no NVLink) used on each, interconnect not stated; the PCIe "
          "box without bridges", fallback="pcie-gen4-8gpu"),
+    # -- issue 14: Hopper and Blackwell logs found later (the header of each file says why). No
+    # preset of these machines shipped when they were added: each names the one it needs and
+    # falls back to the shipped preset closest in GPU generation and NIC shape.
+    Case("gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt", "gb200-nvl72",
+         "one GB200 NVL72 rack: 72 GPUs (18 nodes x 4) in one multi-node NVLink domain; NCCL "
+         "2.26.2 (the README)", fallback="dgx-h100x9", nccl="2.26.2"),
+    Case("gb200_128gpu-inferred_2rack_nvl72-ib_allreduce_coreweave-f443305.txt",
+         "gb200-nvl72x2", "two GB200 NVL72 racks on InfiniBand (Quantum-X800), 128 ranks from "
+         "busbw/algbw; NCCL 2.26.2 (the README)", fallback="dgx-h100x16", nccl="2.26.2"),
+    Case("gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt",
+         "gb200-nvl72x20", "20 GB200 NVL72 racks (1440 GPUs, 360 nodes x 4) on InfiniBand "
+         "(Quantum-X800); NCCL 2.26.2 (the README)", fallback="dgx-h100x180", nccl="2.26.2"),
+    Case("gh200_8gpu_2node_alps-slingshot-ofi_allreduce_cscs-docs-image-nccl-tests.txt",
+         "alps-gh200x2", "2 Alps GH200 nodes (4 GH200 each), HPE Slingshot through the AWS OFI "
+         "NCCL plugin", fallback="dgx-h100x2"),
+    Case("gh200_8gpu_2node_alps-no-ofi-plugin_allreduce_cscs-docs-image-nccl-tests.txt",
+         "alps-gh200x2", "the same 2 Alps GH200 nodes without the OFI plugin (NCCL's fallback "
+         "transport not stated)", fallback="dgx-h100x2"),
+    Case("gh200_8gpu_2node_alps-santis-slingshot-cxi_allreduce_cscs-nccl-tests-cxi-readme.txt",
+         "alps-gh200x2", "2 Alps (santis) GH200 nodes (4 GH200 each), HPE Slingshot (CXI)",
+         fallback="dgx-h100x2"),
+    Case("gh200_2gpu_2node_alps-slingshot_allreduce_cscs-docs-sarus-suite.txt", "alps-gh200x2",
+         "2 Alps GH200 nodes, one GPU each, HPE Slingshot", fallback="dgx-h100x2"),
+    Case("gh200_2gpu_2node_cray-ex-slingshot11_allreduce-wrong_nccl-tests-issue369.txt",
+         "alps-gh200x2", "2 Cray EX GH200 nodes, one GPU each, Slingshot 11 (the Alps shape)",
+         fallback="dgx-h100x2"),
+    Case("gh200_8gpu_2node_olivia-slingshot_allreduce-int8_nris-docs-apptainer.txt",
+         "alps-gh200x2", "2 Olivia GH200 nodes (4 GH200 each), HPE Slingshot (the Alps shape)",
+         fallback="dgx-h100x2"),
+    Case("h200_16gpu_2node_spectrum-x-roce_allreduce-g8_unresolved-openshift.txt", "hgx-h200x2",
+         "2 x 8 H200, Spectrum-X RoCE, a 400GbE SuperNIC per rail (8 rails)",
+         fallback="dgx-h100x2"),
+    Case("h200_16gpu_2node_nebius-k8s_allreduce_unresolved-runai-nebius.txt", "hgx-h200x2",
+         "2 x 8 H200 (Nebius); fabric not stated", fallback="dgx-h100x2"),
+    Case("h200_2gpu_2node_gcp-a3ultra-gib-rdma_allgather_dranet.txt", "gcp-a3-ultrax2",
+         "2 GCP A3 Ultra VMs (H200, RDMA through gIB), one GPU each", fallback="dgx-h100x2"),
+    Case("b200_16gpu_2node_gcp-a4-gib-rdma_allgather_dranet.txt", "gcp-a4x2",
+         "2 GCP A4 VMs (8 B200 each, 8 RDMA NICs through gIB)", fallback="dgx-h100x2"),
+    Case("gb200_128gpu_32node_2rack-oci-gb200-v3_allreduce_oci-hpc-oke.txt", "gb200-nvl72x2",
+         "32 OCI BM.GPU.GB200-v3.4 nodes (4 GB200 each) in two racks: multi-node NVLink per "
+         "rack, RDMA between", fallback="dgx-h100x16"),
+    Case("h100-nvl_4gpu_2node_slingshot200_allreduce-bad_nccl-issue2441.txt",
+         "pcie-gen5-h100nvl-slingshotx2", "2 nodes x 2 H100 NVL (PCIe cards; NVLink bridges not "
+         "stated, so the PCIe preset without bridges), Slingshot-200; NCCL at the commit the "
+         "issue bisects", fallback="pcie-gen4-8gpu"),
+    Case("h100-nvl_4gpu_2node_slingshot200_allreduce-good_nccl-issue2441.txt",
+         "pcie-gen5-h100nvl-slingshotx2", "the same 2 nodes, NCCL before that commit",
+         fallback="pcie-gen4-8gpu"),
+    Case("h100-nvl_4gpu_2node_slingshot200_allreduce-ldoms_nccl-issue2441.txt",
+         "pcie-gen5-h100nvl-slingshotx2", "the same 2 nodes and build as '-bad', srun "
+         "--cpu-bind=ldoms", fallback="pcie-gen4-8gpu"),
+    Case("h100-sxm_16gpu_2node_ib-ndr-8nic_allreduce_nccl-tests-issue309-xe9680.txt",
+         "dgx-h100x2", "2 Dell XE9680 (HGX H100, 8 GPUs), 8 x 400 Gb/s CX-7 InfiniBand each"),
+    Case("h100-sxm_32gpu_4node_vmware-ib-8nic_allreduce_nccl-tests-issue309-vm.txt",
+         "dgx-h100x4", "4 VMs of 8 H100 with 8 CX-7 400 Gb/s IB NICs (\"32 GPU-NIC pairs\")"),
+    Case("h100-sxm_64gpu_8node_ib-400g_allreduce_nccl-tests-issue309-gj.txt", "dgx-h100x8",
+         "8 nodes x 8 H100 SXM on 400 Gb/s InfiniBand"),
+    Case("h100-sxm_16gpu_2node_ib-400g_allreduce_nccl-tests-issue309-gj.txt", "dgx-h100x2",
+         "2 of those nodes"),
+    Case("h100-sxm_32gpu_4node_ib-400g_allreduce_nccl-tests-issue309-gj.txt", "dgx-h100x4",
+         "4 of those nodes"),
+    Case("h100-sxm_64gpu_8node_ib-400g_allreduce-minctas24_nccl-tests-issue309-gj.txt",
+         "dgx-h100x8", "the 8 nodes with NCCL_MIN_CTAS=24 and 2 QPs per connection (not modelled)"),
+    Case("h100-sxm_16gpu_2node_ib-400g_allreduce-ring-minctas24_nccl-tests-issue309-gj.txt",
+         "dgx-h100x2", "2 of those nodes with NCCL_ALGO=RING (predicted with the ring forced too), "
+         "NCCL_MIN_CTAS=24", algorithm="ring"),
+    Case("h100-sxm_16gpu_2node_ib-8nic-doca_allreduce_nccl-tests-issue319.txt", "dgx-h100x2",
+         "2 Supermicro HGX H100 (8 GPUs), 8 x 400 Gb/s CX-7 InfiniBand each (DOCA host stack)"),
+    Case("h100-sxm_16gpu_2node_ib-8nic-doca_allreduce-ring-info_nccl-tests-issue319.txt",
+         "dgx-h100x2", "the same 2 nodes with NCCL_ALGO=RING (predicted with the ring forced too)",
+         algorithm="ring"),
+    Case("h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt",
+         "gcp-a3-ultrax2", "2 GCP a3-ultragpu-8g (8 H200 each), GPUDirect-RDMA",
+         fallback="dgx-h100x2"),
+    Case("h200_16gpu_2node_gcp-gib-rdma_allgather-gcp-pods_skypilot-examples.txt",
+         "gcp-a3-ultrax2", "2 x 8 H200 pods of GCP's GPUDirect-RDMA test (gIB)",
+         fallback="dgx-h100x2"),
+    Case("h200_16gpu_2node_oci_allreduce_unresolved-oci-hpc-guide.txt", "hgx-h200x2",
+         "2 x 8 H200 in an OCI cluster; fabric not stated", fallback="dgx-h100x2"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {
@@ -187,10 +263,11 @@ DUPLICATES = {
 #: family first): PCIe cards of any architecture form one family (no NVLink/NVSwitch fabric),
 #: the SXM parts one per architecture.
 FAMILIES = (
-    ("PCIe", ("PCIe", "GeForce", "RTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4")),
+    ("PCIe", ("PCIe", "GeForce", "RTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4",
+              "H100 NVL", "H200 NVL")),
     ("Volta", ("V100",)),
     ("Ampere", ("A100", "A800", "A30")),
-    ("Hopper", ("H100", "H800", "H200", "H20")),
+    ("Hopper", ("H100", "H800", "H200", "H20", "GH200")),
     ("Blackwell", ("B200", "B100", "GB200")),
 )
 _DEVICE = re.compile(r"Rank\s+\d+\s.*device\s+\d+\s+\[[^\]]*\]\s+(.+?)\s*$")

@@ -19,6 +19,9 @@ from commsim.errors import ParseError
 
 _TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")  # mpirun --tag-output
 _SRUN = re.compile(r"^\s*\d+:\s")  # srun -l
+#: A job launcher's per-process tag, "(name, key=value, ...)": SkyPilot's
+#: "(head, rank=0, pid=3808) " or "(worker1, rank=1, pid=2769, ip=10.0.0.2) ".
+_LAUNCHER = re.compile(r"^\([A-Za-z][\w-]*(?:,?\s+[A-Za-z_]+=[^,()\s]+)+\)\s?")
 _DEVICE = re.compile(
     r"^\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]"
 )
@@ -34,6 +37,9 @@ _PREAMBLE = re.compile(r"^nThread\s+\d+(?:\s+nGpus\s+(\d+))?")
 #: The NCCL release a run used, as NCCL prints it (``NCCL version 2.18.3+cuda12.2``) or as a
 #: version code (``NCCL version: 22602``: 2.26.2; before 2.9 the code was 2804 for 2.8.4).
 _VERSION = re.compile(r"\bNCCL version:?\s+(?:(\d+\.\d+(?:\.\d+)?)|(\d{4,5})\b)")
+#: nccl-tests >= 2.14's first line names the library it loaded as NCCL's version code:
+#: ``# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902``.
+_LIBRARY = re.compile(r"\bnccl-library=()(\d{4,5})\b")
 
 
 def nccl_release(line: str) -> str | None:
@@ -41,8 +47,10 @@ def nccl_release(line: str) -> str | None:
 
     >>> nccl_release("NCCL version 2.18.3+cuda12.2"), nccl_release("NCCL version: 22602, CUDA")
     ('2.18.3', '2.26.2')
+    >>> nccl_release("# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902")
+    '2.29.2'
     """
-    match = _VERSION.search(line)
+    match = _VERSION.search(line) or _LIBRARY.search(line)
     if match is None:
         return None
     if match.group(1):
@@ -169,8 +177,9 @@ class Scan:
 
 def _clean(raw: str) -> str:
     line = raw.rstrip("\r\n")
-    for _ in range(2):  # e.g. "[1,0]<stdout>:" then nothing, or "0: "
-        stripped = _TAG.sub("", line, count=1)
+    for _ in range(2):  # e.g. "(head, rank=0, pid=1) [1,0]<stdout>:" then nothing, or "0: "
+        stripped = _LAUNCHER.sub("", line, count=1)
+        stripped = _TAG.sub("", stripped, count=1)
         stripped = _SRUN.sub("", stripped, count=1)
         if stripped == line:
             break
@@ -189,7 +198,7 @@ def scan_text(text: str, source: str) -> Scan:
         body = line.strip()
         if not body:
             continue
-        if scan.nccl_version is None and "NCCL version" in body:
+        if scan.nccl_version is None and ("NCCL version" in body or "nccl-library=" in body):
             scan.nccl_version = nccl_release(body)
         if "NCCL INFO" in body or "NCCL WARN" in body:
             continue

@@ -288,7 +288,11 @@ def _hosts_and_ranks(
         p = ranks
         notes.append(f"ranks {p} (given)")
     else:
-        p = _infer_ranks(scan.rows, chosen, q, device_count, len(devices), source, notes)
+        # a device line for rank r proves r + 1 ranks at least; where the source kept some
+        # device lines and marked no elision after them, the highest is the last rank
+        shown = max(len(devices), max(devices, default=-1) + 1)
+        last = shown if devices and not scan.devices_elided else None
+        p = _infer_ranks(scan.rows, chosen, q, device_count, shown, source, notes, last=last)
     if hosts is not None and len(hosts) != p:
         hosts = hosts[:p] if len(hosts) > p else None
     return hosts, p
@@ -302,8 +306,13 @@ def _infer_ranks(
     devices_listed: int,
     source: str,
     notes: list[str],
+    last: int | None = None,
 ) -> int:
-    """The rank count (see the module docstring); ParseError when nothing determines it."""
+    """The rank count (see the module docstring); ParseError when nothing determines it.
+
+    ``devices_listed`` bounds it from below; ``last`` (the rank count the last of some kept
+    device lines implies) is taken where busbw/algbw allows it but cannot settle the count.
+    """
     if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and q is not None:
         if device_count is not None and device_count != q:
             notes.append(f"{device_count} device lines, size/count says {q}: using {q}")
@@ -322,6 +331,13 @@ def _infer_ranks(
         return device_count
     if factor is not None:
         low, high, best = factor
+        if low <= high < devices_listed:  # nccl-tests computed busbw from its rank count
+            p = min(max(round(best), low), high)
+            notes.append(
+                f"ranks {p} (busbw/algbw allows {low}..{high}; a device line shows rank "
+                f"{devices_listed - 1}: the log's device lines do not match its table)"
+            )
+            return p
         low = max(low, devices_listed, 1)
         if low > high:
             p = max(devices_listed, round(best))
@@ -333,6 +349,10 @@ def _infer_ranks(
         if low == high:
             notes.append(f"ranks {low} (busbw/algbw)")
             return low
+        if last is not None and low <= last <= high:
+            notes.append(f"ranks {last} (the last device line kept; busbw/algbw allows "
+                         f"{factor[0]}..{high})")
+            return last
         p = min(max(round(best), low), high)
         notes.append(
             f"ranks {p} (busbw/algbw allows {low}..{high} at the printed precision; "

@@ -6,7 +6,8 @@ column, new ones always print ``redop root`` and ``#wrong`` (``N/A`` with ``-c 0
 renames ``time`` to ``cputime``, ``--report_timestamps`` appends a date, 2.19's per-iteration
 report adds ``i_min i_max i_p99 i_cv%`` to each side. Columns are therefore mapped by the
 header line. Launchers prefix lines (``[1,0]<stdout>:`` from Open MPI, ``0:`` from
-``srun -l``) and NCCL interleaves ``NCCL INFO`` lines; both are handled.
+``srun -l``, ``(head, rank=0, pid=1)`` from SkyPilot) and NCCL interleaves ``NCCL INFO``
+lines; both are handled.
 
 The log rarely names its collective and rank count, so both are *inferred* (``--collective``
 and ``--ranks`` override):

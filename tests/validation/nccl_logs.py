@@ -6,6 +6,7 @@ A module of its own (not conftest.py, which every test folder has) so that
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "nccl-tests"
@@ -57,6 +58,10 @@ LOGS = {
     ),
     "v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt": (
         "all_reduce", 8, 25, 1,
+    ),    # issue 14, Hopper and Blackwell logs found later
+    "gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt": ("all_reduce", 72, 5, None),
+    "gb200_128gpu-inferred_2rack_nvl72-ib_allreduce_coreweave-f443305.txt": (
+        "all_reduce", 128, 6, None,
     ),
     # added for issue 14: Volta, Ampere and PCIe cards ("[1,0]<stdout>:" tags, old columns,
     # INFO lines inside the table, zero-byte rows)
@@ -84,6 +89,78 @@ LOGS = {
         "all_reduce", 2, 28, 2,
     ),
     "v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt": ("all_reduce", 2, 25, 2),
+    "gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt": (
+        "all_reduce", 1440, 6, None,
+    ),
+    "gh200_8gpu_2node_alps-slingshot-ofi_allreduce_cscs-docs-image-nccl-tests.txt": (
+        "all_reduce", 8, 25, 2,
+    ),
+    "gh200_8gpu_2node_alps-no-ofi-plugin_allreduce_cscs-docs-image-nccl-tests.txt": (
+        "all_reduce", 8, 25, 2,
+    ),
+    "gh200_8gpu_2node_alps-santis-slingshot-cxi_allreduce_cscs-nccl-tests-cxi-readme.txt": (
+        "all_reduce", 8, 25, 2,
+    ),
+    "gh200_2gpu_2node_alps-slingshot_allreduce_cscs-docs-sarus-suite.txt": (
+        "all_reduce", 2, 8, 2,
+    ),
+    "gh200_2gpu_2node_cray-ex-slingshot11_allreduce-wrong_nccl-tests-issue369.txt": (
+        "all_reduce", 2, 25, 2,
+    ),
+    "gh200_8gpu_2node_olivia-slingshot_allreduce-int8_nris-docs-apptainer.txt": (
+        "all_reduce", 8, 28, 2,
+    ),
+    "h200_16gpu_2node_spectrum-x-roce_allreduce-g8_unresolved-openshift.txt": (
+        "all_reduce", 16, 25, 2,
+    ),
+    "h200_16gpu_2node_nebius-k8s_allreduce_unresolved-runai-nebius.txt": (
+        "all_reduce", 16, 5, 2,
+    ),
+    "h200_2gpu_2node_gcp-a3ultra-gib-rdma_allgather_dranet.txt": ("all_gather", 2, 24, 2),
+    "b200_16gpu_2node_gcp-a4-gib-rdma_allgather_dranet.txt": ("all_gather", 16, 24, 2),
+    "gb200_128gpu_32node_2rack-oci-gb200-v3_allreduce_oci-hpc-oke.txt": (
+        "all_reduce", 128, 33, None,
+    ),
+    "h100-nvl_4gpu_2node_slingshot200_allreduce-bad_nccl-issue2441.txt": (
+        "all_reduce", 4, 11, 2,
+    ),
+    "h100-nvl_4gpu_2node_slingshot200_allreduce-good_nccl-issue2441.txt": (
+        "all_reduce", 4, 11, 2,
+    ),
+    "h100-nvl_4gpu_2node_slingshot200_allreduce-ldoms_nccl-issue2441.txt": (
+        "all_reduce", 4, 11, 2,
+    ),    "h100-sxm_16gpu_2node_ib-ndr-8nic_allreduce_nccl-tests-issue309-xe9680.txt": (
+        "all_reduce", 16, 32, 2,
+    ),
+    "h100-sxm_32gpu_4node_vmware-ib-8nic_allreduce_nccl-tests-issue309-vm.txt": (
+        "all_reduce", 32, 32, 4,
+    ),
+    "h100-sxm_64gpu_8node_ib-400g_allreduce_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 64, 14, 8,
+    ),
+    "h100-sxm_16gpu_2node_ib-400g_allreduce_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 16, 14, 2,
+    ),
+    "h100-sxm_32gpu_4node_ib-400g_allreduce_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 32, 14, 4,
+    ),
+    "h100-sxm_64gpu_8node_ib-400g_allreduce-minctas24_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 64, 14, 8,
+    ),
+    "h100-sxm_16gpu_2node_ib-400g_allreduce-ring-minctas24_nccl-tests-issue309-gj.txt": (
+        "all_reduce", 16, 14, 2,
+    ),    "h100-sxm_16gpu_2node_ib-8nic-doca_allreduce_nccl-tests-issue319.txt": (
+        "all_reduce", 16, 32, 2,
+    ),
+    "h100-sxm_16gpu_2node_ib-8nic-doca_allreduce-ring-info_nccl-tests-issue319.txt": (
+        "all_reduce", 16, 32, 2,
+    ),    "h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt": (
+        "all_gather", 16, 24, 2,
+    ),
+    "h200_16gpu_2node_gcp-gib-rdma_allgather-gcp-pods_skypilot-examples.txt": (
+        "all_gather", 16, 24, 2,
+    ),
+    "h200_16gpu_2node_oci_allreduce_unresolved-oci-hpc-guide.txt": ("all_reduce", 16, 5, 2),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.
@@ -104,11 +181,25 @@ RUNS = {
 }
 
 
+#: Logs whose rank count busbw/algbw alone cannot settle (the printed digits allow a range at
+#: this many ranks): file -> the count it gives without the log's one kept device line.
+RATIO_ONLY = {
+    "gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt": 1478,
+}
+
+_DEVICE_LINE = re.compile(r"^\s*#\s+Rank\s+\d+\s")
+
+
 def body(name: str) -> str:
     """A log without its provenance header (everything before the nccl-tests output), so
     inference cannot lean on the ``COMMAND:`` comments."""
     lines = (DATA / name).read_text(encoding="utf-8").splitlines()
     start = next(
-        (i for i, line in enumerate(lines) if "nThread" in line or "out-of-place" in line), 0
+        (
+            i
+            for i, line in enumerate(lines)
+            if "nThread" in line or "out-of-place" in line or _DEVICE_LINE.match(line)
+        ),
+        0,
     )
     return "\n".join(lines[start:]) + "\n"

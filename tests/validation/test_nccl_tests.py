@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from nccl_logs import DATA, LOGS, body
+from nccl_logs import DATA, LOGS, RATIO_ONLY, body
 
 from commsim.collectives import Collective
 from commsim.errors import ParseError, SpecError
@@ -66,9 +66,11 @@ def test_every_shared_log_is_read(name: str) -> None:
 def test_inference_without_provenance_comments(name: str) -> None:
     """Without the COMMAND comments the columns alone give the same collective and ranks."""
     collective, ranks, _, _ = LOGS[name]
-    log = parse_nccl_tests(body(name), name)
+    text = body(name)
+    log = parse_nccl_tests(text, name)
     assert (log.collective.value, log.ranks) == (collective, ranks)
-    assert log.binary is None
+    # newer nccl-tests name their binary themselves ("# Collective test concluded: ...")
+    assert log.binary is None or log.binary in text
 
 
 @pytest.mark.parametrize("name", sorted(LOGS))
@@ -85,12 +87,13 @@ def test_inference_without_device_lines(name: str) -> None:
         return
     log = parse_nccl_tests(text, name)
     assert (log.collective.value, log.hosts) == (collective, None)
+    expected = RATIO_ONLY.get(name, ranks)
     allowed = [re.search(r"allows (\d+)\.\.(\d+)", note) for note in log.notes]
     span = next((m for m in allowed if m), None)
     if span is None:
-        assert log.ranks == ranks
+        assert log.ranks == expected
     else:
-        assert int(span.group(1)) <= ranks <= int(span.group(2))
+        assert int(span.group(1)) <= expected <= int(span.group(2))
         assert int(span.group(1)) <= log.ranks <= int(span.group(2))
 
 

@@ -111,6 +111,44 @@ def test_indented_block_and_truncation(capsys: pytest.CaptureFixture) -> None:
     assert len(parse_nccl_tests(text, "cut", partial=True).rows) == 18
 
 
+def test_the_library_version_line_names_the_release() -> None:
+    """nccl-tests >= 2.14 print ``nccl-library=NNNNN`` (NCCL's version code) on their first line."""
+    sarus = read_nccl_tests(
+        DATA / "gh200_2gpu_2node_alps-slingshot_allreduce_cscs-docs-sarus-suite.txt"
+    )
+    assert sarus.nccl_version == "2.30.7"
+    failed = read_nccl_tests(
+        DATA / "gh200_2gpu_2node_cray-ex-slingshot11_allreduce-wrong_nccl-tests-issue369.txt"
+    )
+    assert failed.nccl_version == "2.29.2"
+    assert len(failed.rows) == 25  # the failed-validation row is a row like any other
+
+
+def test_skypilot_and_open_mpi_tags_on_every_line() -> None:
+    """SkyPilot tags each line "(head, rank=0, pid=N) " before Open MPI's "[1,0]<stdout>:"."""
+    log = read_nccl_tests(
+        DATA / "h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt"
+    )
+    assert (log.collective.value, log.ranks, len(log.rows)) == ("all_gather", 16, 24)
+    assert log.host_indices() == (0,) * 8 + (1,) * 8
+    assert log.rows[0].nbytes == 1024 and log.rows[-1].nbytes == 8589934592
+
+
+def test_rank_count_from_a_kept_device_line() -> None:
+    """A source that keeps only the last device line: its rank settles what busbw/algbw leaves
+    open (1391..1565 at 1440 ranks); where the ratio is exact and disagrees, the ratio wins."""
+    twenty = read_nccl_tests(
+        DATA / "gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt"
+    )
+    assert twenty.ranks == 1440
+    assert "last device line" in twenty.notes[-1]
+    two = read_nccl_tests(
+        DATA / "gb200_128gpu-inferred_2rack_nvl72-ib_allreduce_coreweave-f443305.txt"
+    )
+    assert two.ranks == 128
+    assert "do not match" in two.notes[-1]
+
+
 # -- the benchmark ----------------------------------------------------------------------------
 def test_family_from_device_lines_or_header() -> None:
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -123,6 +161,10 @@ def test_family_from_device_lines_or_header() -> None:
     assert family_of("#  Rank  0 Group  0 Pid 1 on h device  0 [0x1a] NVIDIA GeForce RTX 4090\n"
                      "# HARDWARE: V100\n") == "PCIe"
     assert family_of("no hardware here\n") == "other"
+    gh200 = "gh200_8gpu_2node_olivia-slingshot_allreduce-int8_nris-docs-apptainer.txt"
+    assert family_of((DATA / gh200).read_text(encoding="utf-8")) == "Hopper"
+    gb200 = "gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt"  # "Graphics Device"
+    assert family_of((DATA / gb200).read_text(encoding="utf-8")) == "Blackwell"
 
 
 def test_spread_of_runs_the_model_cannot_tell_apart() -> None:
@@ -166,10 +208,10 @@ def test_benchmark_fast_mode_prints_its_four_tables() -> None:
     finally:
         sys.path.pop(0)
     runs = sum(len(read_nccl_tests_runs(DATA / case.log)) for case in CASES)
-    assert runs >= 28 + 16  # issue 14's first 28 runs, then this batch's 16
+    assert runs >= 28 + 16 + 29  # issue 14's first 28 runs, then the 16 and 29 added later
     assert len(per_log) == 3 + runs  # title, header, rule, one row per run
     family = [line.split()[0] for line in blocks[1].splitlines()[3:]]
-    assert family == ["PCIe", "Volta", "Ampere", "Hopper", "overall"]
+    assert family == ["PCIe", "Volta", "Ampere", "Hopper", "Blackwell", "overall"]
     spread = [line.split()[0] for line in blocks[2].splitlines()[3:]]
     assert spread == family
     cross = blocks[3].splitlines()[3:]
