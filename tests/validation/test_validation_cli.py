@@ -64,6 +64,23 @@ def test_validate_ranks_and_collective_overrides(capsys) -> None:
     assert [(r["ranks"], r["nbytes"]) for r in data["rows"]] == [(8, 1 << 20)]
 
 
+def test_placement_first_says_where_the_log_ran_and_log_places_it_so(capsys) -> None:
+    """A real 2 x 1 GH200 log (one GPU on each of two nodes): by default its rows run on the
+    topology's first 2 ranks and the header says the run sat on 2 hosts; --placement log
+    puts them on two hosts, so they cross the network (slower at 128 MiB)."""
+    log = str(DATA / "gh200_2gpu_2node_alps-slingshot_allreduce_cscs-docs-sarus-suite.txt")
+    times = {}
+    for placement in ("first", "log"):
+        argv = ["validate", "nccl-tests", log, "--topology", "dgx-h100x2", "--json",
+                "--engine", "analytic", "--placement", placement]
+        assert main(argv) == 0
+        data = json.loads(capsys.readouterr().out)
+        times[placement] = data["rows"][-1]["predicted_time_s"]
+        said = [n for n in data["notes"] if "sat on 2 host(s)" in n]
+        assert len(said) == (placement == "first")
+    assert times["log"] > 4 * times["first"]
+
+
 def test_calibrate_then_validate_round_trip(tmp_path, capsys) -> None:
     """calibrate on half the sizes writes a topology; validate on the other half with it;
     run accepts it too."""
