@@ -25,7 +25,8 @@ from commsim.topology import list_presets, load_topology
 
 COLLECTIVES = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
 SIZES = (4096, 1 << 20, 256 << 20)
-PRESETS = [p.name for p in list_presets()] + ["dgx-h100x2"]
+#: A one-GPU server preset (``pcie-v100``) is a node of a cluster: it runs as two of them.
+PRESETS = [p.name if p.ranks > 1 else f"{p.name}x2" for p in list_presets()] + ["dgx-h100x2"]
 RTOL = 1e-9
 
 
