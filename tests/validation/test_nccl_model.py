@@ -135,3 +135,14 @@ def test_a3_mega_logs_against_the_preset() -> None:
     largest = [m for m in reduce.measurements() if m.nbytes == 1 << 33]
     row = validate(largest, "gcp-a3-megax2", algorithm="nccl").rows[0]
     assert abs(row.error_pct) < 5.0 and row.algorithm == "nvls+Simple"  # NVLS tree
+
+
+def test_nvls_needs_two_gpus_of_a_host() -> None:
+    """One GPU on each of two hosts gives NVLink SHARP nothing to reduce in a switch: NCCL's
+    model leaves `nvls` out there, and keeps it with two GPUs per host."""
+    net = load_topology("dgx-h100x2")
+    for hosts, offered in (([0, 1], False), ([0, 0, 1, 1], True)):
+        placed = net.on_hosts(hosts)
+        call = make_call("all_reduce", placed, "1GiB")
+        names = {name for name, _ in NcclModel.of(placed).candidates(call)}
+        assert ("nvls" in names) is offered
