@@ -447,10 +447,18 @@ class NcclModel:
         """One rail's all-reduce of ``nbytes`` among the hosts, as NCCL's trees cross them: a
         double binary tree (``log2(hosts)`` network hops each way), pipelined in NCCL's
         chunks up to the ring's bandwidth, which commsim's few-piece tree schedule does not
-        reach: the faster of the tree and a ring among the hosts."""
+        reach: the faster of the tree and a ring among the hosts. Beyond two hosts a tree is
+        no faster than each NIC carrying the rail's bytes twice (up and down the tree), as
+        NCCL's tuner counts it (tuning.cc: a tree's bandwidth across more than two nodes is
+        the network's, ``bwInter``, and the NVLS tree's doubles only for two nodes; the
+        all-reduce's algorithm bandwidth is half that): a 2-host ring of twice the bytes."""
         share = self._rail_share(ranks)
-        return min(self._run(Collective.ALL_REDUCE, rail, nbytes, name, protocol, engine,
+        time = min(self._run(Collective.ALL_REDUCE, rail, nbytes, name, protocol, engine,
                              share, family=family, scale=scale) for name in (RAIL_TREE, "ring"))
+        if len(rail) > 2:
+            time = max(time, self._run(Collective.ALL_REDUCE, rail[:2], 2 * nbytes, "ring",
+                                       protocol, engine, share, family=family, scale=scale))
+        return time
 
     def _rail_share(self, ranks: int) -> float:
         """The share of a NIC one rail gets: 1 where every GPU has its own, 1/2 where two

@@ -146,3 +146,21 @@ def test_nvls_needs_two_gpus_of_a_host() -> None:
         call = make_call("all_reduce", placed, "1GiB")
         names = {name for name, _ in NcclModel.of(placed).candidates(call)}
         assert ("nvls" in names) is offered
+
+
+@pytest.mark.parametrize("name", ["nvls", "hierarchical_pipelined"])
+def test_trees_beyond_two_hosts_carry_the_rail_twice(name: str) -> None:
+    """NCCL's trees across more than two hosts (tuning.cc: the network's bandwidth, the NVLS
+    tree's doubled only for two nodes; algorithm bandwidth half the bus bandwidth): each NIC
+    carries a rail's bytes twice, so 4 and 8 hosts are no faster than that, while 2 hosts
+    can be."""
+    size = 4 << 30
+    nic = 46e9  # dgx-h100's network port
+    times = {}
+    for hosts in (2, 4, 8):
+        net = load_topology(f"dgx-h100x{hosts}")
+        call = make_call("all_reduce", net, size)
+        times[hosts] = NcclModel.of(net).evaluate(call, name, "Simple", "analytic").time_s
+    rail = size / 8
+    assert times[4] >= 2 * rail / nic and times[8] >= 2 * rail / nic
+    assert times[2] < 2 * rail / nic
