@@ -171,9 +171,9 @@ CASES = (
     Case("v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt", "pcie-v100x2",
          "2 nodes, one V100 PCIe (no NVLink) used on each, interconnect not stated; the PCIe "
          "box without bridges", fallback="pcie-gen4-8gpu"),
-    # -- issue 14: Hopper and Blackwell logs found later (the header of each file says why). No
-    # preset of these machines shipped when they were added: each names the one it needs and
-    # falls back to the shipped preset closest in GPU generation and NIC shape.
+    # -- issue 14: Hopper and Blackwell logs found later (the header of each file says why);
+    # each names the preset of its machine, and (as when that was not shipped yet) the shipped
+    # one closest in GPU generation and NIC shape.
     Case("gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt", "gb200-nvl72",
          "one GB200 NVL72 rack: 72 GPUs (18 nodes x 4) in one multi-node NVLink domain; NCCL "
          "2.26.2 (the README)", fallback="dgx-h100x9", nccl="2.26.2"),
@@ -392,8 +392,8 @@ def family_table(results: list[Result]) -> list[list[str]]:
 
 def model_inputs(res: Result) -> tuple[object, ...]:
     """What the model is told of a run: two runs that agree here get the same predictions."""
-    return (res.preset, res.log.collective.value, res.log.ranks, res.log.gpus_per_thread,
-            res.log.nccl_version or res.case.nccl, res.case.algorithm)
+    return (res.preset, res.log.collective.value, res.log.ranks, res.log.host_indices(),
+            res.log.gpus_per_thread, res.log.nccl_version or res.case.nccl, res.case.algorithm)
 
 
 # -- the cross-collective mode ---------------------------------------------------------------
