@@ -58,10 +58,6 @@ LOGS = {
     ),
     "v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt": (
         "all_reduce", 8, 25, 1,
-    ),    # issue 14, Hopper and Blackwell logs found later
-    "gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt": ("all_reduce", 72, 5, None),
-    "gb200_128gpu-inferred_2rack_nvl72-ib_allreduce_coreweave-f443305.txt": (
-        "all_reduce", 128, 6, None,
     ),
     # added for issue 14: Volta, Ampere and PCIe cards ("[1,0]<stdout>:" tags, old columns,
     # INFO lines inside the table, zero-byte rows)
@@ -89,6 +85,11 @@ LOGS = {
         "all_reduce", 2, 28, 2,
     ),
     "v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt": ("all_reduce", 2, 25, 2),
+    # issue 14, Hopper and Blackwell logs found later
+    "gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt": ("all_reduce", 72, 5, None),
+    "gb200_128gpu-inferred_2rack_nvl72-ib_allreduce_coreweave-f443305.txt": (
+        "all_reduce", 128, 6, None,
+    ),
     "gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt": (
         "all_reduce", 1440, 6, None,
     ),
