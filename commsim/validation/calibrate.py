@@ -55,6 +55,7 @@ from commsim.validation.validate import (
     Predictor,
     ValidationReport,
     as_run,
+    placed_hosts,
     summary_line,
     validate,
 )
@@ -253,7 +254,7 @@ def calibrate(
         spec = topology_spec(template)  # type: ignore[arg-type]
         template_name = spec.name or spec.kind
         spec = _grown(spec, max(r.ranks for r in rows))
-    placed = _placed(hosts, placement)
+    placed = placed_hosts(hosts, placement)
     multi_host = _spans_hosts(spec, rows, algorithm, placed)
     params, x, build = template_parameters(spec, multi_host, fit_gamma)
     notes: list[str] = []
@@ -278,13 +279,6 @@ def calibrate(
         template=template_name, rows_summary=_rows_summary(rows),
         notes=tuple(notes) + tuple(b.message for b in bounds), at_bounds=tuple(bounds),
     )
-
-
-def _placed(hosts: Sequence[int] | None, placement: str) -> Sequence[int] | None:
-    """The hosts to place the rows' ranks on (None: the template's first ranks)."""
-    if placement not in ("first", "log"):
-        raise SpecError(f"placement: 'first' or 'log', not {placement!r}")
-    return hosts if placement == "log" else None
 
 
 def _spans_hosts(spec: TopologySpec, rows: Sequence[Measurement], algorithm: str,

@@ -280,24 +280,21 @@ def _nonempty(rows: list[Any], flag: str) -> None:
 # -- commands ------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
     """``commsim validate``: predict each row, print the table (or JSON), plot if asked."""
-    from commsim.validation.validate import first_ranks_note, format_report, validate
+    from commsim.validation.validate import format_report, validate
 
     check_output("--plot", args.plot, plot=True)
     loaded = _load(args)
-    hosts = loaded.hosts if args.placement == "log" else None
-    notes = list(loaded.notes)
-    if hosts is None and loaded.hosts is not None:
-        notes += filter(None, [first_ranks_note(args.topology, loaded.hosts)])
     report = validate(
         loaded.rows,
         args.topology,
         algorithm=args.algorithm,
         engine=args.engine or "des",
         source=loaded.source,
-        notes=notes,
+        notes=loaded.notes,
         gpus_per_thread=loaded.gpus_per_thread,
         nccl_version=loaded.nccl_version,
-        hosts=hosts,
+        hosts=loaded.hosts,
+        placement=args.placement,
     )
     if args.plot is not None:
         from commsim.validation.plot import save_plot

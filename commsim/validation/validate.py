@@ -227,7 +227,7 @@ def as_run(network: Network, algorithm: str, protocol: str = "auto",
     """``network`` as the measured run drove it: its ranks placed on the machine's hosts as
     the run placed them (``hosts``: each rank's host index, e.g. an nccl-tests log's device
     lines; :meth:`~commsim.network.Network.on_hosts`; the first ranks where None or where the
-    machine cannot hold that placement, which :func:`placement_note` reports); and, where its
+    machine cannot hold that placement, which :func:`placement_note` says); and, where its
     calls are timed with NCCL's model and floor, ``gpus_per_thread`` GPUs per host thread (an
     nccl-tests log's ``nGpus``) and the NCCL release the run used (``nccl_version``: the
     tuning tables that apply, :func:`~commsim.nccl.with_nccl`). What :func:`validate` and
@@ -245,34 +245,38 @@ def as_run(network: Network, algorithm: str, protocol: str = "auto",
     return network
 
 
-def placement_note(network: Network, hosts: Sequence[int] | None, ranks: int) -> str | None:
-    """Why rows of ``ranks`` ranks are predicted on the machine's first ranks although the
-    run said where its ranks were (None where :meth:`~commsim.network.Network.on_hosts`
-    holds them, or where ``hosts`` is None)."""
-    if hosts is None:
+def placed_hosts(hosts: Sequence[int] | None, placement: str) -> Sequence[int] | None:
+    """The hosts to place a run's ranks on under ``placement`` (``first``: None, the
+    topology's first ranks; ``log``: ``hosts``); SpecError naming any other value."""
+    if placement not in ("first", "log"):
+        raise SpecError(f"placement: 'first' or 'log', not {placement!r}")
+    return hosts if placement == "log" else None
+
+
+def placement_note(network: Network, hosts: Sequence[int] | None, ranks: int,
+                   placement: str) -> str | None:
+    """What to say of where rows of ``ranks`` ranks run, for a run whose ranks sat on
+    ``hosts``: under ``log``, why they run on the first ranks after all (the device lines
+    place another count, or the topology cannot hold the placement,
+    :meth:`~commsim.network.Network.on_hosts`); under ``first``, that the run placed them
+    otherwise. None where there is nothing to say."""
+    if hosts is None or (placement == "first" and len(hosts) != ranks):
         return None
     if len(hosts) != ranks:
         return (f"placed on the first {ranks} ranks of {network.name!r}: the run's device "
                 f"lines place {len(hosts)} ranks")
-    if network.on_hosts(hosts) is not None:
-        return None
-    per_host = Counter(hosts)
-    return (f"placed on the first {len(hosts)} ranks of {network.name!r}: it cannot hold the "
-            f"run's {len(per_host)} host(s) of {max(per_host.values())} rank(s) at most")
-
-
-def first_ranks_note(topology: TopologyRef, hosts: Sequence[int]) -> str | None:
-    """What ``--placement first`` changes for a run whose ranks sat on ``hosts``: a note
-    where the topology's first ranks are placed otherwise (None where they match)."""
-    network = load_topology(topology)
     placed = network.on_hosts(hosts)
-    if len(hosts) > network.ranks or (
-            placed is not None and placed.rank_devices == network.rank_devices[:len(hosts)]):
+    per_host = Counter(hosts)
+    if placement == "log":
+        if placed is not None:
+            return None
+        return (f"placed on the first {ranks} ranks of {network.name!r}: it cannot hold the "
+                f"run's {len(per_host)} host(s) of {max(per_host.values())} rank(s) at most")
+    if placed is not None and placed.rank_devices == network.rank_devices[:ranks]:
         return None
-    per_host = max(Counter(hosts).values())
-    return (f"the run's {len(hosts)} ranks sat on {len(set(hosts))} host(s), {per_host} at "
-            f"most on one; predicted on the topology's first {len(hosts)} ranks "
-            "(--placement log: as the run placed them)")
+    return (f"the run's {ranks} ranks sat on {len(per_host)} host(s), "
+            f"{max(per_host.values())} at most on one; predicted on the topology's first "
+            f"{ranks} ranks (--placement log: as the run placed them)")
 
 
 def _runs_nccl_model(network: Network, algorithm: str, protocol: str) -> bool:
@@ -296,6 +300,7 @@ def validate(
     gpus_per_thread: int | None = None,
     nccl_version: str | None = None,
     hosts: Sequence[int] | None = None,
+    placement: str = "log",
 ) -> ValidationReport:
     """Predict every measured row on ``topology`` and report the errors.
 
@@ -303,7 +308,7 @@ def validate(
     lines, :meth:`~commsim.validation.nccl_tests.NcclTestsLog.host_indices`): the rows are
     predicted on ranks placed on the machine's hosts the same way (one GPU on each of two
     hosts crosses the network), where the topology can hold that placement; None: its first
-    ranks.
+    ranks. ``placement="first"`` keeps the first ranks and notes where ``hosts`` differ.
 
     ``gpus_per_thread``: the GPUs each host thread drove in the measured run (an nccl-tests
     log's ``nGpus``, :attr:`~commsim.validation.nccl_tests.NcclTestsLog.gpus_per_thread`);
@@ -326,8 +331,9 @@ def validate(
             f"the measurements have {most} ranks, topology {network.name!r} only "
             f"{network.ranks} (use a larger topology, e.g. a preset with an xN suffix)"
         )
-    unplaced = placement_note(network, hosts, most)
-    hosts = hosts if unplaced is None else None
+    place = placed_hosts(hosts, placement)  # a bad placement is a SpecError naming it
+    said = placement_note(network, hosts, most, placement)
+    hosts = place if said is None else None
     network = as_run(network, algorithm, protocol, gpus_per_thread, nccl_version, hosts)
     predictor = Predictor(network, algorithm=algorithm, engine=engine, protocol=protocol)
     cache: dict[tuple[Collective, int, int], Prediction] = {}
@@ -350,7 +356,7 @@ def validate(
                 error_pct=error,
             )
         )
-    notes = (*notes, unplaced) if unplaced else tuple(notes)
+    notes = (*notes, said) if said else tuple(notes)
     return ValidationReport.from_rows(out, source=source, topology=network.name, notes=notes)
 
 
