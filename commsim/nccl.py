@@ -54,6 +54,7 @@ from commsim.nccl_paths import (
     protocol_network,
     relabel,
     ring_channels,
+    ring_net_latency,
     ring_order,
 )
 from commsim.nccl_tables import (
@@ -229,21 +230,22 @@ class NcclModel:
     def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
              channels: float = 1, active: int | None = None,
              collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
-             scale: float = 1.0) -> Network:
+             scale: float = 1.0, net_latency: float = 1.0) -> Network:
         """The protocol network of ``ranks`` for ``family`` running ``collective``,
         ``active`` of the machine's channels running (all by default), network links x
-        ``channels``, hop latencies x ``latency``, bandwidths x ``scale`` (a tree's
-        :func:`~commsim.nccl_tables.tree_correction`)."""
+        ``channels``, hop latencies x ``latency`` (network links' also x ``net_latency``),
+        bandwidths x ``scale`` (a tree's :func:`~commsim.nccl_tables.tree_correction`)."""
         active = self.config.channels if active is None else active
         nodes = self._nodes(max(ranks) + 1)
         factor = bandwidth_factor(self.config.version, family, protocol, nodes > 1,
                                   collective in (Collective.ALL_REDUCE, Collective.REDUCE)) * scale
-        key = (ranks, protocol.name, family, channels, active, factor, latency)
+        key = (ranks, protocol.name, family, channels, active, factor, latency, net_latency)
         if key not in self._cache:
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
             spread = self._spread(ranks) if family in ("ring", "tree") else {}
             scaled = self._scaled(protocol, family, nodes > 1, channels, cap,
-                                  active / self.config.channels, spread, factor, latency)
+                                  active / self.config.channels, spread, factor, latency,
+                                  net_latency)
             # The same devices and links, scaled: every protocol's network of the same ranks
             # shares one structure (routes, out-links, hosts, reducing switches, ...).
             devices, routes, structure = self._structure(ranks)
@@ -264,16 +266,16 @@ class NcclModel:
 
     def _scaled(self, protocol: Protocol, family: str, multi_host: bool, channels: float,
                 cap: float, share: float, spread: dict[int, float], factor: float,
-                latency: float = 1.0) -> Network:
+                latency: float = 1.0, net_latency: float = 1.0) -> Network:
         """The whole network scaled for ``protocol`` and ``family`` (built once per such
         scaling: at 65,536 ranks a quarter million links, shared by every group of ranks
         whose direct NVLinks spread alike)."""
         key = ("scaled", protocol.name, family, multi_host, channels, cap, share,
-               tuple(sorted(spread.items())), factor, latency)
+               tuple(sorted(spread.items())), factor, latency, net_latency)
         if key not in self._memo:
             self._memo[key] = protocol_network(self.network, protocol, family,
                                                2 if multi_host else 1, channels, cap, share,
-                                               spread, factor, latency)
+                                               spread, factor, latency, net_latency)
         return self._memo[key]  # type: ignore[no-any-return]
 
     def _spread(self, ranks: tuple[int, ...]) -> dict[int, float]:
@@ -288,7 +290,8 @@ class NcclModel:
                     ) -> Network:
         """The alpha-beta network ``name`` under ``protocol`` runs ``collective`` on (first
         ``ranks`` ranks), with the channels NCCL runs a call of ``nbytes`` on (all when
-        None), hop latencies x ``latency`` (a chain's, :func:`chain_latency_scale`); a tree's
+        None), hop latencies x ``latency`` (a chain's, :func:`chain_latency_scale`), a ring's
+        network hops paid as NCCL's tuner pays them (:meth:`_ring_net_latency`); a tree's
         bandwidth x NCCL's correction at that size (:func:`tree_correction`)."""
         family = family_of(name)
         channels = self._channels(ranks) if name == "ring" else 1
@@ -297,8 +300,21 @@ class NcclModel:
             active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
             scale = self._tree_scale(family, protocol, nbytes)
         order = self._ring_order(ranks) if name == "ring" else tuple(range(ranks))
+        net_latency = 1.0
+        if name == "ring" and not collective.rooted:
+            net_latency = self._ring_net_latency(ranks, protocol)
         return self._net(order, self.protocol(protocol), family, channels, active, collective,
-                         latency, scale)
+                         latency, scale, net_latency)
+
+    def _ring_net_latency(self, ranks: int, protocol: str) -> float:
+        """:func:`~commsim.nccl_paths.ring_net_latency` of the ring over the first ``ranks``
+        ranks under ``protocol`` (the network hops' latency scale; 1 on one host)."""
+        key = ("ring net latency", ranks, protocol)
+        if key not in self._memo:
+            nodes = self._nodes(ranks)
+            self._memo[key] = 1.0 if nodes < 2 else ring_net_latency(
+                self._net(self._ring_order(ranks), self.protocol(protocol), "ring"), nodes)
+        return self._memo[key]  # type: ignore[no-any-return]
 
     def _tree_scale(self, family: str, protocol: str, nbytes: int) -> float:
         """What NCCL's tree (only) moves of its modelled bandwidth on a call of ``nbytes``

@@ -22,6 +22,9 @@ from commsim.nccl_tables import (
 from commsim.network import DerivedLinks, LinkColumns, Network
 from commsim.schedule import Schedule
 
+#: Hops of each kind (within a host, across hosts) :func:`ring_net_latency` samples.
+MAX_HOPS = 64
+
 
 def ring_channels(network: Network, ranks: int) -> int:
     """How many NICs NCCL's rings use in parallel where commsim's one ring crosses a host.
@@ -165,6 +168,57 @@ def ring_order(network: Network, ranks: int) -> tuple[int, ...]:
     return tuple(path) if extend() else plain
 
 
+def ring_net_latency(network: Network, nodes: int) -> float:
+    """What the network links of NCCL's ring across ``nodes`` hosts scale their latency by so
+    that the ring pays a network hop's latency on NCCL's inter-node steps only.
+
+    ``network`` is the ring's protocol network, its ranks in ring order, latencies unscaled.
+    commsim's ring moves in lockstep: each of its ``S`` steps lasts as long as its slowest hop,
+    so a ring that crosses hosts would pay the network hop's latency at every step. NCCL keeps
+    ``NCCL_STEPS`` steps of a channel in flight, and its tuner charges a ring
+    ``(S - S_inter) x intraLat + S_inter x interLat``, with ``S_inter = 2 (nodes - 1)`` of an
+    all-reduce's ``2 (ranks - 1)`` steps (``nodes - 1`` of ``ranks - 1`` for all-gather and
+    reduce-scatter; tuning.cc, every release since 2.7). The step that crosses hosts then
+    lasts ``intra + (nodes - 1) / (ranks - 1) x (inter - intra)``: the network links' latency
+    is scaled to give it (1 where no hop stays in a host or none leaves it; the slowest hop of
+    each kind counts, at most :data:`MAX_HOPS` sampled of each).
+
+    >>> from commsim.topology import hierarchical
+    >>> net = hierarchical(2, 4, intra=("1us", "100GB/s"), inter=("8us", "10GB/s"))
+    >>> round(ring_net_latency(net, 2), 6)  # the crossing: 1 + (8 - 1) / 7 = 2 us, of 8
+    0.25
+    """
+    hosts = network.rank_hosts()
+    if hosts is None or nodes < 2:
+        return 1.0
+    ranks = len(hosts)
+    src = np.arange(ranks, dtype=np.int64)
+    dst = np.roll(src, -1)
+    host = np.asarray(hosts, dtype=np.int64)
+    cross = host[src] != host[dst]
+    if cross.all() or not cross.any():
+        return 1.0
+    net_mask = link_class_codes(network) == LINK_CLASSES.index("net")
+
+    def slowest(which: np.ndarray) -> tuple[float, float]:
+        """(route latency, its network links' part) of the slowest sampled hop."""
+        at = np.flatnonzero(which)
+        at = at[np.linspace(0, len(at) - 1, min(len(at), MAX_HOPS)).astype(np.int64)]
+        found = []
+        for k in np.unique(at).tolist():
+            path = np.asarray(network.route(int(src[k]), int(dst[k])), dtype=np.int64)
+            latency = network.link_values(path).latency_s
+            found.append((float(latency.sum()), float(latency[net_mask[path]].sum())))
+        return max(found)
+
+    intra, _ = slowest(~cross)
+    inter, inter_net = slowest(cross)
+    if inter_net <= 0.0:
+        return 1.0
+    step = intra + (nodes - 1) / (ranks - 1) * (inter - intra)
+    return min(1.0, max(0.0, (step - (inter - inter_net)) / inter_net))
+
+
 def relabel(done: Evaluation, order: tuple[int, ...], network: Network) -> Evaluation:
     """``done``, timed with rank ``r`` on the GPU of rank ``order[r]``, told with the ranks'
     own numbers, on ``network`` (the same links, ranks in their own order)."""
@@ -200,7 +254,8 @@ def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float
 def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
                      nodes: int = 1, channels: float = 1, cap_Bps: float = float("inf"),
                      share: float = 1.0, spread: dict[int, float] | None = None,
-                     factor: float | None = None, latency: float = 1.0) -> Network:
+                     factor: float | None = None, latency: float = 1.0,
+                     net_latency: float = 1.0) -> Network:
     """``network`` as ``family`` under ``protocol`` sees it: each link's latency x its
     :func:`hop_factor`, its bandwidth x the protocol's factor x ``share`` (the fraction of
     the machine's channels the call runs) x :data:`TREE_EFFICIENCY` for trees (a ring's or
@@ -209,7 +264,8 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     one channel per NIC, see :func:`ring_channels`), every link at most ``cap_Bps``;
     ``factor`` replaces the protocol's bandwidth factor and the trees' efficiency
     (:func:`~commsim.nccl_tables.bandwidth_factor`: LL per family and collective); every
-    latency also x ``latency`` (a chain's, :func:`~commsim.nccl_tables.chain_latency_scale`). The
+    latency also x ``latency`` (a chain's, :func:`~commsim.nccl_tables.chain_latency_scale`),
+    network links' also x ``net_latency`` (a ring's across hosts, :func:`ring_net_latency`). The
     result is a plain alpha-beta network (its ``nccl`` block dropped), timed as given; each
     link is scaled when first read (:class:`~commsim.network.DerivedLinks`: closed forms
     read a few, a simulation all)."""
@@ -219,7 +275,8 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     if spread is None:
         spread = nvlink_spread(network) if family in ("ring", "tree") else {}
     # per class: (latency factor, bandwidth x channels for network links)
-    per_class = {cls: (hop_factor(table, cls, family, protocol.name, nodes > 1) * latency,
+    per_class = {cls: (hop_factor(table, cls, family, protocol.name, nodes > 1) * latency
+                       * (net_latency if cls == "net" else 1.0),
                        channels if cls == "net" else 1) for cls in LINK_CLASSES}
     hop = np.array([per_class[cls][0] for cls in LINK_CLASSES])
     times = np.array([per_class[cls][1] for cls in LINK_CLASSES], dtype=np.float64)

@@ -121,14 +121,16 @@ def test_predictor_rejects_unknown_protocols_and_algorithms() -> None:
 
 
 def test_a3_mega_logs_against_the_preset() -> None:
-    """Validation against real measurements, stated tolerances: the 2 x A3 Mega all_gather log
-    (8 MiB-8 GiB) is within 10% median |error| of gcp-a3-megax2 under the NCCL model, and the
-    8 GiB all-reduce within 5% (measured 338.8 GB/s busbw), by NVLS across the two VMs."""
+    """The preset's bandwidths against real measurements: the 2 x A3 Mega all_gather log's
+    bandwidth-bound rows (512 MiB-8 GiB) are within 5% of gcp-a3-megax2 under the NCCL model,
+    and the 8 GiB all-reduce too (measured 338.8 GB/s busbw), by NVLS across the two VMs.
+    (How close the smaller sizes come is the benchmark's figure, docs/validation.md.)"""
     gather = read_nccl_tests(
         DATA / "h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allgather_unresolved-slurm1790.txt"
     )
-    report = validate(gather.measurements(), "gcp-a3-megax2", algorithm="nccl")
-    assert report.median_abs_error_pct < 10.0
+    large = [m for m in gather.measurements() if m.nbytes >= 512 << 20]
+    report = validate(large, "gcp-a3-megax2", algorithm="nccl")
+    assert len(large) == 5 and max(abs(r.error_pct) for r in report.rows) < 5.0
     reduce = read_nccl_tests(
         DATA / "h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allreduce_lessizzmore.txt"
     )
@@ -164,3 +166,30 @@ def test_trees_beyond_two_hosts_carry_the_rail_twice(name: str) -> None:
     rail = size / 8
     assert times[4] >= 2 * rail / nic and times[8] >= 2 * rail / nic
     assert times[2] < 2 * rail / nic
+
+
+@pytest.mark.parametrize(("collective", "steps", "inter_steps"),
+                         [("all_reduce", 30, 2), ("all_gather", 15, 1), ("reduce_scatter", 15, 1)])
+@pytest.mark.parametrize("engine", ["des", "analytic"])
+def test_a_ring_across_hosts_pays_the_network_hop_on_its_inter_node_steps(
+        collective: str, steps: int, inter_steps: int, engine: str) -> None:
+    """NCCL's ring across hosts keeps several steps in flight; its tuner charges
+    ``(S - S_inter) x intraLat + S_inter x interLat`` (tuning.cc), not the network hop at
+    every step as a lockstep ring would: the ring's hops on 2 x 8 H100 cost exactly that
+    (each hop's latency from the preset, scaled as the protocol scales it), in both engines."""
+    net = load_topology("dgx-h100x2")
+    model = NcclModel.of(net)
+    table = tables(model.config.version)
+    intra = 0.6e-6 * hop_factor(table, "nvlink", "ring", "LL", True)  # the preset's NVLink hop
+    inter = 2.7e-6 * hop_factor(table, "net", "ring", "LL", True)  # its network hop
+    floor = model.floor(make_call(collective, net, 16), "ring", "LL", engine)
+    expected = (steps - inter_steps) * intra + inter_steps * inter
+    assert floor.parts["hops"] == pytest.approx(expected, rel=1e-3)  # + 1 byte per rank
+    assert floor.parts["hops"] < steps * inter  # not the network hop at every step
+
+
+def test_a_ring_on_one_host_keeps_its_hops() -> None:
+    """On one host no hop crosses the network: the ring pays each of its steps' hop."""
+    net = load_topology("dgx-h100")
+    floor = NcclModel.of(net).floor(make_call("all_reduce", net, 64), "ring", "LL")
+    assert floor.parts["hops"] == pytest.approx(14 * 0.6e-6, rel=1e-3)  # + 1 byte per rank
