@@ -178,7 +178,7 @@ def ring_net_latency(network: Network, nodes: int) -> float:
     ``NCCL_STEPS`` steps of a channel in flight, and its tuner charges a ring
     ``(S - S_inter) x intraLat + S_inter x interLat``, with ``S_inter = 2 (nodes - 1)`` of an
     all-reduce's ``2 (ranks - 1)`` steps (``nodes - 1`` of ``ranks - 1`` for all-gather and
-    reduce-scatter; tuning.cc, every release since 2.7). The step that crosses hosts then
+    reduce-scatter; tuning.cc, 2.7 and 2.28 alike). The step that crosses hosts then
     lasts ``intra + (nodes - 1) / (ranks - 1) x (inter - intra)``: the network links' latency
     is scaled to give it (1 where no hop stays in a host or none leaves it; the slowest hop of
     each kind counts, at most :data:`MAX_HOPS` sampled of each).
