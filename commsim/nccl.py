@@ -54,7 +54,7 @@ from commsim.nccl_paths import (
     protocol_network,
     relabel,
     ring_channels,
-    ring_net_latency,
+    ring_hop_scales,
     ring_order,
 )
 from commsim.nccl_tables import (
@@ -69,6 +69,8 @@ from commsim.nccl_tables import (
     bandwidth_factor,
     chain_chunks,
     chain_latency_scale,
+    net_overhead_s,
+    ring_inter_steps,
     ring_plateau,
     tables,
     tree_cap_Bps,
@@ -230,22 +232,23 @@ class NcclModel:
     def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
              channels: float = 1, active: int | None = None,
              collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
-             scale: float = 1.0, net_latency: float = 1.0) -> Network:
+             scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0)) -> Network:
         """The protocol network of ``ranks`` for ``family`` running ``collective``,
         ``active`` of the machine's channels running (all by default), network links x
-        ``channels``, hop latencies x ``latency`` (network links' also x ``net_latency``),
-        bandwidths x ``scale`` (a tree's :func:`~commsim.nccl_tables.tree_correction`)."""
+        ``channels``, hop latencies x ``latency`` (host and network links' also x
+        ``hop_scales``), bandwidths x ``scale`` (a tree's
+        :func:`~commsim.nccl_tables.tree_correction`)."""
         active = self.config.channels if active is None else active
         nodes = self._nodes(max(ranks) + 1)
         factor = bandwidth_factor(self.config.version, family, protocol, nodes > 1,
                                   collective in (Collective.ALL_REDUCE, Collective.REDUCE)) * scale
-        key = (ranks, protocol.name, family, channels, active, factor, latency, net_latency)
+        key = (ranks, protocol.name, family, channels, active, factor, latency, hop_scales)
         if key not in self._cache:
             cap = bandwidth_cap_Bps(self.network, protocol, nodes)
             spread = self._spread(ranks) if family in ("ring", "tree") else {}
-            scaled = self._scaled(protocol, family, nodes > 1, channels, cap,
-                                  active / self.config.channels, spread, factor, latency,
-                                  net_latency)
+            scaled = self._scaled(protocol, family, nodes, max(ranks) + 1 == nodes, channels,
+                                  cap, active / self.config.channels, spread, factor,
+                                  latency, hop_scales)
             # The same devices and links, scaled: every protocol's network of the same ranks
             # shares one structure (routes, out-links, hosts, reducing switches, ...).
             devices, routes, structure = self._structure(ranks)
@@ -264,18 +267,23 @@ class NcclModel:
             self._memo[key] = (tuple(devices.tolist()), {}, {})
         return self._memo[key]  # type: ignore[no-any-return]
 
-    def _scaled(self, protocol: Protocol, family: str, multi_host: bool, channels: float,
-                cap: float, share: float, spread: dict[int, float], factor: float,
-                latency: float = 1.0, net_latency: float = 1.0) -> Network:
-        """The whole network scaled for ``protocol`` and ``family`` (built once per such
-        scaling: at 65,536 ranks a quarter million links, shared by every group of ranks
-        whose direct NVLinks spread alike)."""
-        key = ("scaled", protocol.name, family, multi_host, channels, cap, share,
-               tuple(sorted(spread.items())), factor, latency, net_latency)
+    def _scaled(self, protocol: Protocol, family: str, nodes: int, one_per_node: bool,
+                channels: float, cap: float, share: float, spread: dict[int, float],
+                factor: float, latency: float = 1.0,
+                hop_scales: tuple[float, float] = (1.0, 1.0)) -> Network:
+        """The whole network scaled for ``protocol`` and ``family`` on ``nodes`` hosts
+        (``one_per_node``: one rank on each), built once per such scaling: at 65,536 ranks a
+        quarter million links, shared by every group of ranks whose direct NVLinks spread
+        alike."""
+        multi_host = nodes > 1
+        key = ("scaled", protocol.name, family, multi_host, one_per_node and multi_host,
+               channels, cap, share, tuple(sorted(spread.items())), factor, latency,
+               hop_scales)
         if key not in self._memo:
             self._memo[key] = protocol_network(self.network, protocol, family,
                                                2 if multi_host else 1, channels, cap, share,
-                                               spread, factor, latency, net_latency)
+                                               spread, factor, latency, hop_scales,
+                                               one_per_node and multi_host)
         return self._memo[key]  # type: ignore[no-any-return]
 
     def _spread(self, ranks: tuple[int, ...]) -> dict[int, float]:
@@ -300,20 +308,28 @@ class NcclModel:
             active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
             scale = self._tree_scale(family, protocol, nbytes)
         order = self._ring_order(ranks) if name == "ring" else tuple(range(ranks))
-        net_latency = 1.0
+        hop_scales = (1.0, 1.0)
         if name == "ring" and not collective.rooted:
-            net_latency = self._ring_net_latency(ranks, protocol)
+            hop_scales = self._ring_hop_scales(ranks, protocol, collective)
         return self._net(order, self.protocol(protocol), family, channels, active, collective,
-                         latency, scale, net_latency)
+                         latency, scale, hop_scales)
 
-    def _ring_net_latency(self, ranks: int, protocol: str) -> float:
-        """:func:`~commsim.nccl_paths.ring_net_latency` of the ring over the first ``ranks``
-        ranks under ``protocol`` (the network hops' latency scale; 1 on one host)."""
-        key = ("ring net latency", ranks, protocol)
+    def _ring_hop_scales(self, ranks: int, protocol: str,
+                         collective: Collective) -> tuple[float, float]:
+        """:func:`~commsim.nccl_paths.ring_hop_scales` of the ring over the first ``ranks``
+        ranks running ``collective`` under ``protocol``: its intra-node steps at least NCCL's
+        network overhead, its network hop paid on NCCL's inter-node steps ((1, 1) on one
+        host)."""
+        reducing = collective is Collective.ALL_REDUCE
+        key = ("ring hop scales", ranks, protocol, reducing)
         if key not in self._memo:
             nodes = self._nodes(ranks)
-            self._memo[key] = 1.0 if nodes < 2 else ring_net_latency(
-                self._net(self._ring_order(ranks), self.protocol(protocol), "ring"), nodes)
+            version = self.config.version
+            steps = 2 * (ranks - 1) if reducing else ranks - 1
+            self._memo[key] = (1.0, 1.0) if nodes < 2 else ring_hop_scales(
+                self._net(self._ring_order(ranks), self.protocol(protocol), "ring"), nodes,
+                ring_inter_steps(version, reducing, nodes) / steps,
+                net_overhead_s(version, self.config.cpu, protocol))
         return self._memo[key]  # type: ignore[no-any-return]
 
     def _tree_scale(self, family: str, protocol: str, nbytes: int) -> float:

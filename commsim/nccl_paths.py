@@ -13,16 +13,16 @@ import numpy as np
 from commsim.engine.evaluate import Evaluation
 from commsim.nccl_tables import (
     LL128_PER_CHANNEL,
-    LL_MAX_BW,
     TREE_EFFICIENCY,
     NcclConfig,
     Protocol,
     hop_factor,
+    ll_max_bw,
 )
 from commsim.network import DerivedLinks, LinkColumns, Network
 from commsim.schedule import Schedule
 
-#: Hops of each kind (within a host, across hosts) :func:`ring_net_latency` samples.
+#: Hops of each kind (within a host, across hosts) :func:`ring_hop_scales` samples.
 MAX_HOPS = 64
 
 
@@ -168,36 +168,41 @@ def ring_order(network: Network, ranks: int) -> tuple[int, ...]:
     return tuple(path) if extend() else plain
 
 
-def ring_net_latency(network: Network, nodes: int) -> float:
-    """What the network links of NCCL's ring across ``nodes`` hosts scale their latency by so
-    that the ring pays a network hop's latency on NCCL's inter-node steps only.
+def ring_hop_scales(network: Network, nodes: int, inter_share: float,
+                    intra_floor_s: float = 0.0) -> tuple[float, float]:
+    """What the host links and the network links of NCCL's ring across ``nodes`` hosts scale
+    their latency by, so that the ring's steps cost what NCCL's tuner charges them.
 
     ``network`` is the ring's protocol network, its ranks in ring order, latencies unscaled.
     commsim's ring moves in lockstep: each of its ``S`` steps lasts as long as its slowest hop,
     so a ring that crosses hosts would pay the network hop's latency at every step. NCCL keeps
     ``NCCL_STEPS`` steps of a channel in flight, and its tuner charges a ring
-    ``(S - S_inter) x intraLat + S_inter x interLat``, with ``S_inter = 2 (nodes - 1)`` of an
-    all-reduce's ``2 (ranks - 1)`` steps (``nodes - 1`` of ``ranks - 1`` for all-gather and
-    reduce-scatter; tuning.cc, 2.7 and 2.28 alike). The step that crosses hosts then
-    lasts ``intra + (nodes - 1) / (ranks - 1) x (inter - intra)``: the network links' latency
-    is scaled to give it (1 where no hop stays in a host or none leaves it; the slowest hop of
-    each kind counts, at most :data:`MAX_HOPS` sampled of each).
+    ``(S - S_inter) x intraLat + S_inter x interLat`` (tuning.cc, every release read), where
+    ``intraLat`` is at least ``intra_floor_s`` (from 2.18, the network overhead of an
+    intra-node step, :func:`~commsim.nccl_tables.net_overhead_s`) and ``inter_share`` is
+    ``S_inter / S`` (:func:`~commsim.nccl_tables.ring_inter_steps`). The host links are scaled
+    to give the intra-node hop its floor, and the network links so that the step that crosses
+    hosts lasts ``intra + inter_share x (inter - intra)``; (1, 1) where no hop stays in a host
+    or none leaves it (the slowest hop of each kind counts, at most :data:`MAX_HOPS` sampled of
+    each).
 
     >>> from commsim.topology import hierarchical
     >>> net = hierarchical(2, 4, intra=("1us", "100GB/s"), inter=("8us", "10GB/s"))
-    >>> round(ring_net_latency(net, 2), 6)  # the crossing: 1 + (8 - 1) / 7 = 2 us, of 8
-    0.25
+    >>> ring_hop_scales(net, 2, 1 / 7)  # the crossing: 1 + (8 - 1) / 7 = 2 us, of 8
+    (1.0, 0.25)
+    >>> ring_hop_scales(net, 2, 1 / 7, 2e-6)  # intra-node steps at least 2 us: 2 + 6 / 7 us
+    (2.0, 0.357143)
     """
     hosts = network.rank_hosts()
     if hosts is None or nodes < 2:
-        return 1.0
+        return 1.0, 1.0
     ranks = len(hosts)
     src = np.arange(ranks, dtype=np.int64)
     dst = np.roll(src, -1)
     host = np.asarray(hosts, dtype=np.int64)
     cross = host[src] != host[dst]
     if cross.all() or not cross.any():
-        return 1.0
+        return 1.0, 1.0
     net_mask = link_class_codes(network) == LINK_CLASSES.index("net")
 
     def slowest(which: np.ndarray) -> tuple[float, float]:
@@ -213,10 +218,13 @@ def ring_net_latency(network: Network, nodes: int) -> float:
 
     intra, _ = slowest(~cross)
     inter, inter_net = slowest(cross)
+    host_scale = max(1.0, intra_floor_s / intra) if intra > 0.0 else 1.0
     if inter_net <= 0.0:
-        return 1.0
-    step = intra + (nodes - 1) / (ranks - 1) * (inter - intra)
-    return min(1.0, max(0.0, (step - (inter - inter_net)) / inter_net))
+        return round(host_scale, 6), 1.0
+    intra *= host_scale
+    step = intra + inter_share * (inter - intra)
+    net_scale = (step - (inter - inter_net) * host_scale) / inter_net
+    return round(host_scale, 6), round(min(1.0, max(0.0, net_scale)), 6)
 
 
 def relabel(done: Evaluation, order: tuple[int, ...], network: Network) -> Evaluation:
@@ -245,7 +253,7 @@ def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float
     if config.arch is None:
         return float("inf")
     if protocol.name == "LL":
-        return LL_MAX_BW[config.arch][min(nodes, 3) - 1 if nodes > 0 else 0] * 1e9
+        return ll_max_bw(config.version, config.arch, config.cpu, max(nodes, 1)) * 1e9
     if protocol.name == "LL128":
         return config.channels * LL128_PER_CHANNEL.get(config.arch, float("inf")) * 1e9
     return float("inf")
@@ -255,7 +263,8 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
                      nodes: int = 1, channels: float = 1, cap_Bps: float = float("inf"),
                      share: float = 1.0, spread: dict[int, float] | None = None,
                      factor: float | None = None, latency: float = 1.0,
-                     net_latency: float = 1.0) -> Network:
+                     hop_scales: tuple[float, float] = (1.0, 1.0),
+                     one_per_node: bool = False) -> Network:
     """``network`` as ``family`` under ``protocol`` sees it: each link's latency x its
     :func:`hop_factor`, its bandwidth x the protocol's factor x ``share`` (the fraction of
     the machine's channels the call runs) x :data:`TREE_EFFICIENCY` for trees (a ring's or
@@ -265,7 +274,8 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     ``factor`` replaces the protocol's bandwidth factor and the trees' efficiency
     (:func:`~commsim.nccl_tables.bandwidth_factor`: LL per family and collective); every
     latency also x ``latency`` (a chain's, :func:`~commsim.nccl_tables.chain_latency_scale`),
-    network links' also x ``net_latency`` (a ring's across hosts, :func:`ring_net_latency`). The
+    the host links' and the network links' also x ``hop_scales`` (a ring's across hosts,
+    :func:`ring_hop_scales`); ``one_per_node``: one rank per host (NCCL's ``ppn == 1``). The
     result is a plain alpha-beta network (its ``nccl`` block dropped), timed as given; each
     link is scaled when first read (:class:`~commsim.network.DerivedLinks`: closed forms
     read a few, a simulation all)."""
@@ -275,8 +285,8 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     if spread is None:
         spread = nvlink_spread(network) if family in ("ring", "tree") else {}
     # per class: (latency factor, bandwidth x channels for network links)
-    per_class = {cls: (hop_factor(table, cls, family, protocol.name, nodes > 1) * latency
-                       * (net_latency if cls == "net" else 1.0),
+    per_class = {cls: (hop_factor(table, cls, family, protocol.name, nodes > 1, one_per_node)
+                       * latency * hop_scales[cls == "net"],
                        channels if cls == "net" else 1) for cls in LINK_CLASSES}
     hop = np.array([per_class[cls][0] for cls in LINK_CLASSES])
     times = np.array([per_class[cls][1] for cls in LINK_CLASSES], dtype=np.float64)

@@ -9,7 +9,7 @@ and ``src/enqueue.cc`` (the per-call channel count); NVIDIA/nccl-tests ``src/com
 
 >>> tables("2.19").base_us["tree"]["LL"], tables("2.12").base_us["ring"]["LL"]
 (6.8, 3.6)
->>> tables("2.19").hop_us["net"]["ring"]["Simple"], tables("2.7").hop_us["net"]["ring"]["Simple"]
+>>> tables("2.19").hop_us["net"]["ring"]["Simple"], tables("2.17").hop_us["net"]["ring"]["Simple"]
 (14.0, 9.6)
 """
 
@@ -48,7 +48,7 @@ def _fam(tree: tuple[float, float, float], ring: tuple[float, float, float],
     }
 
 
-#: tuning.cc as of NCCL 2.7 (NVIDIA/nccl commit 01afd20: Tree/Ring/CollNet, no NVLS). NVLS
+#: tuning.cc of NCCL 2.7.5 (NVIDIA/nccl commit 01afd20: Tree/Ring/CollNet, no NVLS). NVLS
 #: and CollNet then had no hop latency of their own; CollNet's row is its Simple one.
 _V2_7 = Tables(
     "2.7",
@@ -59,10 +59,18 @@ _V2_7 = Tables(
         "net": _fam((5.0, 8.5, 50.0), (2.7, 4.0, 9.6), collnet=10.7),
     },
 )
-#: tuning.cc as of NCCL 2.17/2.18 (NVLS and NVLS tree added; CollNet split in Direct/Chain:
-#: the Chain row is used, as commsim's collnet is NCCL's chain).
-_V2_17 = Tables(
-    "2.17",
+#: tuning.cc of NCCL 2.8.3 (commit 920dbe5): 2.7.5's, but the network tree Simple hop 28 us;
+#: the ring's hops as read again in 2.17.1 (used up to 2.17).
+_V2_8 = Tables(
+    "2.8",
+    base_us=_V2_7.base_us,
+    hop_us={**_V2_7.hop_us, "net": _fam((5.0, 8.5, 28.0), (2.7, 4.0, 9.6), collnet=10.7)},
+)
+#: tuning.cc as read in NCCL 2.19.x and 2.20.3 (commit b647562), from 2.18.1 on (the network
+#: ring Simple hop 14 us): NVLS and NVLS tree added; CollNet split in Direct/Chain, the Chain
+#: row used, as commsim's collnet is NCCL's chain.
+_V2_18 = Tables(
+    "2.18",
     base_us=_fam((6.8, 14.0, 0.0), (6.6, 14.0, 8.4)),
     hop_us={
         "nvlink": _fam((0.6, 1.25, 28.0), (0.6, 1.9, 3.4), nvls=23.0, collnet=2.8),
@@ -70,21 +78,29 @@ _V2_17 = Tables(
         "net": _fam((5.0, 8.5, 28.0), (2.7, 4.0, 14.0), nvls=18.0, collnet=30.0),
     },
 )
-#: tuning.cc as of NCCL 2.19-2.23 (tree Simple hop 4 us on NVLink/PCIe, 14 us on the network;
-#: NVLS 25 us).
-_V2_19 = Tables(
-    "2.19",
-    base_us=_fam((6.8, 14.0, 0.0), (6.6, 14.0, 8.4)),
+#: tuning.cc of NCCL 2.21.5 (commit ab2b89c): NVLS's NVLink hop 25 us.
+_V2_21 = Tables(
+    "2.21",
+    base_us=_V2_18.base_us,
+    hop_us={**_V2_18.hop_us,
+            "nvlink": _fam((0.6, 1.25, 28.0), (0.6, 1.9, 3.4), nvls=25.0, collnet=2.8)},
+)
+#: tuning.cc of NCCL 2.23.4 (commit a6979c9) to 2.28: the tree's Simple hop 4 us on NVLink and
+#: PCIe, 14 us on the network, and its Simple launch 8.4 us.
+_V2_23 = Tables(
+    "2.23",
+    base_us=_fam((6.8, 14.0, 8.4), (6.6, 14.0, 8.4)),
     hop_us={
         "nvlink": _fam((0.6, 1.25, 4.0), (0.6, 1.9, 3.4), nvls=25.0, collnet=2.8),
         "pcie": _fam((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), collnet=2.8),
         "net": _fam((5.0, 8.5, 14.0), (2.7, 4.0, 14.0), nvls=18.0, collnet=30.0),
     },
 )
-#: Known tables, oldest first. A release between two keys uses the older key's table: the
-#: tables are those of the releases named; the exact release each constant changed in is
-#: not pinned down.
-VERSIONS: tuple[Tables, ...] = (_V2_7, _V2_17, _V2_19)
+#: Known tables, oldest first, each that of the release named (read at NVIDIA/nccl's release
+#: commits, the release from its ``makefiles/version.mk``). A release between two keys uses the
+#: older key's table: between two releases read, the constants did not change where both
+#: agree, and where they differ the release a constant changed in is not pinned down.
+VERSIONS: tuple[Tables, ...] = (_V2_7, _V2_8, _V2_18, _V2_21, _V2_23)
 #: The release assumed where a topology names none.
 DEFAULT_VERSION = "2.19"
 
@@ -100,12 +116,75 @@ def tables(version: str = DEFAULT_VERSION) -> Tables:
     return chosen
 
 
-#: LL bus bandwidth caps in GB/s (tuning.cc llMaxBws, NCCL 2.19+), by GPU generation: one
-#: node, two nodes, more nodes (Volta's row: Intel hosts; the others: AMD hosts).
-LL_MAX_BW = {"volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0),
-             "hopper": (141.0, 45.0, 35.0), "blackwell": (282.0, 90.0, 70.0)}
+#: LL bus bandwidth caps in GB/s (tuning.cc ``llMaxBws``, from NCCL 2.8.3; 2.7.5 has none):
+#: on one node by GPU generation, Hopper's own row from 2.21.5 (before it Ampere's), Blackwell's
+#: from 2.25.1; across nodes by host CPU, not GPU: AMD hosts (22.5, 19.0), any other (39.0,
+#: 20.4), for two nodes and more.
+LL_MAX_BW_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
+LL_MAX_BW_HOPPER_FROM = (2, 21)
+LL_MAX_BW_ACROSS = {"amd": (22.5, 19.0), "other": (39.0, 20.4)}
+LL_MAX_BW_FROM = (2, 8)
 #: LL128 per-channel bus bandwidth caps in GB/s (tuning.cc perChMaxRingLL128Bws).
 LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
+
+
+def ll_max_bw(version: str, arch: str, cpu: str | None, nodes: int) -> float:
+    """NCCL's LL bus bandwidth cap in GB/s (inf before 2.8).
+
+    >>> ll_max_bw("2.20", "hopper", None, 1), ll_max_bw("2.21", "hopper", None, 1)
+    (87.7, 141.0)
+    >>> ll_max_bw("2.23", "hopper", "amd", 2), ll_max_bw("2.23", "hopper", "intel", 4)
+    (22.5, 20.4)
+    """
+    release = parse_version(version)
+    if release < LL_MAX_BW_FROM:
+        return float("inf")
+    if nodes > 1:
+        return LL_MAX_BW_ACROSS["amd" if cpu == "amd" else "other"][0 if nodes == 2 else 1]
+    if arch == "hopper" and release < LL_MAX_BW_HOPPER_FROM:
+        return LL_MAX_BW_ONE_NODE["ampere"]
+    return LL_MAX_BW_ONE_NODE[arch]
+
+
+#: How a ring's latency across nodes is charged, per release (tuning.cc): before 2.18.1 an LL
+#: intra-node hop x 1.8; from 2.18.1 each intra-node step at least a network overhead
+#: (``getNetOverhead``: 2 us on AMD hosts, 1 us on others, x3 under Simple); from 2.23.4 with
+#: one GPU per node the network hop as the tree's (``ppn == 1``). An all-reduce's inter-node
+#: steps are ``2 (nodes - 1)`` in 2.7.5, 2.8.3 and from 2.23.4, ``2 nodes`` in between (read
+#: in 2.20.3 and in a source of the 2.9-2.11 era).
+LL_INTRA_X18_UNTIL = (2, 18)
+NET_OVERHEAD_FROM = (2, 18)
+NET_OVERHEAD_US = {"amd": 2.0, "other": 1.0}
+PPN1_TREE_NET_FROM = (2, 23)
+RING_ALL_REDUCE_2N = ((2, 9), (2, 23))
+
+
+def net_overhead_s(version: str, cpu: str | None, protocol: str) -> float:
+    """The least an intra-node step of a multi-node ring costs (0 before 2.18).
+
+    >>> net_overhead_s("2.18", "amd", "Simple"), net_overhead_s("2.17", "amd", "LL")
+    (6e-06, 0.0)
+    """
+    if parse_version(version) < NET_OVERHEAD_FROM:
+        return 0.0
+    us = NET_OVERHEAD_US["amd" if cpu == "amd" else "other"]
+    return us * (3 if protocol == "Simple" else 1) * 1e-6
+
+
+def ring_inter_steps(version: str, all_reduce: bool, nodes: int) -> int:
+    """The steps of a ring across ``nodes`` nodes NCCL's tuner charges the network hop on.
+
+    >>> [ring_inter_steps(v, True, 2) for v in ("2.8", "2.19", "2.23")]
+    [2, 4, 2]
+    >>> ring_inter_steps("2.19", False, 2)
+    1
+    """
+    if nodes < 2:
+        return 0
+    if not all_reduce:
+        return nodes - 1
+    low, high = RING_ALL_REDUCE_2N
+    return 2 * nodes if low <= parse_version(version) < high else 2 * (nodes - 1)
 
 
 #: NCCL's per-call channel and thread choice (enqueue.cc): the per-thread work below which it
@@ -283,21 +362,21 @@ def tree_correction(version: str, protocol: str, nbytes: int) -> float:
     return float(row[index]) if index < len(row) else 1.0
 
 
-#: The release from which tuning.cc's ring plateau is x1.4 on sm80 and newer (x1.9 before
-#: sm80), above 64 bytes per channel and rank; before it (as of 2.7.5) x1.9 from
+#: The release from which tuning.cc's ring plateau is x1.4 on sm80 and newer (read in 2.18.1;
+#: x1.9 before sm80), above 64 bytes per channel and rank; before it (as of 2.7.5) x1.9 from
 #: ``ranks / 16 x 64 KiB`` bytes, whatever the GPU.
-PLATEAU_BY_ARCH_FROM = (2, 20)
+PLATEAU_BY_ARCH_FROM = (2, 18)
 
 
 def ring_plateau(version: str, arch: str | None, nbytes: int, ranks: int,
                  channels: int) -> float:
     """What NCCL's tuner multiplies a ring Simple all_reduce's latency by across nodes
-    ("plateau effect of ring", tuning.cc ``ncclTopoGetAlgoTime``): x1.9, from 2.20 x1.4 on
+    ("plateau effect of ring", tuning.cc ``ncclTopoGetAlgoTime``): x1.9, from 2.18 x1.4 on
     Ampere and newer; 1 below its size threshold. Commsim scales the ring's hop latencies.
 
-    >>> [ring_plateau(v, "ampere", 1 << 20, 16, 16) for v in ("2.18", "2.20")]
+    >>> [ring_plateau(v, "ampere", 1 << 20, 16, 16) for v in ("2.17", "2.18")]
     [1.9, 1.4]
-    >>> ring_plateau("2.18", "ampere", 1024, 16, 16)
+    >>> ring_plateau("2.17", "ampere", 1024, 16, 16)
     1.0
     """
     if parse_version(version) < PLATEAU_BY_ARCH_FROM:
@@ -308,15 +387,19 @@ def ring_plateau(version: str, arch: str | None, nbytes: int, ranks: int,
 
 
 def hop_factor(table: Tables, link_class: str, family: str, protocol: str,
-               multi_node: bool) -> float:
+               multi_node: bool, one_per_node: bool = False) -> float:
     """How ``protocol`` scales the latency of a ``link_class`` hop for ``family``: tuning.cc's
     ``hwLat`` over that class's ring LL ``hwLat`` (a topology's latency is read as the ring LL
-    hop); NVLS and CollNet hop as ring Simple. Across nodes, LL's intra-node hops x 1.8
-    (tuning.cc: LL flags cross PCIe to the NIC's proxy)."""
+    hop); NVLS and CollNet hop as ring Simple. Across nodes, before 2.18 LL's intra-node hops
+    x 1.8 (tuning.cc: LL flags cross PCIe to the NIC's proxy); from 2.23, with one GPU per
+    node (``one_per_node``), every algorithm's network hop is the tree's."""
     row = table.hop_us[link_class]
     fam = "ring" if family in ("nvls", "collnet") else family
+    release = parse_version(table.release)
+    if link_class == "net" and one_per_node and release >= PPN1_TREE_NET_FROM:
+        fam = "tree"
     factor = row[fam][protocol] / row["ring"]["LL"]
-    if multi_node and protocol == "LL" and link_class != "net":
+    if multi_node and protocol == "LL" and link_class != "net" and release < LL_INTRA_X18_UNTIL:
         factor *= 1.8
     return factor
 
@@ -329,6 +412,7 @@ class NcclConfig:
     channels: int = 16
     version: str = DEFAULT_VERSION
     gpus_per_thread: int = 1
+    cpu: str | None = None
 
     @classmethod
     def of(cls, network: Network) -> NcclConfig:
@@ -341,6 +425,7 @@ class NcclConfig:
             channels=int(nccl.get("channels", 16)),
             version=str(nccl.get("version", DEFAULT_VERSION)),
             gpus_per_thread=int(nccl.get("gpus_per_thread", 1)),
+            cpu=str(nccl["cpu"]) if nccl.get("cpu") is not None else None,
         )
 
     @property
@@ -360,21 +445,21 @@ class Protocol:
 
 #: Bandwidth factors: LL carries 8 bytes of data per 16-byte line, LL128 120 of every 128,
 #: Simple all of it (tuning.cc's LL128 factor 0.92; LL's data half, which NCCL's tuner charges
-#: from 2.23: before it, :func:`bandwidth_factor`'s lower figures).
+#: from 2.21: before it, :func:`bandwidth_factor`'s lower figures).
 PROTOCOLS = (Protocol("LL", 0.5), Protocol("LL128", 0.92), Protocol("Simple", 1.0))
 PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
 #: NCCL's trees move data at 0.9 of the links' bus bandwidth (tuning.cc: tree ``busBw x .9``).
 TREE_EFFICIENCY = 0.9
 
 #: LL's bus bandwidth as a fraction of the links' (tuning.cc's "model refinements", releases
-#: 2.8 to 2.22): the ring's ``1/4`` for all_reduce and reduce or across nodes, else ``1/3``; the
-#: tree's ``1/3.8`` (on top of its :data:`TREE_EFFICIENCY`). From 2.23 the ring's is ``1/2``.
+#: 2.8 to 2.20): the ring's ``1/4`` for all_reduce and reduce or across nodes, else ``1/3``; the
+#: tree's ``1/3.8`` (on top of its :data:`TREE_EFFICIENCY`). From 2.21.5 the ring's is ``1/2``.
 #: LL carries 8 bytes of data per 16-byte line; the rest is what its per-line flags and
 #: polling cost in NCCL's own measurements.
 LL_RING_FACTOR = {"reducing or multi-node": 1 / 4, "other": 1 / 3}
 LL_TREE_FACTOR = 1 / 3.8
 #: The release from which tuning.cc charges the ring's LL ``1/2``.
-LL_HALF_FROM = (2, 23)
+LL_HALF_FROM = (2, 21)
 
 
 def bandwidth_factor(version: str, family: str, protocol: Protocol, multi_node: bool,
@@ -385,7 +470,7 @@ def bandwidth_factor(version: str, family: str, protocol: Protocol, multi_node: 
     :data:`TREE_EFFICIENCY`. ``reducing``: an all_reduce or reduce.
 
     >>> ll = PROTOCOLS[0]
-    >>> [bandwidth_factor(v, "ring", ll, False, True) for v in ("2.18", "2.23")]
+    >>> [bandwidth_factor(v, "ring", ll, False, True) for v in ("2.20", "2.21")]
     [0.25, 0.5]
     """
     efficiency = TREE_EFFICIENCY if family == "tree" else 1.0

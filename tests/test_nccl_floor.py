@@ -72,26 +72,27 @@ def test_ring_hops_are_its_steps_times_the_hop_latency() -> None:
 
 
 def test_the_release_selects_the_constants() -> None:
-    """The same machine under NCCL 2.7 and 2.19: each floor's base is that release's baseLat,
+    """The same machine under NCCL 2.7 and 2.23: each floor's base is that release's baseLat,
     and a tree's Simple hop follows that release's hwLat (28 us per NVLink hop in 2.7, 4 in
-    2.19, as ratios to the ring LL hop)."""
-    old, new = (load_topology(with_nccl(version=v)) for v in ("2.7", "2.19"))
-    for net, version in ((old, "2.7"), (new, "2.19")):
+    2.23, as ratios to the ring LL hop)."""
+    old, new = (load_topology(with_nccl(version=v)) for v in ("2.7", "2.23"))
+    for net, version in ((old, "2.7"), (new, "2.23")):
         call = make_call("all_reduce", net, 8)
         floor = NcclModel.of(net).floor(call, "ring", "LL")
         assert floor.base_s == tables(version).base_us["ring"]["LL"] * 1e-6
-    assert tables("2.7").base_us["ring"]["LL"] != tables("2.19").base_us["ring"]["LL"]
+    assert tables("2.7").base_us["ring"]["LL"] != tables("2.23").base_us["ring"]["LL"]
     hosts = {**ONE_HOST, "nodes": 2}
     times = {}
-    for version in ("2.7", "2.19"):
+    for version in ("2.7", "2.23"):
         net = load_topology({**hosts, "nccl": {"arch": "ampere", "version": version}})
         times[version] = commsim.simulate("all_reduce", net, 1 << 16,
                                           algorithm="double_binary_tree",
                                           protocol="Simple").time_s
-    assert times["2.7"] > times["2.19"]
+    assert times["2.7"] > times["2.23"]
     assert [t.release for t in VERSIONS] == sorted((t.release for t in VERSIONS),
                                                    key=lambda r: tuple(map(int, r.split("."))))
-    assert tables("2.12").release == "2.7" and tables("2.30").release == VERSIONS[-1].release
+    assert tables("2.7.5").release == "2.7" and tables("2.12").release == "2.8"
+    assert tables("2.19").release == "2.18" and tables("2.30").release == VERSIONS[-1].release
 
 
 @pytest.mark.parametrize("topology", ["dgx-a100", "dgx-h100x2", "dgx1-v100", "dgx2-v100",

@@ -84,7 +84,7 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
         out["algorithms"] = _algorithms(data["algorithms"])
     if "nccl" in data:
         nccl = fields.mapping(data["nccl"], "nccl")
-        fields.check_keys(nccl, (), ("arch", "channels", "version", "gpus_per_thread"),
+        fields.check_keys(nccl, (), ("arch", "channels", "version", "gpus_per_thread", "cpu"),
                           "nccl")
         default = NcclSpec()
         out["nccl"] = NcclSpec(
@@ -99,6 +99,7 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
                                                 "nccl.gpus_per_thread")
             if "gpus_per_thread" in nccl
             else default.gpus_per_thread,
+            cpu=fields.string(nccl["cpu"], "nccl.cpu").lower() if "cpu" in nccl else None,
         )
     return out
 

@@ -134,6 +134,9 @@ class TopologySpec:
 
 #: GPU generations NCCL's tuner tells apart (per-channel bandwidth caps, src/graph/tuning.cc).
 NCCL_ARCHS = ("volta", "ampere", "hopper", "blackwell")
+#: The host CPUs NCCL's tuner tells apart (``NCCL_TOPO_CPU_VENDOR_INTEL``/``AMD``; ``arm``: an
+#: Arm host such as Grace, which it treats as neither).
+NCCL_CPUS = ("intel", "amd", "arm")
 
 
 def parse_nccl_version(text: str) -> tuple[int, int]:
@@ -158,13 +161,16 @@ def parse_nccl_version(text: str) -> tuple[int, int]:
 class NcclSpec:
     """How NCCL runs on this machine: the GPU generation (``arch``, one of
     :data:`NCCL_ARCHS`), the number of channels (rings/trees run at once, 1..64), the NCCL
-    release (``version``, whose tuning constants apply: :mod:`commsim.nccl_tables`) and how
-    many GPUs one host thread drives (``gpus_per_thread``: nccl-tests' ``-g``; 1..64)."""
+    release (``version``, whose tuning constants apply: :mod:`commsim.nccl_tables`), how
+    many GPUs one host thread drives (``gpus_per_thread``: nccl-tests' ``-g``; 1..64) and the
+    hosts' CPU (``cpu``, one of :data:`NCCL_CPUS`, or None: not stated), which NCCL's tuner
+    reads across nodes."""
 
     arch: str = "hopper"
     channels: int = 16
     version: str = "2.19"
     gpus_per_thread: int = 1
+    cpu: str | None = None
 
     def __post_init__(self) -> None:
         if self.arch not in NCCL_ARCHS:
@@ -177,10 +183,17 @@ class NcclSpec:
         positive_int(self.gpus_per_thread, "nccl.gpus_per_thread")
         if self.gpus_per_thread > 64:
             raise SpecError(f"nccl.gpus_per_thread: at most 64 (got {self.gpus_per_thread})")
+        if self.cpu is not None and self.cpu not in NCCL_CPUS:
+            raise SpecError(f"nccl.cpu: unknown host CPU {self.cpu!r} "
+                            f"(known: {', '.join(NCCL_CPUS)})")
 
     def as_meta(self) -> dict[str, object]:
-        return {"arch": self.arch, "channels": self.channels, "version": self.version,
-                "gpus_per_thread": self.gpus_per_thread}
+        meta: dict[str, object] = {"arch": self.arch, "channels": self.channels,
+                                   "version": self.version,
+                                   "gpus_per_thread": self.gpus_per_thread}
+        if self.cpu is not None:
+            meta["cpu"] = self.cpu
+        return meta
 
 
 def _check_common(spec: TopologySpec) -> None:

@@ -366,7 +366,9 @@ def _fit(
         jac = np.maximum(jac, 0.0)  # times never fall as a latency or 1/bandwidth grows
         active = np.any(jac > 0, axis=0)
         if not np.any(active):
-            raise SpecError("nothing to fit: no parameter changes any predicted time")
+            if step == 0:
+                raise SpecError("nothing to fit: no parameter changes any predicted time")
+            break  # every time is at a floor no parameter moves (e.g. NCCL's overheads)
         # the first-order model about x: base + J (x' - x); what no parameter moves (NCCL's
         # launch, the host's issue time) is its constant part, never fitted into the links
         offset = np.maximum(base - jac @ x, 0.0)

@@ -9,12 +9,15 @@ from nccl_logs import DATA
 from commsim.api import make_call, simulate
 from commsim.collectives import Collective
 from commsim.errors import SpecError
-from commsim.nccl import BASE_LATENCY_US, PROTOCOLS, NcclModel, ring_channels
+from commsim.nccl import BASE_LATENCY_US, PROTOCOLS, NcclModel, ring_channels, with_nccl
+from commsim.nccl_paths import bandwidth_cap_Bps
 from commsim.nccl_tables import (
     DEFAULT_VERSION,
     TREE_EFFICIENCY,
     bandwidth_factor,
     hop_factor,
+    net_overhead_s,
+    ring_inter_steps,
     tables,
 )
 from commsim.topology import load_topology
@@ -168,20 +171,25 @@ def test_trees_beyond_two_hosts_carry_the_rail_twice(name: str) -> None:
     assert times[2] < 2 * rail / nic
 
 
-@pytest.mark.parametrize(("collective", "steps", "inter_steps"),
-                         [("all_reduce", 30, 2), ("all_gather", 15, 1), ("reduce_scatter", 15, 1)])
+@pytest.mark.parametrize(("version", "cpu"), [("2.17", "intel"), ("2.18", "intel"),
+                                              ("2.18", "amd"), ("2.23", "amd")])
+@pytest.mark.parametrize(("collective", "steps"),
+                         [("all_reduce", 30), ("all_gather", 15), ("reduce_scatter", 15)])
 @pytest.mark.parametrize("engine", ["des", "analytic"])
 def test_a_ring_across_hosts_pays_the_network_hop_on_its_inter_node_steps(
-        collective: str, steps: int, inter_steps: int, engine: str) -> None:
+        version: str, cpu: str, collective: str, steps: int, engine: str) -> None:
     """NCCL's ring across hosts keeps several steps in flight; its tuner charges
     ``(S - S_inter) x intraLat + S_inter x interLat`` (tuning.cc), not the network hop at
-    every step as a lockstep ring would: the ring's hops on 2 x 8 H100 cost exactly that
-    (each hop's latency from the preset, scaled as the protocol scales it), in both engines."""
-    net = load_topology("dgx-h100x2")
+    every step as a lockstep ring would, with ``intraLat`` at least the network overhead of
+    the release and host CPU: the ring's hops on 2 x 8 H100 cost exactly that (each hop's
+    latency from the preset, scaled as the protocol and release scale it), in both engines."""
+    net = with_nccl(load_topology("dgx-h100x2"), version=version, cpu=cpu)
     model = NcclModel.of(net)
-    table = tables(model.config.version)
-    intra = 0.6e-6 * hop_factor(table, "nvlink", "ring", "LL", True)  # the preset's NVLink hop
+    table = tables(version)
+    nvlink = 0.6e-6 * hop_factor(table, "nvlink", "ring", "LL", True)  # the preset's NVLink hop
+    intra = max(nvlink, net_overhead_s(version, cpu, "LL"))
     inter = 2.7e-6 * hop_factor(table, "net", "ring", "LL", True)  # its network hop
+    inter_steps = ring_inter_steps(version, collective == "all_reduce", 2)
     floor = model.floor(make_call(collective, net, 16), "ring", "LL", engine)
     expected = (steps - inter_steps) * intra + inter_steps * inter
     assert floor.parts["hops"] == pytest.approx(expected, rel=1e-3)  # + 1 byte per rank
@@ -193,3 +201,23 @@ def test_a_ring_on_one_host_keeps_its_hops() -> None:
     net = load_topology("dgx-h100")
     floor = NcclModel.of(net).floor(make_call("all_reduce", net, 64), "ring", "LL")
     assert floor.parts["hops"] == pytest.approx(14 * 0.6e-6, rel=1e-3)  # + 1 byte per rank
+
+
+@pytest.mark.parametrize(("version", "hop_us"), [("2.22", 2.7), ("2.23", 5.0)])
+def test_one_gpu_per_node_pays_the_trees_network_hop_from_2_23(version: str,
+                                                                hop_us: float) -> None:
+    """From NCCL 2.23 its tuner charges a communicator of one GPU per node the tree's network
+    latency for every algorithm (``ppn == 1``: tree LL 5 us where the ring's is 2.7)."""
+    net = with_nccl(load_topology("dgx-h100x2"), version=version).on_hosts([0, 1])
+    floor = NcclModel.of(net).floor(make_call("all_gather", net, 2), "ring", "LL")
+    assert floor.parts["hops"] == pytest.approx(hop_us * 1e-6, rel=1e-3)
+
+
+def test_ll_cap_across_nodes_follows_the_host_cpu() -> None:
+    """Across nodes NCCL caps LL by the hosts' CPU, not the GPU (tuning.cc ``llMaxBws``):
+    AMD hosts 22.5 GB/s on two nodes, others 39; on one node the GPU's row."""
+    for cpu, cap in (("amd", 22.5e9), ("intel", 39e9), ("arm", 39e9)):
+        net = with_nccl(load_topology("dgx-h100x2"), version="2.23", cpu=cpu)
+        assert bandwidth_cap_Bps(net, PROTOCOLS[0], 2) == cap
+    assert bandwidth_cap_Bps(with_nccl(load_topology("dgx-h100"), version="2.23"),
+                             PROTOCOLS[0], 1) == 141e9
