@@ -250,6 +250,25 @@ CASES = (
          fallback="dgx-h100x2"),
     Case("h200_16gpu_2node_oci_allreduce_unresolved-oci-hpc-guide.txt", "hgx-h200x2",
          "2 x 8 H200 in an OCI cluster; fabric not stated", fallback="dgx-h100x2"),
+    # -- issue 14: machines with several collectives in one session (the cross mode); the
+    # preset from each header only, as above.
+    Case("rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_4collectives_unresolved-autodl-blog.txt",
+         "pcie-gen3-2gpu", "2 GeForce RTX 2080 Ti on one PCIe Gen3 switch, no NVLink, P2P not "
+         "supported; no PCIe Gen3 preset yet, so the PCIe box without bridges",
+         fallback="pcie-gen4-8gpu", machine="2 x RTX 2080 Ti (PCIe Gen3, no P2P)"),
+    Case("gtx1080-pcie_2gpu_1node_macos_5collectives_nccl-osx-readme.txt", "pcie-gen3-2gpu",
+         "2 GeForce GTX 1080 on PCIe (a Mac), no NVLink, a macOS port of NCCL 2.5.7; as above",
+         fallback="pcie-gen4-8gpu", nccl="2.5.7", machine="2 x GTX 1080 (macOS NCCL port)"),
+    Case("a100-sxm4-40gb_8gpu_1node_nvswitch_5collectives_superbench-fixture.txt", "dgx-a100",
+         "8 A100-SXM4-40GB in one node: an HGX/DGX A100 board (NVSwitch)",
+         machine="8 x A100-SXM4-40GB (superbench fixture)"),
+    Case("b200_8gpu_1node_hgx-nvswitch_3collectives_unresolved-vultr-poc.txt", "hgx-b200",
+         "one HGX B200 node (8 B200, NVLink5/NVSwitch); no HGX B200 preset yet, so the "
+         "shipped B200 node (GCP A4: the same GPUs and switch)", fallback="gcp-a4",
+         machine="HGX B200 x1 (Vultr POC)"),
+    Case("b200_16gpu_2node_hgx-ib-ndr_3collectives_unresolved-vultr-poc.txt", "hgx-b200x2",
+         "2 HGX B200 nodes, 8 x 400 Gb/s NDR InfiniBand each; as above, the 2-node GCP A4 "
+         "(8 x 400 Gb/s RoCE per node)", fallback="gcp-a4x2", machine="HGX B200 x2 (Vultr POC)"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {
@@ -263,7 +282,7 @@ DUPLICATES = {
 #: family first): PCIe cards of any architecture form one family (no NVLink/NVSwitch fabric),
 #: the SXM parts one per architecture.
 FAMILIES = (
-    ("PCIe", ("PCIe", "GeForce", "RTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4",
+    ("PCIe", ("PCIe", "GeForce", "RTX", "GTX", "L40", "L40S", "L4", "A10", "A10G", "A40", "T4",
               "H100 NVL", "H200 NVL")),
     ("Volta", ("V100",)),
     ("Ampere", ("A100", "A800", "A30")),

@@ -4,8 +4,10 @@ Job scripts run several tests in a row (``all_reduce_perf``, then ``all_gather_p
 and keep one log; each run repeats nccl-tests' preamble (``# nThread ...``, since 2019, and
 ``# Collective test starting: ...`` in newer versions) and closes its table with the footer
 (``# Out of bounds values`` / ``# Avg bus bandwidth``). A run therefore starts at a preamble
-line that comes after a table; the lines between the previous footer and that preamble (a
-script's ``Running: ./build/all_gather_perf ...``, a prompt) belong to the run they announce.
+line that comes after a table, or, where a report pasted the tables without their preambles,
+at a column header that comes after a footer; the lines between the previous footer and that
+line (a script's ``Running: ./build/all_gather_perf ...``, a prompt, a report's caption)
+belong to the run they announce.
 Each run is parsed on its own (:func:`commsim.validation.nccl_tests.parse_nccl_tests`), so it
 has its own collective, rank count and hosts, and line numbers in messages stay those of the
 file.
@@ -57,6 +59,11 @@ def split_runs(text: str) -> list[tuple[int, str]]:
         if not match:
             continue
         if _HEADER.match(comment):
+            if seen_table and after_footer is not None:
+                # a table pasted without its preamble: the column header after a footer
+                # opens the next run (the lines between go with it, as a script's line does)
+                starts.append(after_footer)
+                after_footer = None
             seen_table = True
         elif _FOOTER.match(comment) and seen_table:
             after_footer = index + 1

@@ -179,6 +179,39 @@ RUNS = {
         ("all_gather", 2, 25, 140),
         ("reduce_scatter", 2, 25, 190),
     ],
+    # added for issue 14's cross mode: shell prompts, a README's script lines, Python string
+    # delimiters and a report's captions between the runs; old per-test columns (GTX 1080,
+    # A100 fixture); tables pasted without any preamble (the B200 report)
+    "rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_4collectives_unresolved-autodl-blog.txt": [
+        ("all_reduce", 2, 28, 29),
+        ("all_gather", 2, 28, 71),
+        ("broadcast", 2, 28, 113),
+        ("reduce", 2, 28, 156),
+    ],
+    "gtx1080-pcie_2gpu_1node_macos_5collectives_nccl-osx-readme.txt": [
+        ("all_reduce", 2, 25, 30),
+        ("all_gather", 2, 25, 69),
+        ("broadcast", 2, 25, 108),
+        ("reduce", 2, 25, 147),
+        ("reduce_scatter", 2, 25, 186),
+    ],
+    "a100-sxm4-40gb_8gpu_1node_nvswitch_5collectives_superbench-fixture.txt": [
+        ("all_gather", 8, 34, 37),
+        ("all_reduce", 8, 34, 92),
+        ("reduce", 8, 34, 147),
+        ("broadcast", 8, 34, 202),
+        ("reduce_scatter", 8, 34, 257),
+    ],
+    "b200_8gpu_1node_hgx-nvswitch_3collectives_unresolved-vultr-poc.txt": [
+        ("all_reduce", 8, 32, 22),
+        ("all_gather", 8, 32, 63),
+        ("reduce_scatter", 8, 32, 104),
+    ],
+    "b200_16gpu_2node_hgx-ib-ndr_3collectives_unresolved-vultr-poc.txt": [
+        ("all_reduce", 16, 32, 23),
+        ("all_gather", 16, 32, 64),
+        ("reduce_scatter", 16, 32, 105),
+    ],
 }
 
 

@@ -47,6 +47,20 @@ def test_split_keeps_a_script_line_with_the_run_it_announces() -> None:
     assert first.startswith("Running:") and "all_reduce_perf" in first
 
 
+def test_tables_pasted_without_preambles_split_at_each_column_header() -> None:
+    """A report that kept only each run's table (column header, rows, footer) under a caption:
+    every column header after a footer opens the next run, and the caption goes with it."""
+    name = "b200_16gpu_2node_hgx-ib-ndr_3collectives_unresolved-vultr-poc.txt"
+    runs = split_runs((DATA / name).read_text(encoding="utf-8"))
+    captions = [
+        next(line for line in part.splitlines() if line.startswith("**"))
+        for _, part in runs[1:]
+    ]
+    assert [c.split()[0] for c in captions] == ["**all_gather", "**reduce_scatter"]
+    # one table, one footer: nothing to split
+    assert len(split_runs("\n".join(runs[1][1].splitlines()[runs[1][0]:]))) == 1
+
+
 def test_a_broken_run_is_named_with_its_first_line() -> None:
     text = (DATA / DGX2).read_text(encoding="utf-8").replace("  65.05    1.01", "  65.05", 1)
     with pytest.raises(ParseError, match=r"dgx2:99: corrupted row .*run 2 of 5, from line 65"):
