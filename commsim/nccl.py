@@ -299,7 +299,7 @@ class NcclModel:
         """The alpha-beta network ``name`` under ``protocol`` runs ``collective`` on (first
         ``ranks`` ranks), with the channels NCCL runs a call of ``nbytes`` on (all when
         None), hop latencies x ``latency`` (a chain's, :func:`chain_latency_scale`), a ring's
-        network hops paid as NCCL's tuner pays them (:meth:`_ring_net_latency`); a tree's
+        hops paid as NCCL's tuner pays them (:meth:`_ring_hop_scales`); a tree's
         bandwidth x NCCL's correction at that size (:func:`tree_correction`)."""
         family = family_of(name)
         channels = self._channels(ranks) if name == "ring" else 1

@@ -130,7 +130,8 @@ LOGS = {
     ),
     "h100-nvl_4gpu_2node_slingshot200_allreduce-ldoms_nccl-issue2441.txt": (
         "all_reduce", 4, 11, 2,
-    ),    "h100-sxm_16gpu_2node_ib-ndr-8nic_allreduce_nccl-tests-issue309-xe9680.txt": (
+    ),
+    "h100-sxm_16gpu_2node_ib-ndr-8nic_allreduce_nccl-tests-issue309-xe9680.txt": (
         "all_reduce", 16, 32, 2,
     ),
     "h100-sxm_32gpu_4node_vmware-ib-8nic_allreduce_nccl-tests-issue309-vm.txt": (
@@ -150,12 +151,14 @@ LOGS = {
     ),
     "h100-sxm_16gpu_2node_ib-400g_allreduce-ring-minctas24_nccl-tests-issue309-gj.txt": (
         "all_reduce", 16, 14, 2,
-    ),    "h100-sxm_16gpu_2node_ib-8nic-doca_allreduce_nccl-tests-issue319.txt": (
+    ),
+    "h100-sxm_16gpu_2node_ib-8nic-doca_allreduce_nccl-tests-issue319.txt": (
         "all_reduce", 16, 32, 2,
     ),
     "h100-sxm_16gpu_2node_ib-8nic-doca_allreduce-ring-info_nccl-tests-issue319.txt": (
         "all_reduce", 16, 32, 2,
-    ),    "h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt": (
+    ),
+    "h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt": (
         "all_gather", 16, 24, 2,
     ),
     "h200_16gpu_2node_gcp-gib-rdma_allgather-gcp-pods_skypilot-examples.txt": (
