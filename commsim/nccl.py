@@ -28,9 +28,10 @@ machine's ``C`` channels moves at ``c / C`` of the link bandwidth. Chains (broad
 pipeline in Simple steps of 512 KiB per channel, or line by line under LL and LL128.
 
 **Protocols** scale bandwidth (LL128 x 0.92, Simple x 1; LL as tuning.cc's refinements of the
-release: :func:`~commsim.nccl_tables.bandwidth_factor`) and, with the topology's
+release: :func:`~commsim.nccl_caps.bandwidth_factor`) and, with the topology's
 ``arch``, cap bus bandwidth as tuning.cc does (LL at ``llMaxBw``, LL128 at ``channels x`` a
-per-channel maximum). NVLS and CollNet run Simple only.
+per-channel maximum, the tree at ``channels x perChMaxTreeBws``; :mod:`commsim.nccl_caps`).
+NVLS and CollNet run Simple only.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import ScheduleError, SpecError
+from commsim.nccl_caps import bandwidth_factor, tree_cap_Bps
 from commsim.nccl_paths import (
     LINK_CLASSES,
     bandwidth_cap_Bps,
@@ -66,14 +68,12 @@ from commsim.nccl_tables import (
     NcclConfig,
     Protocol,
     active_channels,
-    bandwidth_factor,
     chain_chunks,
     chain_latency_scale,
     net_overhead_s,
     ring_inter_steps,
     ring_plateau,
     tables,
-    tree_cap_Bps,
     tree_correction,
 )
 from commsim.network import Network
@@ -240,13 +240,15 @@ class NcclModel:
         :func:`~commsim.nccl_tables.tree_correction`)."""
         active = self.config.channels if active is None else active
         nodes = self._nodes(max(ranks) + 1)
+        one_per_node = nodes > 1 and max(ranks) + 1 == nodes
         factor = bandwidth_factor(self.config.version, family, protocol, nodes > 1,
-                                  collective in (Collective.ALL_REDUCE, Collective.REDUCE)) * scale
-        key = (ranks, protocol.name, family, channels, active, factor, latency, hop_scales)
+                                  collective in (Collective.ALL_REDUCE, Collective.REDUCE),
+                                  one_per_node) * scale
+        cap = bandwidth_cap_Bps(self.network, protocol, nodes, family, collective.value)
+        key = (ranks, protocol.name, family, channels, active, factor, cap, latency, hop_scales)
         if key not in self._cache:
-            cap = bandwidth_cap_Bps(self.network, protocol, nodes)
             spread = self._spread(ranks) if family in ("ring", "tree") else {}
-            scaled = self._scaled(protocol, family, nodes, max(ranks) + 1 == nodes, channels,
+            scaled = self._scaled(protocol, family, nodes, one_per_node, channels,
                                   cap, active / self.config.channels, spread, factor,
                                   latency, hop_scales)
             # The same devices and links, scaled: every protocol's network of the same ranks
@@ -425,7 +427,7 @@ class NcclModel:
                  records: bool = False) -> Evaluation:
         """``call`` (on the first ``call.ranks`` ranks) run by ``name`` under ``protocol``,
         on the channels NCCL runs it with, NCCL's trees no faster than its tuner's tree cap
-        (:func:`~commsim.nccl_tables.tree_cap_Bps`); launch NOT included (:meth:`launch_s`).
+        (:func:`~commsim.nccl_caps.tree_cap_Bps`); launch NOT included (:meth:`launch_s`).
         A composed candidate has no schedule: its evaluation carries the time only."""
         proto = self.protocol(protocol)
         if self.composed(name, call.ranks):
@@ -463,10 +465,10 @@ class NcclModel:
         if name == PIPELINED:
             time_s = self.pipelined_hierarchical(call.collective, call.ranks, call.nbytes,
                                                  proto, engine)
-            nodes = len(self._hosts(call.ranks))
-            cap = tree_cap_Bps(self.config.tables, self.config.arch, nodes, proto.name,
-                               self.config.channels) * self._tree_scale("tree", proto.name,
-                                                                        call.nbytes)
+            groups = self._hosts(call.ranks)
+            cap = tree_cap_Bps(self.config.version, self.config.arch, len(groups), proto.name,
+                               self.config.channels, self.config.cpu, len(groups[0]) == 1
+                               ) * self._tree_scale("tree", proto.name, call.nbytes)
             bus = call.nbytes * call.collective.busbw_factor(call.ranks)
             time_s = max(time_s, bus / cap)
         else:

@@ -11,14 +11,8 @@ from dataclasses import replace
 import numpy as np
 
 from commsim.engine.evaluate import Evaluation
-from commsim.nccl_tables import (
-    LL128_PER_CHANNEL,
-    TREE_EFFICIENCY,
-    NcclConfig,
-    Protocol,
-    hop_factor,
-    ll_max_bw,
-)
+from commsim.nccl_caps import bandwidth_factor, bus_cap, ll128_cap, ll_max_bw
+from commsim.nccl_tables import NcclConfig, Protocol, hop_factor
 from commsim.network import DerivedLinks, LinkColumns, Network
 from commsim.schedule import Schedule
 
@@ -247,16 +241,23 @@ def relabel(done: Evaluation, order: tuple[int, ...], network: Network) -> Evalu
     return replace(done, schedule=relabelled, network=network)
 
 
-def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int) -> float:
-    """The protocol's bus bandwidth cap on this machine (inf without an ``nccl`` arch)."""
+def bandwidth_cap_Bps(network: Network, protocol: Protocol, nodes: int, family: str = "ring",
+                      collective: str = "all_reduce") -> float:
+    """The bus bandwidth cap of ``family`` (ring or tree) running ``collective`` under
+    ``protocol`` on this machine (:mod:`commsim.nccl_caps`, this release; inf without an
+    ``nccl`` arch): LL at ``llMaxBw``, LL128 at ``channels x`` its per-channel cap, every
+    protocol at the release's bus cap of the GPU generation."""
     config = NcclConfig.of(network)
     if config.arch is None:
         return float("inf")
+    cap = bus_cap(config.version, config.arch)
     if protocol.name == "LL":
-        return ll_max_bw(config.version, config.arch, config.cpu, max(nodes, 1)) * 1e9
-    if protocol.name == "LL128":
-        return config.channels * LL128_PER_CHANNEL.get(config.arch, float("inf")) * 1e9
-    return float("inf")
+        cap = min(cap, ll_max_bw(config.version, config.arch, config.cpu, max(nodes, 1)))
+    elif protocol.name == "LL128":
+        cap = min(cap, config.channels * ll128_cap(config.version, config.arch,
+                                                   "tree" if family == "tree" else "ring",
+                                                   nodes, collective))
+    return cap * 1e9
 
 
 def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
@@ -266,22 +267,23 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
                      hop_scales: tuple[float, float] = (1.0, 1.0),
                      one_per_node: bool = False) -> Network:
     """``network`` as ``family`` under ``protocol`` sees it: each link's latency x its
-    :func:`hop_factor`, its bandwidth x the protocol's factor x ``share`` (the fraction of
-    the machine's channels the call runs) x :data:`TREE_EFFICIENCY` for trees (a ring's or
+    :func:`hop_factor`, its bandwidth x ``factor`` (by default
+    :func:`~commsim.nccl_caps.bandwidth_factor` of an all_reduce: the protocol's, a tree's
+    efficiency) x ``share`` (the fraction of the machine's channels the call runs) (a ring's or
     tree's direct NVLinks at their GPU's whole NVLink bandwidth, ``spread``: by default
     :func:`nvlink_spread` of ``network``), network links also x ``channels`` (NCCL's rings,
-    one channel per NIC, see :func:`ring_channels`), every link at most ``cap_Bps``;
-    ``factor`` replaces the protocol's bandwidth factor and the trees' efficiency
-    (:func:`~commsim.nccl_tables.bandwidth_factor`: LL per family and collective); every
+    one channel per NIC, see :func:`ring_channels`), every link at most ``cap_Bps``; every
     latency also x ``latency`` (a chain's, :func:`~commsim.nccl_tables.chain_latency_scale`),
     the host links' and the network links' also x ``hop_scales`` (a ring's across hosts,
     :func:`ring_hop_scales`); ``one_per_node``: one rank per host (NCCL's ``ppn == 1``). The
     result is a plain alpha-beta network (its ``nccl`` block dropped), timed as given; each
     link is scaled when first read (:class:`~commsim.network.DerivedLinks`: closed forms
     read a few, a simulation all)."""
-    table = NcclConfig.of(network).tables
+    config = NcclConfig.of(network)
+    table = config.tables
     codes = link_class_codes(network)
-    efficiency = TREE_EFFICIENCY if family == "tree" else 1.0
+    bw_factor = factor if factor is not None else bandwidth_factor(
+        config.version, family, protocol, nodes > 1, True, one_per_node)
     if spread is None:
         spread = nvlink_spread(network) if family in ("ring", "tree") else {}
     # per class: (latency factor, bandwidth x channels for network links)
@@ -290,9 +292,6 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
                        channels if cls == "net" else 1) for cls in LINK_CLASSES}
     hop = np.array([per_class[cls][0] for cls in LINK_CLASSES])
     times = np.array([per_class[cls][1] for cls in LINK_CLASSES], dtype=np.float64)
-    bandwidth = protocol.bandwidth
-    if factor is not None:
-        bandwidth, efficiency = factor, 1.0
     spread_at = np.array(sorted(spread), dtype=np.int64)
     spread_Bps = np.array([spread[i] for i in spread_at.tolist()], dtype=np.float64)
 
@@ -302,7 +301,7 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
             pos = np.minimum(np.searchsorted(spread_at, at), len(spread_at) - 1)
             base = np.where(spread_at[pos] == at, spread_Bps[pos], base)
         return links.latency_s * hop[cls], np.minimum(
-            base * bandwidth * share * efficiency * times[cls], cap_Bps)
+            base * bw_factor * share * times[cls], cap_Bps)
 
     meta = {k: v for k, v in network.meta.items() if k != "nccl"}
     return network.rebuilt(name=f"{network.name}+{protocol.name}",

@@ -2,7 +2,8 @@
 measured floor (what nccl-tests' timing loop adds).
 
 Sources (facts, not code): NVIDIA/nccl ``src/graph/tuning.cc`` (``baseLat``, ``hwLat``,
-``llMaxBws``, ``perChMaxRingLL128Bws``) as of the releases named below;
+``treeCorrectionFactor``) as of the releases named below (its bandwidth caps:
+:mod:`commsim.nccl_caps`);
 ``src/include/comm.h``/``device.h`` (``NCCL_*_THREAD_THRESHOLD``, ``NCCL_*_MAX_NTHREADS``)
 and ``src/enqueue.cc`` (the per-call channel count); NVIDIA/nccl-tests ``src/common.cu``
 (the timing loop) and nccl-tests issue #123 (the host cost per GPU a thread drives).
@@ -15,7 +16,10 @@ and ``src/enqueue.cc`` (the per-call channel count); NVIDIA/nccl-tests ``src/com
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol as TypingProtocol
+from typing import TypeVar
 
 from commsim.algorithms.ring import MAX_CHAIN_CHUNKS
 from commsim.network import Network
@@ -105,45 +109,31 @@ VERSIONS: tuple[Tables, ...] = (_V2_7, _V2_8, _V2_18, _V2_21, _V2_23)
 DEFAULT_VERSION = "2.19"
 
 
-def tables(version: str = DEFAULT_VERSION) -> Tables:
-    """The constants NCCL ``version`` runs with (the newest known table not after it; 2.7's
-    for anything older)."""
-    wanted = parse_version(version)
-    chosen = VERSIONS[0]
-    for table in VERSIONS:
-        if parse_version(table.release) <= wanted:
-            chosen = table
+class Released(TypingProtocol):
+    """Anything read at one NCCL release."""
+
+    @property
+    def release(self) -> str: ...
+
+
+ReleasedT = TypeVar("ReleasedT", bound=Released)
+
+
+def newest_read(entries: Sequence[ReleasedT], wanted: tuple[int, ...],
+                key: Callable[[str], tuple[int, ...]] = parse_version) -> ReleasedT:
+    """The newest of ``entries`` (oldest first) whose release, as ``key`` reads it, is not
+    after ``wanted``; the oldest for anything older."""
+    chosen = entries[0]
+    for entry in entries:
+        if key(entry.release) <= wanted:
+            chosen = entry
     return chosen
 
 
-#: LL bus bandwidth caps in GB/s (tuning.cc ``llMaxBws``, from NCCL 2.8.3; 2.7.5 has none):
-#: on one node by GPU generation, Hopper's own row from 2.21.5 (before it Ampere's), Blackwell's
-#: from 2.25.1; across nodes by host CPU, not GPU: AMD hosts (22.5, 19.0), any other (39.0,
-#: 20.4), for two nodes and more.
-LL_MAX_BW_ONE_NODE = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 282.0}
-LL_MAX_BW_HOPPER_FROM = (2, 21)
-LL_MAX_BW_ACROSS = {"amd": (22.5, 19.0), "other": (39.0, 20.4)}
-LL_MAX_BW_FROM = (2, 8)
-#: LL128 per-channel bus bandwidth caps in GB/s (tuning.cc perChMaxRingLL128Bws).
-LL128_PER_CHANNEL = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 73.4}
-
-
-def ll_max_bw(version: str, arch: str, cpu: str | None, nodes: int) -> float:
-    """NCCL's LL bus bandwidth cap in GB/s (inf before 2.8).
-
-    >>> ll_max_bw("2.20", "hopper", None, 1), ll_max_bw("2.21", "hopper", None, 1)
-    (87.7, 141.0)
-    >>> ll_max_bw("2.23", "hopper", "amd", 2), ll_max_bw("2.23", "hopper", "intel", 4)
-    (22.5, 20.4)
-    """
-    release = parse_version(version)
-    if release < LL_MAX_BW_FROM:
-        return float("inf")
-    if nodes > 1:
-        return LL_MAX_BW_ACROSS["amd" if cpu == "amd" else "other"][0 if nodes == 2 else 1]
-    if arch == "hopper" and release < LL_MAX_BW_HOPPER_FROM:
-        return LL_MAX_BW_ONE_NODE["ampere"]
-    return LL_MAX_BW_ONE_NODE[arch]
+def tables(version: str = DEFAULT_VERSION) -> Tables:
+    """The constants NCCL ``version`` runs with (the newest known table not after it; 2.7's
+    for anything older)."""
+    return newest_read(VERSIONS, parse_version(version))
 
 
 #: How a ring's latency across nodes is charged, per release (tuning.cc): before 2.18.1 an LL
@@ -293,33 +283,6 @@ class Floor:
         return self.base_s + self.hops_s + self.host_s
 
 
-#: The tree's bus bandwidth cap in GB/s, NCCL 2.7-2.16 (tuning.cc ``maxTreeBw``): two nodes
-#: or fewer 110 (Ampere under LL128: 130), more nodes 80 (105).
-MAX_TREE_BW_OLD = {(False, False): 110.0, (False, True): 130.0,
-                   (True, False): 80.0, (True, True): 105.0}
-#: Per-channel tree bus bandwidth caps in GB/s, NCCL 2.17+ (tuning.cc ``perChMaxTreeBws``),
-#: by GPU generation for one node, two nodes, and more.
-PER_CHANNEL_TREE_BW = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8),
-                       "hopper": (38.7, 41.4, 36.0), "blackwell": (2 * 38.7, 2 * 41.4, 2 * 36.0)}
-
-
-def tree_cap_Bps(table: Tables, arch: str | None, nodes: int, protocol: str,
-                 channels: int) -> float:
-    """The bus bandwidth NCCL's tuner lets its tree reach (bytes/s; inf without an arch).
-
-    >>> tree_cap_Bps(tables("2.7"), "ampere", 16, "Simple", 16) / 1e9
-    80.0
-    """
-    if arch is None:
-        return float("inf")
-    if parse_version(table.release) < (2, 17):
-        return MAX_TREE_BW_OLD[(nodes > 2, arch == "ampere" and protocol == "LL128")] * 1e9
-    row = PER_CHANNEL_TREE_BW.get(arch)
-    if row is None:
-        return float("inf")
-    return channels * row[0 if nodes <= 1 else 1 if nodes == 2 else 2] * 1e9
-
-
 #: What NCCL's tree delivers of its modelled bandwidth at medium sizes (tuning.cc
 #: ``treeCorrectionFactor``: "trees are not perfectly sticking to the model for medium sizes"),
 #: per protocol, indexed by ``log2(bytes / 64)`` (64 B, 128 B, ...); 1 beyond the row. As of
@@ -445,39 +408,6 @@ class Protocol:
 
 #: Bandwidth factors: LL carries 8 bytes of data per 16-byte line, LL128 120 of every 128,
 #: Simple all of it (tuning.cc's LL128 factor 0.92; LL's data half, which NCCL's tuner charges
-#: from 2.21: before it, :func:`bandwidth_factor`'s lower figures).
+#: from 2.21: before it, :func:`~commsim.nccl_caps.bandwidth_factor`'s lower figures).
 PROTOCOLS = (Protocol("LL", 0.5), Protocol("LL128", 0.92), Protocol("Simple", 1.0))
 PROTOCOL_NAMES = tuple(p.name for p in PROTOCOLS)
-#: NCCL's trees move data at 0.9 of the links' bus bandwidth (tuning.cc: tree ``busBw x .9``).
-TREE_EFFICIENCY = 0.9
-
-#: LL's bus bandwidth as a fraction of the links' (tuning.cc's "model refinements", releases
-#: 2.8 to 2.20): the ring's ``1/4`` for all_reduce and reduce or across nodes, else ``1/3``; the
-#: tree's ``1/3.8`` (on top of its :data:`TREE_EFFICIENCY`). From 2.21.5 the ring's is ``1/2``.
-#: LL carries 8 bytes of data per 16-byte line; the rest is what its per-line flags and
-#: polling cost in NCCL's own measurements.
-LL_RING_FACTOR = {"reducing or multi-node": 1 / 4, "other": 1 / 3}
-LL_TREE_FACTOR = 1 / 3.8
-#: The release from which tuning.cc charges the ring's LL ``1/2``.
-LL_HALF_FROM = (2, 21)
-
-
-def bandwidth_factor(version: str, family: str, protocol: Protocol, multi_node: bool,
-                     reducing: bool) -> float:
-    """What ``protocol`` makes of a link's bandwidth for ``family`` (before the bus caps):
-    LL per tuning.cc's refinements of NCCL ``version`` (:data:`LL_RING_FACTOR`,
-    :data:`LL_TREE_FACTOR`), LL128 and Simple their :class:`Protocol` factor; trees x
-    :data:`TREE_EFFICIENCY`. ``reducing``: an all_reduce or reduce.
-
-    >>> ll = PROTOCOLS[0]
-    >>> [bandwidth_factor(v, "ring", ll, False, True) for v in ("2.20", "2.21")]
-    [0.25, 0.5]
-    """
-    efficiency = TREE_EFFICIENCY if family == "tree" else 1.0
-    if protocol.name != "LL":
-        return protocol.bandwidth * efficiency
-    if family == "tree":
-        return LL_TREE_FACTOR * efficiency
-    if parse_version(version) >= LL_HALF_FROM:
-        return protocol.bandwidth
-    return LL_RING_FACTOR["reducing or multi-node" if multi_node or reducing else "other"]

@@ -10,6 +10,7 @@ import pytest
 import commsim
 from commsim.algorithms.calls import make_call
 from commsim.nccl import NcclModel, base_latency_s, with_gpus_per_thread
+from commsim.nccl_caps import bandwidth_factor
 from commsim.nccl_paths import nvlink_spread, ring_order
 from commsim.nccl_tables import (
     CHAIN_TRANSFERS,
@@ -17,7 +18,6 @@ from commsim.nccl_tables import (
     SIMPLE_STEP_BYTES,
     VERSIONS,
     active_channels,
-    bandwidth_factor,
     chain_chunks,
     ring_plateau,
     tables,
