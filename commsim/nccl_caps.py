@@ -21,6 +21,7 @@ row of its own, NCCL's index fell on another's (the Volta row for anything but A
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 from commsim.nccl_tables import Protocol, newest_read
@@ -147,6 +148,7 @@ def release_key(version: str) -> tuple[int, int, int]:
     return major, minor, int(digits) if digits.isdigit() else ANY_PATCH
 
 
+@functools.lru_cache(maxsize=64)
 def caps(version: str) -> Caps:
     """The bandwidth rules NCCL ``version`` runs with (the newest release read not after it;
     2.7.5's for anything older)."""

@@ -269,8 +269,8 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     """``network`` as ``family`` under ``protocol`` sees it: each link's latency x its
     :func:`hop_factor`, its bandwidth x ``factor`` (by default
     :func:`~commsim.nccl_caps.bandwidth_factor` of an all_reduce: the protocol's, a tree's
-    efficiency) x ``share`` (the fraction of the machine's channels the call runs) (a ring's or
-    tree's direct NVLinks at their GPU's whole NVLink bandwidth, ``spread``: by default
+    efficiency) x ``share`` (the fraction of the machine's channels the call runs), a ring's or
+    tree's direct NVLinks at their GPU's whole NVLink bandwidth (``spread``: by default
     :func:`nvlink_spread` of ``network``), network links also x ``channels`` (NCCL's rings,
     one channel per NIC, see :func:`ring_channels`), every link at most ``cap_Bps``; every
     latency also x ``latency`` (a chain's, :func:`~commsim.nccl_tables.chain_latency_scale`),
