@@ -47,7 +47,7 @@ from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import ScheduleError, SpecError
-from commsim.nccl_caps import bandwidth_factor, tree_cap_Bps
+from commsim.nccl_caps import bandwidth_factor, ll128_enabled, tree_cap_Bps
 from commsim.nccl_paths import (
     LINK_CLASSES,
     bandwidth_cap_Bps,
@@ -375,8 +375,16 @@ class NcclModel:
                 except ScheduleError:
                     continue
             out.extend((name, protocol) for protocol in self.protocols_of(name)
-                       if protocol != "LL128" or self._nvlink(ranks))
+                       if protocol != "LL128" or self._ll128(ranks, len(groups) > 1))
         return out
+
+    def _ll128(self, ranks: int, multi_node: bool) -> bool:
+        """Whether NCCL runs LL128 on the first ``ranks`` ranks: its ring over NVLink (or the
+        network) only, and :func:`~commsim.nccl_caps.ll128_enabled` for this GPU, release and
+        path to the NICs."""
+        config = self.config
+        return self._nvlink(ranks) and ll128_enabled(config.version, config.arch,
+                                                     config.nic_path, multi_node)
 
     def _nvlink(self, ranks: int) -> bool:
         """Whether NCCL's ring over the first ``ranks`` ranks goes over NVLink (or the

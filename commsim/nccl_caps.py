@@ -196,6 +196,45 @@ def bus_cap(version: str, arch: str | None) -> float:
     return caps(version).bus.get(arch or "", float("inf"))
 
 
+#: When NCCL first runs LL128 by default on each GPU generation (tuning.cc, its
+#: compute-capability whitelist: Volta and Ampere from the first release read, Hopper from
+#: 2.15.1, Blackwell from 2.25.1).
+LL128_ARCH_FROM = {"volta": (2, 0, 0), "ampere": (2, 0, 0), "hopper": (2, 15, 1),
+                   "blackwell": (2, 25, 1)}
+#: Across nodes NCCL runs LL128 only where a GPU's path to its NIC is at most ``pxb``, or, on
+#: Hopper and newer from 2.17.1, at most ``pxn`` (tuning.cc ``typeInter``).
+LL128_PXN_FROM = (2, 17, 1)
+#: NCCL's path types from a GPU to its NIC, nearest first (with ``pxn``, a NIC reached through
+#: another GPU, which a topology does not state); ``None`` (not stated) reads as ``pxb``.
+NIC_PATH_ORDER = ("pix", "pxb", "p2c", "pxn", "phb", "sys")
+#: The release NCCL first types a path over NVLink-C2C to the CPU and on to its PCIe NIC as
+#: ``p2c`` (topo.h, paths.cc; read in 2.27.5, not in 2.26.2); before it such a path is ``phb``.
+P2C_FROM = (2, 27, 5)
+
+
+def ll128_enabled(version: str, arch: str | None, nic_path: str | None,
+                  multi_node: bool) -> bool:
+    """Whether NCCL runs LL128 by default for ``arch`` (NVLink inside the hosts assumed, as
+    tuning.cc also asks): the GPU generation is on the release's whitelist and, across nodes,
+    the path from a GPU to its NIC is near enough (:data:`LL128_PXN_FROM`, :data:`P2C_FROM`).
+
+    >>> [ll128_enabled(v, "hopper", "p2c", True) for v in ("2.26.2", "2.27.5")]
+    [False, True]
+    """
+    if arch is None:
+        return True
+    release = release_key(version)
+    if release < LL128_ARCH_FROM[arch]:
+        return False
+    if not multi_node:
+        return True
+    path = nic_path or "pxb"
+    if path == "p2c" and release < P2C_FROM:
+        path = "phb"
+    limit = "pxn" if arch in ("hopper", "blackwell") and release >= LL128_PXN_FROM else "pxb"
+    return NIC_PATH_ORDER.index(path) <= NIC_PATH_ORDER.index(limit)
+
+
 def tree_cap_Bps(version: str, arch: str | None, nodes: int, protocol: str, channels: int,
                  cpu: str | None = None, one_per_node: bool = False) -> float:
     """The bus bandwidth NCCL's tuner lets its tree reach under ``protocol`` (bytes/s; inf

@@ -376,6 +376,7 @@ class NcclConfig:
     version: str = DEFAULT_VERSION
     gpus_per_thread: int = 1
     cpu: str | None = None
+    nic_path: str | None = None
 
     @classmethod
     def of(cls, network: Network) -> NcclConfig:
@@ -389,6 +390,7 @@ class NcclConfig:
             version=str(nccl.get("version", DEFAULT_VERSION)),
             gpus_per_thread=int(nccl.get("gpus_per_thread", 1)),
             cpu=str(nccl["cpu"]) if nccl.get("cpu") is not None else None,
+            nic_path=str(nccl["nic_path"]) if nccl.get("nic_path") is not None else None,
         )
 
     @property

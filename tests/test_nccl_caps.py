@@ -9,6 +9,7 @@ import pytest
 
 import commsim
 from commsim.collectives import Collective
+from commsim.errors import SpecError
 from commsim.nccl import NcclModel
 from commsim.nccl_caps import (
     RELEASES,
@@ -17,6 +18,7 @@ from commsim.nccl_caps import (
     bandwidth_factor,
     caps,
     ll128_cap,
+    ll128_enabled,
     ll_max_bw,
     release_key,
     tree_cap_Bps,
@@ -96,12 +98,18 @@ def test_tree_bandwidth_factors_follow_the_release() -> None:
 @pytest.mark.parametrize("protocol", ["LL", "LL128", "Simple"])
 def test_the_composed_tree_never_beats_its_cap(version: str, protocol: str) -> None:
     """NCCL's tree across 4 hosts of 8 Blackwell GPUs: at any size, no faster than its bus
-    bytes at the release's tree cap (x its medium-size correction)."""
+    bytes at the release's tree cap (x its medium-size correction); LL128 before the release
+    that runs it on Blackwell is refused in one line."""
     net = load_topology({"kind": "hierarchical", "nodes": 4, "gpus_per_node": 8,
                          "intra": {"latency": "0.6us", "bandwidth": "900GB/s"},
                          "inter": {"latency": "2.7us", "bandwidth": "400GB/s"},
                          "nccl": {"arch": "blackwell", "channels": 16, "version": version}})
     model = NcclModel.of(net)
+    if protocol == "LL128" and not ll128_enabled(version, "blackwell", None, True):
+        with pytest.raises(SpecError, match="no all_reduce algorithm with protocol LL128"):
+            commsim.simulate("all_reduce", net, 1 << 20,
+                             algorithm="hierarchical_pipelined", protocol=protocol)
+        return
     for nbytes in (1 << 20, 64 << 20, 1 << 30):
         time_s = commsim.simulate("all_reduce", net, nbytes, algorithm="hierarchical_pipelined",
                                   protocol=protocol).time_s
@@ -124,3 +132,57 @@ def test_one_gpu_per_node_never_speeds_a_tree_up() -> None:
                                           algorithm="double_binary_tree",
                                           protocol="Simple").time_s
     assert times["2.18.3"] > times["2.18.1"]
+
+
+def test_the_nic_path_is_validated_and_kept() -> None:
+    """``nccl.nic_path`` takes NCCL's path types only (a one-line error naming the value
+    otherwise) and survives a dump and reload."""
+    from commsim.topology.dump import dump_yaml
+    from commsim.topology.loader import parse_yaml, spec_from_dict
+
+    data = {"kind": "switch", "ranks": 4, "link": {"latency": "1us", "bandwidth": "1GB/s"},
+            "nccl": {"nic_path": "P2C"}}
+    spec = spec_from_dict(data)
+    assert spec.nccl is not None and spec.nccl.nic_path == "p2c"
+    assert spec_from_dict(parse_yaml(dump_yaml(spec), "dump")).nccl == spec.nccl
+    with pytest.raises(SpecError, match=r"nccl.nic_path: unknown path type 'c2c'") as err:
+        spec_from_dict({**data, "nccl": {"nic_path": "c2c"}})
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_ll128_follows_the_gpu_release_and_path_to_the_nic(arch: str) -> None:
+    """LL128 never runs on a GPU before the release that whitelists it; on one node the
+    path to the NIC does not matter; across nodes a nearer path never loses LL128 that a
+    farther one has, and a path through the CPU's host bridge never has it."""
+    from commsim.nccl_caps import LL128_ARCH_FROM, NIC_PATH_ORDER, P2C_FROM
+
+    for version in VERSIONS + ("2.26.2", "2.27.5", "2.14", "2.24"):
+        whitelisted = release_key(version) >= LL128_ARCH_FROM[arch]
+        for path in NIC_PATH_ORDER:
+            assert ll128_enabled(version, arch, path, False) == whitelisted
+        # p2c aside (typed phb before NCCL knew it), nearer paths keep what farther ones have
+        plain = [p for p in NIC_PATH_ORDER if p != "p2c"]
+        across = [ll128_enabled(version, arch, path, True) for path in plain]
+        assert across == sorted(across, reverse=True)
+        assert not across[plain.index("phb")]
+        assert ll128_enabled(version, arch, None, True) == across[plain.index("pxb")]
+        p2c = ll128_enabled(version, arch, "p2c", True)
+        assert p2c == (across[plain.index("pxn")] and release_key(version) >= P2C_FROM)
+    assert ll128_enabled("2.7", None, "sys", True)
+
+
+def test_a_grace_hopper_pair_runs_ll128_across_nodes_once_nccl_types_its_path_p2c() -> None:
+    """NCCL's candidates on two GH200 nodes: no LL128 before 2.27.5 (the GPU-to-NIC path is
+    typed ``phb``), LL128 from it (``p2c``); on one node LL128 either way."""
+    from commsim.algorithms.calls import make_call
+    from commsim.nccl import with_nccl
+
+    def protocols(preset: str, version: str) -> set[str]:
+        net = with_nccl(load_topology(preset), version=version)
+        calls = NcclModel.of(net).candidates(make_call("all_reduce", net, 1 << 20))
+        return {protocol for _, protocol in calls}
+
+    for version, expected in (("2.26.2", False), ("2.27.5", True)):
+        assert ("LL128" in protocols("alps-gh200x2", version)) == expected
+        assert "LL128" in protocols("alps-gh200", version)

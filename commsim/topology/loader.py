@@ -84,8 +84,8 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
         out["algorithms"] = _algorithms(data["algorithms"])
     if "nccl" in data:
         nccl = fields.mapping(data["nccl"], "nccl")
-        fields.check_keys(nccl, (), ("arch", "channels", "version", "gpus_per_thread", "cpu"),
-                          "nccl")
+        fields.check_keys(nccl, (), ("arch", "channels", "version", "gpus_per_thread", "cpu",
+                                     "nic_path"), "nccl")
         default = NcclSpec()
         out["nccl"] = NcclSpec(
             arch=fields.string(nccl["arch"], "nccl.arch").lower()
@@ -100,6 +100,8 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
             if "gpus_per_thread" in nccl
             else default.gpus_per_thread,
             cpu=fields.string(nccl["cpu"], "nccl.cpu").lower() if "cpu" in nccl else None,
+            nic_path=fields.string(nccl["nic_path"], "nccl.nic_path").lower()
+            if "nic_path" in nccl else None,
         )
     return out
 
