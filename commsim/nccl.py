@@ -244,7 +244,7 @@ class NcclModel:
         factor = bandwidth_factor(self.config.version, family, protocol, nodes > 1,
                                   collective in (Collective.ALL_REDUCE, Collective.REDUCE),
                                   one_per_node) * scale
-        cap = bandwidth_cap_Bps(self.network, protocol, nodes, family, collective.value)
+        cap = self._cap(protocol, nodes, family, collective)
         key = (ranks, protocol.name, family, channels, active, factor, cap, latency, hop_scales)
         if key not in self._cache:
             spread = self._spread(ranks) if family in ("ring", "tree") else {}
@@ -259,6 +259,16 @@ class NcclModel:
                 scaled.router, dict(scaled.meta),
                 _routes=routes, _out=self.network._out, _structure=structure)
         return self._cache[key]
+
+    def _cap(self, protocol: Protocol, nodes: int, family: str,
+             collective: Collective) -> float:
+        """:func:`~commsim.nccl_paths.bandwidth_cap_Bps` of this machine, once per kind of
+        call (it is asked for every protocol network)."""
+        key = ("cap", protocol.name, nodes, family, collective)
+        if key not in self._memo:
+            self._memo[key] = bandwidth_cap_Bps(self.network, protocol, nodes, family,
+                                                collective.value)
+        return self._memo[key]  # type: ignore[no-any-return]
 
     def _structure(self, ranks: tuple[int, ...]) -> tuple[tuple[int, ...], dict[Any, Any],
                                                            dict[Any, Any]]:

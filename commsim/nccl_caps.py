@@ -25,7 +25,7 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from commsim.nccl_tables import Protocol, newest_read
-from commsim.topology.spec import parse_nccl_version
+from commsim.topology.spec import NCCL_NIC_PATHS, parse_nccl_version
 
 #: Per-channel bus bandwidth caps in GB/s for one node, two nodes, and more.
 Row = tuple[float, float, float]
@@ -204,9 +204,11 @@ LL128_ARCH_FROM = {"volta": (2, 0, 0), "ampere": (2, 0, 0), "hopper": (2, 15, 1)
 #: Across nodes NCCL runs LL128 only where a GPU's path to its NIC is at most ``pxb``, or, on
 #: Hopper and newer from 2.17.1, at most ``pxn`` (tuning.cc ``typeInter``).
 LL128_PXN_FROM = (2, 17, 1)
-#: NCCL's path types from a GPU to its NIC, nearest first (with ``pxn``, a NIC reached through
-#: another GPU, which a topology does not state); ``None`` (not stated) reads as ``pxb``.
-NIC_PATH_ORDER = ("pix", "pxb", "p2c", "pxn", "phb", "sys")
+#: NCCL's path types from a GPU to its NIC, nearest first: those a topology states
+#: (:data:`~commsim.topology.spec.NCCL_NIC_PATHS`) with ``pxn``, a NIC reached through another
+#: GPU, after ``p2c``; ``None`` (not stated) reads as ``pxb``.
+_AFTER_P2C = NCCL_NIC_PATHS.index("p2c") + 1
+NIC_PATH_ORDER = (*NCCL_NIC_PATHS[:_AFTER_P2C], "pxn", *NCCL_NIC_PATHS[_AFTER_P2C:])
 #: The release NCCL first types a path over NVLink-C2C to the CPU and on to its PCIe NIC as
 #: ``p2c`` (topo.h, paths.cc; read in 2.27.5, not in 2.26.2); before it such a path is ``phb``.
 P2C_FROM = (2, 27, 5)

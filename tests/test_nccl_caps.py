@@ -8,10 +8,14 @@ from __future__ import annotations
 import pytest
 
 import commsim
+from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
 from commsim.errors import SpecError
-from commsim.nccl import NcclModel
+from commsim.nccl import NcclModel, with_nccl
 from commsim.nccl_caps import (
+    LL128_ARCH_FROM,
+    NIC_PATH_ORDER,
+    P2C_FROM,
     RELEASES,
     TREE_LL128_ONE_NODE,
     TREE_LL_FACTOR,
@@ -25,6 +29,8 @@ from commsim.nccl_caps import (
 )
 from commsim.nccl_tables import PROTOCOLS
 from commsim.topology import load_topology
+from commsim.topology.dump import dump_yaml
+from commsim.topology.loader import parse_yaml, spec_from_dict
 
 ARCHS = ("volta", "ampere", "hopper", "blackwell")
 VERSIONS = ("2.7", "2.8", "2.12", "2.15", "2.17", "2.18.1", "2.18", "2.21", "2.23", "2.25",
@@ -137,9 +143,6 @@ def test_one_gpu_per_node_never_speeds_a_tree_up() -> None:
 def test_the_nic_path_is_validated_and_kept() -> None:
     """``nccl.nic_path`` takes NCCL's path types only (a one-line error naming the value
     otherwise) and survives a dump and reload."""
-    from commsim.topology.dump import dump_yaml
-    from commsim.topology.loader import parse_yaml, spec_from_dict
-
     data = {"kind": "switch", "ranks": 4, "link": {"latency": "1us", "bandwidth": "1GB/s"},
             "nccl": {"nic_path": "P2C"}}
     spec = spec_from_dict(data)
@@ -155,8 +158,6 @@ def test_ll128_follows_the_gpu_release_and_path_to_the_nic(arch: str) -> None:
     """LL128 never runs on a GPU before the release that whitelists it; on one node the
     path to the NIC does not matter; across nodes a nearer path never loses LL128 that a
     farther one has, and a path through the CPU's host bridge never has it."""
-    from commsim.nccl_caps import LL128_ARCH_FROM, NIC_PATH_ORDER, P2C_FROM
-
     for version in VERSIONS + ("2.26.2", "2.27.5", "2.14", "2.24"):
         whitelisted = release_key(version) >= LL128_ARCH_FROM[arch]
         for path in NIC_PATH_ORDER:
@@ -175,9 +176,6 @@ def test_ll128_follows_the_gpu_release_and_path_to_the_nic(arch: str) -> None:
 def test_a_grace_hopper_pair_runs_ll128_across_nodes_once_nccl_types_its_path_p2c() -> None:
     """NCCL's candidates on two GH200 nodes: no LL128 before 2.27.5 (the GPU-to-NIC path is
     typed ``phb``), LL128 from it (``p2c``); on one node LL128 either way."""
-    from commsim.algorithms.calls import make_call
-    from commsim.nccl import with_nccl
-
     def protocols(preset: str, version: str) -> set[str]:
         net = with_nccl(load_topology(preset), version=version)
         calls = NcclModel.of(net).candidates(make_call("all_reduce", net, 1 << 20))
