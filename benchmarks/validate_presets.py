@@ -5,14 +5,15 @@ Run: ``.venv/bin/python benchmarks/validate_presets.py [--fast] [--no-write] [--
 Every run of every log in ``tests/data/nccl-tests`` (a log of several runs counts each run) is
 predicted on the preset that matches its hardware (:data:`CASES`, the mapping table, with the
 reason for each choice) under NCCL's model (``--algorithm nccl``, engine ``auto``), with no
-parameter fitted to any log. It prints three tables of |time error| =
+parameter fitted to any log. It prints tables of |time error| =
 ``|predicted - measured| / measured``:
 
 1. per log: median and worst |error| below 1 MiB and at 1 MiB and above;
 2. per hardware family (:func:`family_of`: the GPU the log's device lines name, else its
-   provenance header's ``HARDWARE:`` line): the median over all rows of the family's logs per
-   band, and the log with the worst median in that band;
-3. overall: the median over every row;
+   provenance header's ``HARDWARE:`` line) and overall: the median over all rows of the
+   family's logs per band, and the log with the worst median in that band;
+3. which way the predictions err, per family (:func:`bias_table`): the signed median error
+   per band and how many rows and runs are predicted too fast;
 4. how far the runs disagree among themselves, per family (:mod:`_spread`): each run's
    out-of-place vs in-place times, and the floor that runs with the same model inputs set
    under any model's error.
@@ -409,6 +410,32 @@ def family_table(results: list[Result]) -> list[list[str]]:
     return table
 
 
+def bias_table(results: list[Result]) -> list[list[str]]:
+    """Per family and overall, which way the predictions err: the signed median error per
+    band (negative: too fast), the share of rows predicted too fast, and the runs whose own
+    signed median is negative, of those with rows in the band."""
+    table = [["family", "< 1 MiB signed median %", "rows too fast", "runs too fast",
+              ">= 1 MiB signed median %", "rows too fast", "runs too fast"]]
+    families = [name for name, _ in FAMILIES] + ["other"]
+    groups = [(f, [r for r in results if r.family == f]) for f in families]
+    for family, members in [(f, rs) for f, rs in groups if rs] + [("overall", results)]:
+        row = [family]
+        for large in (False, True):
+            per_run = [[x.error_pct for x in r.report.rows if (x.nbytes >= SPLIT) == large]
+                       for r in members]
+            per_run = [errors for errors in per_run if errors]
+            pooled = [e for errors in per_run for e in errors]
+            if not pooled:
+                row += ["–", "–", "–"]
+                continue
+            fast = sum(e < 0 for e in pooled)
+            runs = sum(statistics.median(errors) < 0 for errors in per_run)
+            row += [f"{statistics.median(pooled):+.1f}", f"{100 * fast / len(pooled):.0f}%",
+                    f"{runs} of {len(per_run)}"]
+        table.append(row)
+    return table
+
+
 def model_inputs(res: Result) -> tuple[object, ...]:
     """What the model is told of a run: two runs that agree here get the same predictions."""
     return (res.preset, res.log.collective.value, res.log.ranks, res.log.host_indices(),
@@ -513,6 +540,8 @@ def write_doc(tables: dict[str, str], plots: list[tuple[str, Path]]) -> None:
     images = [f"![{family}](img/{path.name})" for family, path in plots]
     parts = [BEGIN, "", "**Per hardware family** (rows pooled; the worst log by its own median):",
              "", tables["family"], "",
+             "**Which way the predictions err** (signed error: negative is too fast):", "",
+             tables["bias"], "",
              "**How far the runs disagree among themselves** (no prediction; "
              "[below](#the-floor-under-any-models-error)):", "", tables["spread"], "",
              tables["groups"], "", "**Per log:**", "", tables["log"], ""]
@@ -541,6 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run_cases(args.fast)
     families = [name for name, _ in FAMILIES] + ["other"]
     tables = {"log": log_table(results), "family": family_table(results),
+              "bias": bias_table(results),
               "spread": spread_table(results, families, model_inputs),
               "groups": group_table(results, model_inputs)}
     if not args.skip_cross:
@@ -549,6 +579,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text_table(tables["log"]))
     print("\nper hardware family (rows pooled) and overall")
     print(text_table(tables["family"]))
+    print("\nwhich way the predictions err (signed error: negative is too fast)")
+    print(text_table(tables["bias"]))
     print("\nhow far the runs disagree among themselves (no prediction)")
     print(text_table(tables["spread"]))
     if "cross" in tables:

@@ -205,15 +205,15 @@ def test_spread_of_runs_the_model_cannot_tell_apart() -> None:
     assert {v for _, v in group_floors(groups[0])} == {0.0}  # the same run twice
 
 
-def test_benchmark_fast_mode_prints_its_four_tables() -> None:
-    """The structure of the tables (one row per run, every family, overall, the runs' own
-    spread, the cross-collective machines), never an accuracy figure."""
+def test_benchmark_fast_mode_prints_its_five_tables() -> None:
+    """The structure of the tables (one row per run, every family, overall, which way they
+    err, the runs' own spread, the cross-collective machines), never an accuracy figure."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "validate_presets.py"), "--fast"],
         capture_output=True, text=True, timeout=600, check=True, cwd=ROOT,
     )
     blocks = done.stdout.split("\n\n")
-    assert len(blocks) == 4
+    assert len(blocks) == 5
     per_log = blocks[0].splitlines()
     assert per_log[1].split()[:3] == ["log", "family", "preset"]
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -226,7 +226,13 @@ def test_benchmark_fast_mode_prints_its_four_tables() -> None:
     assert len(per_log) == 3 + runs  # title, header, rule, one row per run
     family = [line.split()[0] for line in blocks[1].splitlines()[3:]]
     assert family == ["PCIe", "Volta", "Ampere", "Hopper", "Blackwell", "overall"]
-    spread = [line.split()[0] for line in blocks[2].splitlines()[3:]]
+    bias = [line.split() for line in blocks[2].splitlines()[3:]]
+    assert [cells[0] for cells in bias] == family
+    for cells in bias:  # a signed median and "K of N" runs per band, K <= N
+        runs = [(int(cells[i - 1]), int(cells[i + 1])) for i, word in enumerate(cells)
+                if word == "of"]
+        assert len(runs) == 2 and all(0 <= k <= n for k, n in runs)
+    spread = [line.split()[0] for line in blocks[3].splitlines()[3:]]
     assert spread == family
-    cross = blocks[3].splitlines()[3:]
+    cross = blocks[4].splitlines()[3:]
     assert any(line.startswith("DGX-2 V100") and "all_reduce" in line for line in cross)
