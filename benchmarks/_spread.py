@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from commsim.validation.nccl_tests import NcclTestsLog
 
@@ -34,6 +34,9 @@ class Run(Protocol):
     def family(self) -> str: ...
     @property
     def log(self) -> NcclTestsLog: ...
+
+
+R = TypeVar("R", bound=Run)  # a run of the caller's own type, which its ``key`` reads
 
 
 def self_disagreement(log: NcclTestsLog) -> list[tuple[int, float]]:
@@ -54,10 +57,10 @@ def minimax_error(times: Sequence[float]) -> float:
     return (high - low) / (high + low)
 
 
-def indistinguishable(runs: Sequence[Run],
-                      key: Callable[[Run], tuple[object, ...]]) -> list[list[Run]]:
+def indistinguishable(runs: Sequence[R],
+                      key: Callable[[R], tuple[object, ...]]) -> list[list[R]]:
     """Groups of two or more runs with the same model inputs (``key``), in input order."""
-    groups: dict[tuple[object, ...], list[Run]] = {}
+    groups: dict[tuple[object, ...], list[R]] = {}
     for run in runs:
         groups.setdefault(key(run), []).append(run)
     return [members for members in groups.values() if len(members) > 1]
@@ -78,8 +81,8 @@ def _median_pct(pairs: Sequence[tuple[int, float]], large: bool) -> str:
     return f"{100 * statistics.median(values):.1f}" if values else "–"
 
 
-def spread_table(runs: Sequence[Run], families: Sequence[str],
-                 key: Callable[[Run], tuple[object, ...]]) -> list[list[str]]:
+def spread_table(runs: Sequence[R], families: Sequence[str],
+                 key: Callable[[R], tuple[object, ...]]) -> list[list[str]]:
     """Per family and overall: the runs' own noise and the floor set by indistinguishable runs."""
     table = [["family", "rows with both sides", "oop vs ip < 1 MiB median %",
               "oop vs ip >= 1 MiB median %", "indistinguishable runs (groups)",
@@ -97,8 +100,8 @@ def spread_table(runs: Sequence[Run], families: Sequence[str],
     return table
 
 
-def group_table(runs: Sequence[Run],
-                key: Callable[[Run], tuple[object, ...]]) -> list[list[str]]:
+def group_table(runs: Sequence[R],
+                key: Callable[[R], tuple[object, ...]]) -> list[list[str]]:
     """One line per group of indistinguishable runs: who, how many shared sizes, the floor."""
     table = [["runs the model cannot tell apart", "shared sizes",
               "floor < 1 MiB median %", "floor >= 1 MiB median %", "floor worst %"]]

@@ -12,8 +12,9 @@ parameter fitted to any log. It prints tables of |time error| =
 2. per hardware family (:func:`family_of`: the GPU the log's device lines name, else its
    provenance header's ``HARDWARE:`` line) and overall: the median over all rows of the
    family's logs per band, and the log with the worst median in that band;
-3. which way the predictions err, per family (:func:`bias_table`): the signed median error
-   per band and how many rows and runs are predicted too fast;
+3. which way the predictions err (:mod:`_bias`): per family the signed median error per
+   band and how many rows and runs are predicted too fast, then per family, on one node and
+   across nodes, the signed median in each size band;
 4. how far the runs disagree among themselves, per family (:mod:`_spread`): each run's
    out-of-place vs in-place times, and the floor that runs with the same model inputs set
    under any model's error.
@@ -39,7 +40,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from _spread import group_table, spread_table
+from _bias import bias_table, size_table
+from _spread import SPLIT, group_table, spread_table
 
 from commsim.nccl_tables import NcclConfig
 from commsim.topology.presets import load_topology, preset_names
@@ -55,7 +57,6 @@ LOGS = ROOT / "tests" / "data" / "nccl-tests"
 DOC = ROOT / "docs" / "validation.md"
 IMG = ROOT / "docs" / "img"
 BEGIN, END = "<!-- presets:begin -->", "<!-- presets:end -->"
-SPLIT = 1 << 20  # the size bands: < 1 MiB, >= 1 MiB
 
 
 @dataclass(frozen=True)
@@ -316,6 +317,7 @@ class Result:
     family: str
     log: NcclTestsLog
     report: ValidationReport
+    nodes: int  # the hosts its ranks were predicted on
 
 
 def _preset(case: Case) -> str:
@@ -355,7 +357,10 @@ def run_cases(fast: bool) -> list[Result]:
                               source=case.log, gpus_per_thread=log.gpus_per_thread,
                               nccl_version=log.nccl_version or case.nccl,
                               hosts=log.host_indices())
-            results.append(Result(label, case, preset, family_of(text), log, report))
+            hosts = (log.host_indices()
+                     or load_topology(preset).with_ranks(log.ranks).rank_hosts() or (0,))
+            results.append(Result(label, case, preset, family_of(text), log, report,
+                                  len(set(hosts))))
         print(f"{case.log}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return results
 
@@ -407,32 +412,6 @@ def family_table(results: list[Result]) -> list[list[str]]:
         table.append([family, str(len(members)), str(len(rows)),
                       _pct(_median(_band(rows, False))), _worst_log(members, False),
                       _pct(_median(_band(rows, True))), _worst_log(members, True)])
-    return table
-
-
-def bias_table(results: list[Result]) -> list[list[str]]:
-    """Per family and overall, which way the predictions err: the signed median error per
-    band (negative: too fast), the share of rows predicted too fast, and the runs whose own
-    signed median is negative, of those with rows in the band."""
-    table = [["family", "< 1 MiB signed median %", "rows too fast", "runs too fast",
-              ">= 1 MiB signed median %", "rows too fast", "runs too fast"]]
-    families = [name for name, _ in FAMILIES] + ["other"]
-    groups = [(f, [r for r in results if r.family == f]) for f in families]
-    for family, members in [(f, rs) for f, rs in groups if rs] + [("overall", results)]:
-        row = [family]
-        for large in (False, True):
-            per_run = [[x.error_pct for x in r.report.rows if (x.nbytes >= SPLIT) == large]
-                       for r in members]
-            per_run = [errors for errors in per_run if errors]
-            pooled = [e for errors in per_run for e in errors]
-            if not pooled:
-                row += ["–", "–", "–"]
-                continue
-            fast = sum(e < 0 for e in pooled)
-            runs = sum(statistics.median(errors) < 0 for errors in per_run)
-            row += [f"{statistics.median(pooled):+.1f}", f"{100 * fast / len(pooled):.0f}%",
-                    f"{runs} of {len(per_run)}"]
-        table.append(row)
     return table
 
 
@@ -541,7 +520,8 @@ def write_doc(tables: dict[str, str], plots: list[tuple[str, Path]]) -> None:
     parts = [BEGIN, "", "**Per hardware family** (rows pooled; the worst log by its own median):",
              "", tables["family"], "",
              "**Which way the predictions err** (signed error: negative is too fast):", "",
-             tables["bias"], "",
+             tables["bias"], "", "**Where by size** (signed median error %, rows in brackets; "
+             "one node, or ranks across several):", "", tables["sizes"], "",
              "**How far the runs disagree among themselves** (no prediction; "
              "[below](#the-floor-under-any-models-error)):", "", tables["spread"], "",
              tables["groups"], "", "**Per log:**", "", tables["log"], ""]
@@ -570,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     results = run_cases(args.fast)
     families = [name for name, _ in FAMILIES] + ["other"]
     tables = {"log": log_table(results), "family": family_table(results),
-              "bias": bias_table(results),
+              "bias": bias_table(results, families), "sizes": size_table(results, families),
               "spread": spread_table(results, families, model_inputs),
               "groups": group_table(results, model_inputs)}
     if not args.skip_cross:
@@ -581,6 +561,8 @@ def main(argv: list[str] | None = None) -> int:
     print(text_table(tables["family"]))
     print("\nwhich way the predictions err (signed error: negative is too fast)")
     print(text_table(tables["bias"]))
+    print("\nsigned median error % (rows) by size, on one node and across nodes")
+    print(text_table(tables["sizes"]))
     print("\nhow far the runs disagree among themselves (no prediction)")
     print(text_table(tables["spread"]))
     if "cross" in tables:

@@ -205,15 +205,16 @@ def test_spread_of_runs_the_model_cannot_tell_apart() -> None:
     assert {v for _, v in group_floors(groups[0])} == {0.0}  # the same run twice
 
 
-def test_benchmark_fast_mode_prints_its_five_tables() -> None:
+def test_benchmark_fast_mode_prints_its_six_tables() -> None:
     """The structure of the tables (one row per run, every family, overall, which way they
-    err, the runs' own spread, the cross-collective machines), never an accuracy figure."""
+    err and at which sizes, the runs' own spread, the cross-collective machines), never an
+    accuracy figure."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "validate_presets.py"), "--fast"],
         capture_output=True, text=True, timeout=600, check=True, cwd=ROOT,
     )
     blocks = done.stdout.split("\n\n")
-    assert len(blocks) == 5
+    assert len(blocks) == 6
     per_log = blocks[0].splitlines()
     assert per_log[1].split()[:3] == ["log", "family", "preset"]
     sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -232,7 +233,14 @@ def test_benchmark_fast_mode_prints_its_five_tables() -> None:
         runs = [(int(cells[i - 1]), int(cells[i + 1])) for i, word in enumerate(cells)
                 if word == "of"]
         assert len(runs) == 2 and all(0 <= k <= n for k, n in runs)
-    spread = [line.split()[0] for line in blocks[3].splitlines()[3:]]
+    rows = {line.split()[0]: int(line.split()[2]) for line in blocks[1].splitlines()[3:]}
+    counted = dict.fromkeys(rows, 0)
+    for line in blocks[3].splitlines()[3:]:  # family, one/several, "+x.x (n)" per size band
+        name, nodes, *cells = line.split()
+        assert nodes in ("one", "several")
+        counted[name] += sum(int(c.strip("()")) for c in cells if c.startswith("("))
+    assert counted == {**rows, "overall": 0}  # every row of a family in one size band
+    spread = [line.split()[0] for line in blocks[4].splitlines()[3:]]
     assert spread == family
-    cross = blocks[4].splitlines()[3:]
+    cross = blocks[5].splitlines()[3:]
     assert any(line.startswith("DGX-2 V100") and "all_reduce" in line for line in cross)
