@@ -317,7 +317,7 @@ class Result:
     family: str
     log: NcclTestsLog
     report: ValidationReport
-    nodes: int  # the hosts its ranks were predicted on
+    nodes: int  # hosts the run spanned: its device lines, else the preset's first ranks
 
 
 def _preset(case: Case) -> str:
