@@ -352,11 +352,12 @@ def run_cases(fast: bool) -> list[Result]:
             label = case.log.removesuffix(".txt")
             if len(runs) > 1:
                 label += f" [{log.collective.value}]"
-            # as the log ran: its ranks on their hosts, its nGpus GPUs per host thread (-g)
+            # as the log ran: its ranks on their hosts, its nGpus GPUs per host thread (-g),
+            # its NCCL release and the protocol its NCCL_PROTO restricted it to
             report = validate(rows, preset, algorithm=case.algorithm, engine="auto",
                               source=case.log, gpus_per_thread=log.gpus_per_thread,
                               nccl_version=log.nccl_version or case.nccl,
-                              hosts=log.host_indices())
+                              protocol=log.protocol, hosts=log.host_indices())
             hosts = (log.host_indices()
                      or load_topology(preset).with_ranks(log.ranks).rank_hosts() or (0,))
             results.append(Result(label, case, preset, family_of(text), log, report,
@@ -445,14 +446,17 @@ def cross_table(results: list[Result], fast: bool) -> list[list[str]]:
         gpus = {r.log.gpus_per_thread for r in members}
         versions = {r.log.nccl_version or r.case.nccl for r in members}
         version = versions.pop() if len(versions) == 1 else None
+        protocols = {r.log.protocol for r in members}
+        protocol = protocols.pop() if len(protocols) == 1 else "auto"
         fitted = calibrate(_thin(fit_rows, 6) if fast else fit_rows, members[0].preset,
                            hosts=fit_log.host_indices(), placement="log", algorithm="nccl",
-                           source=machine,
-                           gpus_per_thread=fit_log.gpus_per_thread, nccl_version=version)
+                           source=machine, gpus_per_thread=fit_log.gpus_per_thread,
+                           nccl_version=version, protocol=protocol)
         hosts = {r.log.host_indices() for r in members if r.log.collective is not fit_on}
         report = validate(check, fitted.spec, algorithm="nccl", engine="auto",
                           gpus_per_thread=gpus.pop() if len(gpus) == 1 else None,
-                          nccl_version=version, hosts=hosts.pop() if len(hosts) == 1 else None)
+                          nccl_version=version, protocol=protocol,
+                          hosts=hosts.pop() if len(hosts) == 1 else None)
         small, large = _band(report.rows, False), _band(report.rows, True)
         table.append([machine, members[0].preset, fit_on.value,
                       ", ".join(sorted(c.value for c in collectives - {fit_on})),

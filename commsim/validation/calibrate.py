@@ -212,6 +212,7 @@ def calibrate(
     progress: Progress | None = None,
     gpus_per_thread: int | None = None,
     nccl_version: str | None = None,
+    protocol: str = "auto",
 ) -> Calibration:
     """Fit the template's link classes (and ``gamma`` if asked) to ``rows``.
 
@@ -230,10 +231,11 @@ def calibrate(
         ``hosts`` places them (:func:`~commsim.validation.validate`'s ``hosts``).
     fit_gamma : bool
         Also fit the reduction cost per byte.
-    algorithm, engine, gpus_per_thread, nccl_version
+    algorithm, engine, gpus_per_thread, nccl_version, protocol
         How rows are predicted while fitting, as :func:`~commsim.validation.validate` does
-        (the last two: a log's ``nGpus`` and ``NCCL version``; the topology written is the
-        machine's).
+        (``gpus_per_thread``, ``nccl_version`` and ``protocol``: a log's ``nGpus``, ``NCCL
+        version`` and the one protocol its ``NCCL_PROTO`` allows; the topology written is
+        the machine's).
     progress : callable, optional
         Called as ``progress(done, total)`` after each outer iteration (the CLI's bar).
 
@@ -260,7 +262,8 @@ def calibrate(
     notes: list[str] = []
     if isinstance(spec, HierarchicalSpec) and not multi_host:
         notes.append("inter (network) link kept from the template: no row spans two hosts")
-    predict = _Predictor(rows, build, algorithm, engine, (gpus_per_thread, nccl_version, placed))
+    predict = _Predictor(rows, build, algorithm, engine, (gpus_per_thread, nccl_version, placed),
+                         protocol)
     if template is None:
         x = _initial_guess(rows, params, x, predict)
     best_x, active = _fit(predict, params, x, progress)
@@ -273,7 +276,8 @@ def calibrate(
     sources = (fitted_by,) if template is None else (*fitted.sources, fitted_by)
     fitted = dataclasses.replace(fitted, sources=sources)
     report = validate(rows, fitted, algorithm=algorithm, engine=engine, source=source,
-                      gpus_per_thread=gpus_per_thread, nccl_version=nccl_version, hosts=placed)
+                      gpus_per_thread=gpus_per_thread, nccl_version=nccl_version, hosts=placed,
+                      protocol=protocol)
     return Calibration(
         spec=fitted, parameters=reported(params, best_x), report=report, source=source,
         template=template_name, rows_summary=_rows_summary(rows),
@@ -300,15 +304,17 @@ class _Predictor:
         algorithm: str,
         engine: str,
         ran: tuple[int | None, str | None, Sequence[int] | None] = (None, None, None),
+        protocol: str = "auto",
     ) -> None:
         self.rows, self.build, self.algorithm, self.engine = rows, build, algorithm, engine
         self.ran = ran  # (GPUs per host thread, NCCL release, hosts) of the measured run
+        self.protocol = protocol  # the one protocol the run was restricted to, or auto
         self.measured = np.asarray([r.time_s for r in rows], dtype=float)
 
     def __call__(self, x: np.ndarray, chosen: list[str] | None = None) -> np.ndarray:
         algorithm, engine = self.algorithm, self.engine
-        network = as_run(build_network(self.build(x)), algorithm, "auto", *self.ran)
-        predictor = Predictor(network, algorithm=algorithm, engine=engine)
+        network = as_run(build_network(self.build(x)), algorithm, self.protocol, *self.ran)
+        predictor = Predictor(network, algorithm=algorithm, engine=engine, protocol=self.protocol)
         fixed: dict[str, Predictor] = {}
         cache: dict[tuple[Collective, int, int, str], float] = {}
         out = np.empty(len(self.rows))

@@ -163,6 +163,7 @@ class _Loaded:
     partial: str = ""  # the --partial line, printed once the command has succeeded
     gpus_per_thread: int | None = None  # the log's nGpus (nccl-tests -g), when all runs agree
     nccl_version: str | None = None  # the NCCL release the log prints, when all runs agree
+    protocol: str = "auto"  # the one protocol the log's NCCL_PROTO allows, when all runs agree
 
 
 def _looks_like_csv(path: Path) -> bool:
@@ -209,8 +210,9 @@ def _load(args: argparse.Namespace) -> _Loaded:
     hosts = None
     partial = ""
     gpus = version = None
+    protocol = "auto"
     if kind == "nccl-tests":
-        rows, notes, hosts, partial, (gpus, version) = _load_log(path, args)
+        rows, notes, hosts, partial, (gpus, version, protocol) = _load_log(path, args)
     else:
         if args.partial:
             raise SpecError(f"--partial: only for nccl-tests logs, not the CSV {str(path)!r}")
@@ -230,15 +232,16 @@ def _load(args: argparse.Namespace) -> _Loaded:
     if args.algorithm is None:
         args.algorithm = "nccl" if kind == "nccl-tests" else "auto"
     return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial,
-                   gpus_per_thread=gpus, nccl_version=version)
+                   gpus_per_thread=gpus, nccl_version=version, protocol=protocol)
 
 
 def _load_log(
     path: Path, args: argparse.Namespace
-) -> tuple[list[Any], list[str], tuple[int, ...] | None, str, tuple[int | None, str | None]]:
-    """(rows, notes, hosts, the --partial line, (GPUs per host thread, NCCL release)) of an
-    nccl-tests log of one or several runs (each run inferred on its own; ``--collectives``
-    then picks among them)."""
+) -> tuple[list[Any], list[str], tuple[int, ...] | None, str,
+           tuple[int | None, str | None, str]]:
+    """(rows, notes, hosts, the --partial line, (GPUs per host thread, NCCL release, the one
+    protocol NCCL_PROTO allows)) of an nccl-tests log of one or several runs (each run
+    inferred on its own; ``--collectives`` then picks among them)."""
     from commsim.validation.nccl_runs import parse_nccl_tests_runs, split_runs
     from commsim.validation.nccl_tests import parse_nccl_tests, read_text
 
@@ -265,11 +268,15 @@ def _load_log(
     hosts = {log.host_indices() for log in logs}
     gpus = {log.gpus_per_thread for log in logs}
     versions = {log.nccl_version for log in logs} - {None}
+    protocols = {log.protocol for log in logs}
+    if len(protocols) > 1:
+        notes.append(f"runs differ in NCCL_PROTO ({', '.join(sorted(protocols))}): not applied")
     if not rows:
         raise ParseError(f"{path}: no row with a size > 0")
     return (rows, notes, hosts.pop() if len(hosts) == 1 else None, partial,
             (gpus.pop() if len(gpus) == 1 else None,
-             versions.pop() if len(versions) == 1 else None))
+             versions.pop() if len(versions) == 1 else None,
+             protocols.pop() if len(protocols) == 1 else "auto"))
 
 
 def _nonempty(rows: list[Any], flag: str) -> None:
@@ -293,6 +300,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         notes=loaded.notes,
         gpus_per_thread=loaded.gpus_per_thread,
         nccl_version=loaded.nccl_version,
+        protocol=loaded.protocol,
         hosts=loaded.hosts,
         placement=args.placement,
     )
@@ -349,6 +357,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
             placement=args.placement,
             gpus_per_thread=loaded.gpus_per_thread,
             nccl_version=loaded.nccl_version,
+            protocol=loaded.protocol,
         )
     finally:
         bar.close()

@@ -40,6 +40,9 @@ _VERSION = re.compile(r"\bNCCL version:?\s+(?:(\d+\.\d+(?:\.\d+)?)|(\d{4,5})\b)"
 #: nccl-tests >= 2.14's first line names the library it loaded as NCCL's version code:
 #: ``# nccl-tests version 2.17.8 nccl-headers=22902 nccl-library=22902``.
 _LIBRARY = re.compile(r"\bnccl-library=()(\d{4,5})\b")
+#: NCCL's ``NCCL_PROTO set by environment to simple`` and aws-ofi-nccl's ``Setting NCCL_PROTO
+#: to "simple"``: the protocols the run was restricted to.
+_PROTO = re.compile(r"\bNCCL_PROTO\s+(?:set by environment\s+)?to\s+\\?\"?([\^\w,]+)")
 
 
 def nccl_release(line: str) -> str | None:
@@ -58,6 +61,18 @@ def nccl_release(line: str) -> str | None:
     code = int(match.group(2))
     major, rest = (code // 10000, code % 10000) if code >= 20900 else (code // 1000, code % 1000)
     return f"{major}.{rest // 100}.{rest % 100}"
+
+
+def nccl_proto(line: str) -> str | None:
+    """The value of ``NCCL_PROTO`` a line says the run was given, as printed, or None.
+
+    >>> nccl_proto("NCCL INFO NCCL_PROTO set by environment to LL128,Simple")
+    'LL128,Simple'
+    >>> nccl_proto('NCCL INFO NET/OFI Setting NCCL_PROTO to "simple"')
+    'simple'
+    """
+    match = _PROTO.search(line)
+    return None if match is None else match.group(1)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +165,8 @@ class Scan:
     gpus_per_thread: int | None = None
     #: The NCCL release the run used, if the log prints it (:func:`nccl_release`).
     nccl_version: str | None = None
+    #: The ``NCCL_PROTO`` the run was given, as printed (:func:`nccl_proto`), if the log says.
+    nccl_proto: str | None = None
     #: A footer (``# Avg bus bandwidth``) follows the last row: the table is complete.
     closed: bool = False
     #: The last line read as a row (or the column header): (line number, text).
@@ -200,6 +217,8 @@ def scan_text(text: str, source: str) -> Scan:
             continue
         if scan.nccl_version is None and ("NCCL version" in body or "nccl-library=" in body):
             scan.nccl_version = nccl_release(body)
+        if scan.nccl_proto is None and "NCCL_PROTO" in body:
+            scan.nccl_proto = nccl_proto(body)
         if "NCCL INFO" in body or "NCCL WARN" in body:
             continue
         if body.startswith("#"):

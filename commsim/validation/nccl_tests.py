@@ -68,6 +68,10 @@ class NcclTestsLog:
     nccl_version : str or None
         The NCCL release the run used, when the log prints it (``NCCL version 2.18.3``):
         its tuning tables apply (``validate(..., nccl_version=...)``).
+    nccl_proto : str or None
+        The ``NCCL_PROTO`` the run was given, as the log prints it (NCCL's ``NCCL_PROTO set
+        by environment to ...``, or aws-ofi-nccl's ``Setting NCCL_PROTO to "simple"``);
+        :attr:`protocol` is the one protocol it restricts the run to.
     notes : tuple of str
         How the collective and rank count were determined, and anything odd.
     damage : str
@@ -82,8 +86,15 @@ class NcclTestsLog:
     binary: str | None = None
     gpus_per_thread: int | None = None
     nccl_version: str | None = None
+    nccl_proto: str | None = None
     notes: tuple[str, ...] = ()
     damage: str = ""
+
+    @property
+    def protocol(self) -> str:
+        """The one protocol ``NCCL_PROTO`` restricted the run to (``Simple``, ``LL`` or
+        ``LL128``: predict with it, ``validate(..., protocol=...)``), else ``auto``."""
+        return single_protocol(self.nccl_proto) or "auto"
 
     def measurements(self) -> list[Measurement]:
         """One :class:`Measurement` per row with a size and a time (0-byte rows are dropped:
@@ -171,8 +182,32 @@ def parse_nccl_tests(
     return NcclTestsLog(source=source, collective=found.collective, ranks=found.ranks,
                         rows=tuple(scan.rows), hosts=found.hosts, binary=found.binary,
                         gpus_per_thread=scan.gpus_per_thread,
-                        nccl_version=scan.nccl_version, notes=found.notes,
-                        damage=damage)
+                        nccl_version=scan.nccl_version, nccl_proto=scan.nccl_proto,
+                        notes=found.notes + _proto_note(scan.nccl_proto), damage=damage)
+
+
+def single_protocol(value: str | None) -> str | None:
+    """The one NCCL protocol an ``NCCL_PROTO`` value allows, or None (unset, several, or an
+    exclusion list such as ``^LL128``, which leaves NCCL a choice).
+
+    >>> single_protocol("simple"), single_protocol("LL128,Simple"), single_protocol("^LL")
+    ('Simple', None, None)
+    """
+    names = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+    if value is None or value.startswith("^") or "," in value:
+        return None
+    return names.get(value.lower())
+
+
+def _proto_note(value: str | None) -> tuple[str, ...]:
+    """What the header says of a printed ``NCCL_PROTO``."""
+    if value is None:
+        return ()
+    one = single_protocol(value)
+    if one is not None:
+        return (f"NCCL_PROTO={value} printed: predicted with {one} only",)
+    return (f"NCCL_PROTO={value} printed: not applied (commsim restricts a prediction to one "
+            "protocol or none)",)
 
 
 def read_text(path: str | Path) -> str:

@@ -316,6 +316,8 @@ def validate(
     :func:`~commsim.nccl.with_gpus_per_thread` of the topology (None: the topology's own).
     ``nccl_version``: the NCCL release the run used (a log's ``NCCL version`` line,
     :attr:`~commsim.validation.nccl_tests.NcclTestsLog.nccl_version`; None: the topology's).
+    ``protocol``: ``auto``, or the one protocol the run was restricted to (a log's
+    ``NCCL_PROTO``, :attr:`~commsim.validation.nccl_tests.NcclTestsLog.protocol`).
 
     Raises
     ------

@@ -5,6 +5,7 @@ and the structure of the validation benchmark's tables (never its figures)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -14,12 +15,14 @@ from nccl_logs import DATA, RUNS
 
 from commsim.cli import main
 from commsim.errors import ParseError
+from commsim.validation.nccl_format import nccl_proto
 from commsim.validation.nccl_runs import parse_nccl_tests_runs, read_nccl_tests_runs, split_runs
-from commsim.validation.nccl_tests import parse_nccl_tests, read_nccl_tests
+from commsim.validation.nccl_tests import parse_nccl_tests, read_nccl_tests, single_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 DGX2 = "v100-sxm3-32gb_12gpu_1node_dgx2-nvswitch_5collectives_unresolved-fork-readme.txt"
 H800 = "h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt"
+T4 = "t4_2gpu_2node_aws-g4dn-efa_allreduce_eks-blueprints.txt"
 
 
 @pytest.mark.parametrize("name", sorted(RUNS))
@@ -136,6 +139,36 @@ def test_the_library_version_line_names_the_release() -> None:
     )
     assert failed.nccl_version == "2.29.2"
     assert len(failed.rows) == 25  # the failed-validation row is a row like any other
+
+
+def test_a_printed_nccl_proto_restricts_the_prediction(
+    capsys: pytest.CaptureFixture, tmp_path: Path
+) -> None:
+    """A run restricted to one protocol (the T4 log prints aws-ofi-nccl setting NCCL_PROTO to
+    simple) is predicted with it alone, and the header says so; a value that leaves NCCL a
+    choice (``^LL128``, a list) is named and not applied."""
+    t4 = read_nccl_tests(DATA / T4)
+    assert (t4.nccl_proto, t4.protocol) == ("simple", "Simple")
+    assert "NCCL_PROTO=simple printed: predicted with Simple only" in t4.notes
+    assert read_nccl_tests(DATA / H800).protocol == "auto"  # printed no NCCL_PROTO
+    assert [single_protocol(v) for v in ("LL", "ll128", "Simple,LL", "^LL128", None)] == [
+        "LL", "LL128", None, None, None]
+    assert nccl_proto("x NCCL INFO NCCL_PROTO set by environment to ^LL128") == "^LL128"
+
+    def algorithms(path: Path) -> set[str]:
+        assert main(["validate", "nccl-tests", str(path), "--topology", "aws-g4dn-metalx2",
+                     "--placement", "log", "--json"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        return {row["algorithm"].split("+")[1] for row in report["rows"]}
+
+    assert algorithms(DATA / T4) == {"Simple"}
+    freed = tmp_path / "t4-exclusion.txt"
+    text = (DATA / T4).read_text(encoding="utf-8")
+    freed.write_text(text.replace('Setting NCCL_PROTO to \\"simple\\"', "NCCL_PROTO ^LL128")
+                     .replace('Setting NCCL_PROTO to "simple"',
+                              "NCCL_PROTO set by environment to ^LL128"), encoding="utf-8")
+    assert read_nccl_tests(freed).protocol == "auto"
+    assert "LL" in algorithms(freed)  # NCCL's own choice again: LL for the small sizes
 
 
 def test_skypilot_and_open_mpi_tags_on_every_line() -> None:
