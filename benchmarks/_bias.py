@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Protocol
 
-from _spread import SPLIT
+from _spread import SPLIT, Run
 
 from commsim.validation.validate import ValidationReport
 
@@ -26,11 +26,10 @@ from commsim.validation.validate import ValidationReport
 SIZE_BANDS = (0, 4 << 10, 64 << 10, 1 << 20, 16 << 20, 256 << 20)
 
 
-class Predicted(Protocol):
-    """What this module reads of one predicted run (``validate_presets.Result``)."""
+class Predicted(Run, Protocol):
+    """What this module reads of one predicted run (``validate_presets.Result``): its family
+    (:class:`~_spread.Run`), the hosts it spanned and its report."""
 
-    @property
-    def family(self) -> str: ...
     @property
     def nodes(self) -> int: ...
     @property
