@@ -244,18 +244,9 @@ def calibrate(
     SpecError
         No rows; a template that cannot hold the largest world size; nothing to fit.
     """
-    from commsim.network import Network
-
     if not rows:
         raise SpecError("no measured rows to calibrate (check --sizes / --collectives)")
-    if template is not None and isinstance(template, Network):
-        raise SpecError("calibrate needs a topology spec (a preset, file or dict), not a Network")
-    if template is None:
-        spec, template_name = _initial_template(rows, hosts), "none"
-    else:
-        spec = topology_spec(template)  # type: ignore[arg-type]
-        template_name = spec.name or spec.kind
-        spec = _grown(spec, max(r.ranks for r in rows))
+    spec, template_name = _template(rows, template, hosts)
     placed = placed_hosts(hosts, placement)
     multi_host = _spans_hosts(spec, rows, algorithm, placed)
     params, x, build = template_parameters(spec, multi_host, fit_gamma)
@@ -283,6 +274,20 @@ def calibrate(
         template=template_name, rows_summary=_rows_summary(rows),
         notes=tuple(notes) + tuple(b.message for b in bounds), at_bounds=tuple(bounds),
     )
+
+
+def _template(rows: Sequence[Measurement], template: TopologyRef | None,
+              hosts: Sequence[int] | None) -> tuple[TopologySpec, str]:
+    """(the spec to fit, the template's name): ``template`` grown to the largest world size,
+    or with none a switch or hierarchical shape of ``hosts`` (``"none"``)."""
+    from commsim.network import Network
+
+    if template is not None and isinstance(template, Network):
+        raise SpecError("calibrate needs a topology spec (a preset, file or dict), not a Network")
+    if template is None:
+        return _initial_template(rows, hosts), "none"
+    spec = topology_spec(template)  # type: ignore[arg-type]
+    return _grown(spec, max(r.ranks for r in rows)), spec.name or spec.kind
 
 
 def _spans_hosts(spec: TopologySpec, rows: Sequence[Measurement], algorithm: str,
