@@ -87,6 +87,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
         "fastest of all; default for CSVs), an algorithm name, or ALGORITHM+PROTOCOL",
     )
     parser.add_argument(
+        "--protocol",
+        default=None,
+        metavar="PROTO",
+        help="restrict NCCL's choice to one protocol, LL, LL128 or Simple; 'auto' for NCCL's "
+        "choice among all; 'none' for plain alpha-beta (default: the one protocol a log's "
+        "printed NCCL_PROTO allows, else auto; an ALGORITHM+PROTOCOL --algorithm wins)",
+    )
+    parser.add_argument(
         "--engine",
         choices=("auto", "des", "analytic"),
         default=None,
@@ -231,6 +239,10 @@ def _load(args: argparse.Namespace) -> _Loaded:
         _nonempty(rows, f"--collectives {args.collectives}")
     if args.algorithm is None:
         args.algorithm = "nccl" if kind == "nccl-tests" else "auto"
+    if args.protocol is not None:
+        from commsim.timing import canonical_protocol
+
+        protocol = canonical_protocol(args.protocol)
     return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial,
                    gpus_per_thread=gpus, nccl_version=version, protocol=protocol)
 

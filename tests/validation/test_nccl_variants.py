@@ -155,13 +155,18 @@ def test_a_printed_nccl_proto_restricts_the_prediction(
         "LL", "LL128", None, None, None]
     assert nccl_proto("x NCCL INFO NCCL_PROTO set by environment to ^LL128") == "^LL128"
 
-    def algorithms(path: Path) -> set[str]:
+    def algorithms(path: Path, *flags: str) -> set[str]:
         assert main(["validate", "nccl-tests", str(path), "--topology", "aws-g4dn-metalx2",
-                     "--placement", "log", "--json"]) == 0
+                     "--placement", "log", "--json", *flags]) == 0
         report = json.loads(capsys.readouterr().out)
         return {row["algorithm"].split("+")[1] for row in report["rows"]}
 
     assert algorithms(DATA / T4) == {"Simple"}
+    assert algorithms(DATA / T4, "--protocol", "ll") == {"LL"}  # the flag wins over the log
+    assert main(["validate", "nccl-tests", str(DATA / T4), "--topology", "aws-g4dn-metalx2",
+                 "--protocol", "XL"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'XL'" in err
     freed = tmp_path / "t4-exclusion.txt"
     text = (DATA / T4).read_text(encoding="utf-8")
     freed.write_text(text.replace('Setting NCCL_PROTO to \\"simple\\"', "NCCL_PROTO ^LL128")
