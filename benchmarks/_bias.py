@@ -14,11 +14,12 @@ error is largest say where that cost sits (the floor, the mid-size ramp, the ban
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections.abc import Sequence
 from typing import Protocol
 
-from _spread import SPLIT, Run
+from _spread import SPLIT, Run, by_family
 
 from commsim.validation.validate import ValidationReport
 
@@ -36,17 +37,11 @@ class Predicted(Run, Protocol):
     def report(self) -> ValidationReport: ...
 
 
-def _groups(results: Sequence[Predicted], families: Sequence[str]
-            ) -> list[tuple[str, list[Predicted]]]:
-    groups = [(f, [r for r in results if r.family == f]) for f in families]
-    return [(f, rs) for f, rs in groups if rs]
-
-
 def bias_table(results: Sequence[Predicted], families: Sequence[str]) -> list[list[str]]:
     """Per family and overall: signed median, rows too fast, runs too fast, per band."""
     table = [["family", "< 1 MiB signed median %", "rows too fast", "runs too fast",
               ">= 1 MiB signed median %", "rows too fast", "runs too fast"]]
-    for family, members in _groups(results, families) + [("overall", list(results))]:
+    for family, members in by_family(results, families):
         row = [family]
         for large in (False, True):
             per_run = [[x.error_pct for x in r.report.rows if (x.nbytes >= SPLIT) == large]
@@ -78,7 +73,7 @@ def _band_label(i: int) -> str:
 def size_table(results: Sequence[Predicted], families: Sequence[str]) -> list[list[str]]:
     """Per family, one node and several: the signed median error % (rows) per size band."""
     table = [["family", "nodes", *(_band_label(i) for i in range(len(SIZE_BANDS)))]]
-    for family, members in _groups(results, families):
+    for family, members in by_family(results, families, overall=False):
         for several in (False, True):
             runs = [r for r in members if (r.nodes > 1) == several]
             if not runs:
@@ -86,8 +81,7 @@ def size_table(results: Sequence[Predicted], families: Sequence[str]) -> list[li
             bands: list[list[float]] = [[] for _ in SIZE_BANDS]
             for run in runs:
                 for x in run.report.rows:
-                    bands[sum(x.nbytes >= bound for bound in SIZE_BANDS) - 1].append(
-                        x.error_pct)
+                    bands[bisect.bisect_right(SIZE_BANDS, x.nbytes) - 1].append(x.error_pct)
             table.append([family, "several" if several else "one", *(
                 f"{statistics.median(b):+.1f} ({len(b)})" if b else "–" for b in bands)])
     return table

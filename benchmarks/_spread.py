@@ -81,15 +81,21 @@ def _median_pct(pairs: Sequence[tuple[int, float]], large: bool) -> str:
     return f"{100 * statistics.median(values):.1f}" if values else "–"
 
 
+def by_family(runs: Sequence[R], families: Sequence[str],
+              overall: bool = True) -> list[tuple[str, list[R]]]:
+    """``(family, its runs)`` for each of ``families`` that has runs, in that order, then
+    ``("overall", every run)`` unless ``overall`` is False: the rows of the per-family tables."""
+    groups = [(f, [r for r in runs if r.family == f]) for f in families]
+    return [(f, rs) for f, rs in groups if rs] + ([("overall", list(runs))] if overall else [])
+
+
 def spread_table(runs: Sequence[R], families: Sequence[str],
                  key: Callable[[R], tuple[object, ...]]) -> list[list[str]]:
     """Per family and overall: the runs' own noise and the floor set by indistinguishable runs."""
     table = [["family", "rows with both sides", "oop vs ip < 1 MiB median %",
               "oop vs ip >= 1 MiB median %", "indistinguishable runs (groups)",
               "floor < 1 MiB median %", "floor >= 1 MiB median %"]]
-    present = [f for f in families if any(r.family == f for r in runs)]
-    for family in [*present, "overall"]:
-        members = [r for r in runs if family in ("overall", r.family)]
+    for family, members in by_family(runs, families):
         noise = [pair for r in members for pair in self_disagreement(r.log)]
         groups = indistinguishable(members, key)
         floors = [pair for g in groups for pair in group_floors(g)]

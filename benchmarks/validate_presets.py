@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _bias import bias_table, size_table
-from _spread import SPLIT, group_table, spread_table
+from _spread import SPLIT, by_family, group_table, spread_table
 
 from commsim.nccl_tables import NcclConfig
 from commsim.topology.presets import load_topology, preset_names
@@ -401,14 +401,11 @@ def _worst_log(results: list[Result], large: bool) -> str:
     return f"{label} ({value:.1f})"
 
 
-def family_table(results: list[Result]) -> list[list[str]]:
+def family_table(results: list[Result], families: Sequence[str]) -> list[list[str]]:
     """Per family and overall: the median over all rows per band, and the worst log."""
     table = [["family", "logs", "rows", "< 1 MiB median %", "worst log (its median %)",
               ">= 1 MiB median %", "worst log (its median %)"]]
-    families = [name for name, _ in FAMILIES] + ["other"]
-    groups = [(f, [r for r in results if r.family == f]) for f in families]
-    groups = [(f, rs) for f, rs in groups if rs] + [("overall", results)]
-    for family, members in groups:
+    for family, members in by_family(results, families):
         rows = [row for r in members for row in r.report.rows]
         table.append([family, str(len(members)), str(len(rows)),
                       _pct(_median(_band(rows, False))), _worst_log(members, False),
@@ -553,7 +550,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     results = run_cases(args.fast)
     families = [name for name, _ in FAMILIES] + ["other"]
-    tables = {"log": log_table(results), "family": family_table(results),
+    tables = {"log": log_table(results), "family": family_table(results, families),
               "bias": bias_table(results, families), "sizes": size_table(results, families),
               "spread": spread_table(results, families, model_inputs),
               "groups": group_table(results, model_inputs)}
