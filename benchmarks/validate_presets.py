@@ -119,11 +119,15 @@ CASES = (
          "chain); NCCL 2.18.1 (its image)", nccl="2.18.1"),
     Case("h800_8gpu_1node_broadcast-c0-info_unresolved-nf5688m7.txt", "hgx-h800",
          "an 8-GPU HGX H800 (Inspur NF5688M7)"),
-    Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-docker.txt", "pcie-gen4-8gpu",
-         "PCIe-only GPUs, no NVLink: the PCIe preset without bridges (anomalous runs: "
-         "containers without P2P)"),
-    Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-k8s.txt", "pcie-gen4-8gpu", "as above"),
-    Case("rtx4090-pcie_4gpu_1node_allreduce_kalavai-docker.txt", "pcie-gen4-8gpu", "as above"),
+    Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-docker.txt", "geforce-gen4-8gpu",
+         "GeForce RTX 4090 on PCIe, no NVLink, no P2P (NCCL's SHM transport), buses 0x1a and "
+         "0x1b (one switch); NCCL 2.19.3 (its container, pytorch:24.01; anomalously slow runs)",
+         nccl="2.19.3"),
+    Case("rtx4090-pcie_2gpu_1node_allreduce_kalavai-k8s.txt", "geforce-gen4-2socket",
+         "as above, buses 0x1a and 0xb2 (different PCIe roots: one GPU per socket)",
+         nccl="2.19.3"),
+    Case("rtx4090-pcie_4gpu_1node_allreduce_kalavai-docker.txt", "geforce-gen4-8gpu",
+         "as above, buses 0x1a, 0x1b, 0x3d, 0x3e (two switches)", nccl="2.19.3"),
     Case("v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116.txt", "dgx1-v100",
          "4 V100-SXM2, a DGX-1's first 4 (NVLink apparently unused: 7 GB/s)"),
     Case("v100-sxm2-16gb_8gpu_1node_dgx1-hybrid-cube-mesh_allreduce_unresolved-blog-2019.txt",
@@ -167,9 +171,10 @@ CASES = (
     Case("a100-pcie-40gb_2gpu_2node_ib-hdr-nps4_allreduce_nccl-tests-issue293.txt",
          "r7525-a100-pciex2", "the same 2 R7525 after the BIOS change (NPS=4), no GPUDirect "
          "RDMA", fallback="pcie-gen4-8gpu"),
-    Case("rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive.txt", "pcie-gen4-8gpu",
-         "2 GeForce RTX 4090 on PCIe in one box, no NVLink, NCCL's SHM transport between them "
-         "(no P2P): the PCIe preset without bridges", machine="2 x RTX 4090 (PCIe, SHM)"),
+    Case("rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive.txt",
+         "geforce-gen4-2socket", "2 GeForce RTX 4090 on PCIe in one box, no NVLink, NCCL's "
+         "SHM transport between them (no P2P), buses 0x01 and 0x81 with different CPU "
+         "affinities (one GPU per socket)", machine="2 x RTX 4090 (PCIe, SHM)"),
     Case("v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt", "pcie-v100x2",
          "2 nodes, one V100 PCIe (no NVLink) used on each, interconnect not stated; the PCIe "
          "box without bridges", fallback="pcie-gen4-8gpu"),
@@ -255,11 +260,12 @@ CASES = (
     # -- issue 14: machines with several collectives in one session (the cross mode); the
     # preset from each header only, as above.
     Case("rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_4collectives_unresolved-autodl-blog.txt",
-         "pcie-gen3-2gpu", "2 GeForce RTX 2080 Ti on one PCIe Gen3 switch, no NVLink, P2P not "
-         "supported; no PCIe Gen3 preset yet, so the PCIe box without bridges",
-         fallback="pcie-gen4-8gpu", machine="2 x RTX 2080 Ti (PCIe Gen3, no P2P)"),
+         "geforce-gen3-2gpu", "2 GeForce RTX 2080 Ti on one PCIe Gen3 switch, no NVLink, P2P not "
+         "supported (NCCL's SHM transport)", machine="2 x RTX 2080 Ti (PCIe Gen3, no P2P)"),
     Case("gtx1080-pcie_2gpu_1node_macos_5collectives_nccl-osx-readme.txt", "pcie-gen3-2gpu",
-         "2 GeForce GTX 1080 on PCIe (a Mac), no NVLink, a macOS port of NCCL 2.5.7; as above",
+         "2 GeForce GTX 1080 on PCIe (a Mac), no NVLink, a macOS port of NCCL 2.5.7; P2P "
+         "exposed (its README); no PCIe Gen3 preset with P2P yet, so the PCIe box without "
+         "bridges",
          fallback="pcie-gen4-8gpu", nccl="2.5.7", machine="2 x GTX 1080 (macOS NCCL port)"),
     Case("a100-sxm4-40gb_8gpu_1node_nvswitch_5collectives_superbench-fixture.txt", "dgx-a100",
          "8 A100-SXM4-40GB in one node: an HGX/DGX A100 board (NVSwitch)",

@@ -40,8 +40,23 @@ def _link(value: object, path: str) -> tuple[float, float]:
     return latency, bandwidth
 
 
-def _cable(src: str, dst: str, latency: float, bandwidth: float) -> dict[str, object]:
-    return {"src": src, "dst": dst, "latency": f"{latency!r}s", "bandwidth": f"{bandwidth!r}B/s"}
+def _cable(src: str, dst: str, latency: float, bandwidth: float,
+           duplex: bool = True) -> dict[str, object]:
+    cable: dict[str, object] = {"src": src, "dst": dst, "latency": f"{latency!r}s",
+                                "bandwidth": f"{bandwidth!r}B/s"}
+    return cable if duplex else {**cable, "duplex": False}
+
+
+def _below(device: str, switch: tuple[str, str], latency: float,
+           bandwidth: float) -> list[dict[str, object]]:
+    """The cable from ``device`` up into ``switch`` (its ``(up, down)`` halves; one device
+    twice where the switch forwards peer to peer): one duplex cable, or the way up into the
+    up half and the way down out of the down half as two directed links."""
+    up, down = switch
+    if up == down:
+        return [_cable(device, up, latency, bandwidth)]
+    return [_cable(device, up, latency, bandwidth, duplex=False),
+            _cable(down, device, latency, bandwidth, duplex=False)]
 
 
 def _index(value: object, size: int, path: str, what: str) -> int:
@@ -98,7 +113,7 @@ def expand_server(data: Mapping[Any, Any]) -> dict[str, Any]:
     switch = _link(data["nvswitch"], "nvswitch") if "nvswitch" in data else None
     pcie = fields.mapping(data["pcie"], "pcie") if "pcie" in data else None
     if pcie is not None:
-        fields.check_keys(pcie, ("link", "switches"), ("sockets", "socket_link"), "pcie")
+        fields.check_keys(pcie, ("link", "switches"), ("sockets", "socket_link", "p2p"), "pcie")
     nics = fields.mapping(data["nics"], "nics") if "nics" in data else None
     if nics is not None:
         fields.check_keys(nics, ("link", "gpus"), (), "nics")
@@ -130,9 +145,11 @@ def expand_server(data: Mapping[Any, Any]) -> dict[str, Any]:
 
 
 def _pcie(pcie: Mapping[Any, Any], gpus: int, node: int, prefix: str,
-          devices: list[dict[str, Any]], links: list[dict[str, object]]) -> dict[int, str]:
+          devices: list[dict[str, Any]], links: list[dict[str, object]]
+          ) -> dict[int, tuple[str, str]]:
     """The PCIe tree of one host: each GPU's port into its switch, each switch's uplink into
-    its socket, the sockets joined pairwise. Returns each GPU's switch name."""
+    its socket, the sockets joined pairwise. Returns each GPU's switch as (where traffic
+    leaves it, where traffic enters it): one device, or with ``p2p: false`` two halves."""
     latency, bandwidth = _link(pcie["link"], "pcie.link")
     switches = _groups(pcie["switches"], gpus, "pcie.switches", "GPU")
     sockets = (_groups(pcie["sockets"], len(switches), "pcie.sockets", "switch")
@@ -140,17 +157,28 @@ def _pcie(pcie: Mapping[Any, Any], gpus: int, node: int, prefix: str,
     socket_of = {s: k for k, group in enumerate(sockets) for s in group}
     if len(socket_of) != len(switches):
         raise SpecError("pcie.sockets: every PCIe switch must be under one socket")
-    switch_of: dict[int, str] = {}
+    p2p = fields.boolean(pcie.get("p2p", True), "pcie.p2p")
+    switch_of: dict[int, tuple[str, str]] = {}
+    ports: list[tuple[str, str]] = []
     for s, group in enumerate(switches):
         name = f"{prefix}pcie{s}"
-        devices.append({"name": name, "kind": "switch", "host": node})
+        # without P2P the switch forwards nothing from GPU to GPU: what goes up from a GPU
+        # reaches the socket (host memory) before it comes down to another
+        halves = (name, name) if p2p else (f"{name}.up", f"{name}.down")
+        devices += [{"name": half, "kind": "switch", "host": node}
+                    for half in dict.fromkeys(halves)]
+        ports.append(halves)
         for g in group:
-            switch_of[g] = name
-            links.append(_cable(f"{prefix}gpu{g}", name, latency, bandwidth))
+            switch_of[g] = halves
+            gpu = f"{prefix}gpu{g}"
+            links += _below(gpu, halves, latency, bandwidth)
     devices += [{"name": f"{prefix}cpu{k}", "kind": "cpu", "host": node}
                 for k in range(len(sockets))]
-    links += [_cable(f"{prefix}pcie{s}", f"{prefix}cpu{socket_of[s]}", latency, bandwidth)
-              for s in range(len(switches))]
+    for s, halves in enumerate(ports):
+        cpu = f"{prefix}cpu{socket_of[s]}"
+        links += ([_cable(halves[0], cpu, latency, bandwidth)] if halves[0] == halves[1] else
+                  [_cable(halves[0], cpu, latency, bandwidth, duplex=False),
+                   _cable(cpu, halves[1], latency, bandwidth, duplex=False)])
     if len(sockets) > 1:
         if "socket_link" not in pcie:
             raise SpecError("pcie.socket_link: several sockets need the link between them")
@@ -161,7 +189,7 @@ def _pcie(pcie: Mapping[Any, Any], gpus: int, node: int, prefix: str,
 
 
 def _nics(nics: Mapping[Any, Any], gpus: int, node: int, prefix: str,
-          switch_of: dict[int, str], devices: list[dict[str, Any]],
+          switch_of: dict[int, tuple[str, str]], devices: list[dict[str, Any]],
           links: list[dict[str, object]]) -> None:
     """Each NIC of one host, attached to the PCIe switch its GPUs share, or else to each of
     its GPUs directly (no latency: the NIC's own port carries it, see :func:`expand_server`)."""
@@ -170,8 +198,10 @@ def _nics(nics: Mapping[Any, Any], gpus: int, node: int, prefix: str,
         name = f"{prefix}nic{k}"
         devices.append({"name": name, "kind": "nic", "host": node})
         shared = {switch_of.get(g) for g in group}
-        if len(shared) == 1 and None not in shared:
-            links.append(_cable(str(next(iter(shared))), name, 0.0, bandwidth))
+        switch = next(iter(shared))
+        if len(shared) == 1 and switch is not None:
+            links += ([_cable(switch[0], name, 0.0, bandwidth)] if switch[0] == switch[1]
+                      else _below(name, switch, 0.0, bandwidth))
         else:
             links += [_cable(f"{prefix}gpu{g}", name, 0.0, bandwidth) for g in group]
 

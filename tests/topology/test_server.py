@@ -97,6 +97,46 @@ def test_nvswitch_server_matches_the_hierarchical_kind() -> None:
         assert server.path_cost(a, b) == pytest.approx(hierarchical.path_cost(a, b))
 
 
+def _through(net: commsim.Network, a: int, b: int) -> list[str]:
+    """The devices the route from rank ``a`` to rank ``b`` passes, ends excluded."""
+    return [net.devices[net.links[i].dst].name for i in net.route(a, b)][:-1]
+
+
+def test_without_p2p_gpus_meet_only_in_host_memory() -> None:
+    """``pcie.p2p: false`` (NCCL's SHM transport): GPU to GPU, and GPU to NIC, goes up into
+    the socket and down again; the two directions between GPUs of one switch share its
+    uplink both ways, those between sockets share no PCIe link. With P2P the switch
+    forwards."""
+    pcie = {"link": PCIE, "switches": [[0, 1], [2, 3]], "sockets": [[0], [1]],
+            "socket_link": {"latency": "0.5us", "bandwidth": "10GB/s"}}
+    plain = {k: v for k, v in COMPACT.items() if k != "nvlink"}  # PCIe only
+    net = load_topology({**plain, "pcie": {**pcie, "p2p": False}})
+    assert _through(net, 0, 1) == ["n0.pcie0.up", "n0.cpu0", "n0.pcie0.down"]
+    assert _through(net, 0, 2) == ["n0.pcie0.up", "n0.cpu0", "n0.cpu1", "n0.pcie1.down"]
+    assert _through(net, 0, 4)[:3] == ["n0.pcie0.up", "n0.cpu0", "n0.pcie0.down"]
+    up_to = {net.devices[k.dst].kind for k in net.links if net.devices[k.src].name.endswith(".up")}
+    assert up_to == {"cpu"}
+    assert set(net.route(0, 1)) & set(net.route(1, 0))
+    assert not set(net.route(0, 2)) & set(net.route(2, 0))
+    assert _through(load_topology({**plain, "pcie": pcie}), 0, 1) == ["n0.pcie0"]
+
+
+@pytest.mark.parametrize(("switches", "sockets", "ratio"), [
+    ([[0, 1]], [[0]], 2.0), ([[0], [1]], [[0], [1]], 1.0)])
+def test_without_p2p_a_ring_both_ways_shares_the_uplink(
+        switches: list[list[int]], sockets: list[list[int]], ratio: float) -> None:
+    """Two GPUs without P2P under one switch: a 2-rank all-reduce (each GPU sends as much
+    as a broadcast moves, both directions at once) takes twice a broadcast's time, the
+    uplink carrying both directions; under two sockets, as long as one."""
+    pcie = {"link": PCIE, "switches": switches, "sockets": sockets, "p2p": False,
+            "socket_link": PCIE}
+    net = load_topology({"kind": "server", "gpus": 2, "pcie": pcie,
+                         "nccl": {"arch": "ampere", "channels": 2}})
+    reduce_all = commsim.simulate("all_reduce", net, "1GiB").time_s
+    broadcast = commsim.simulate("broadcast", net, "1GiB").time_s
+    assert reduce_all / broadcast == pytest.approx(ratio, rel=0.02)
+
+
 @pytest.mark.parametrize(("change", "message"), [
     ({"nvlink": {"link": NV, "pairs": [[0, 9]]}}, r"nvlink.pairs\[0\]\[1\]: no GPU 9"),
     ({"nvlink": {"link": NV, "pairs": [[0, 1], [1, 0]]}}, r"nvlink.pairs\[1\]: GPU 1 to GPU 0"),
@@ -105,6 +145,7 @@ def test_nvswitch_server_matches_the_hierarchical_kind() -> None:
     ({"pcie": {"link": PCIE, "switches": [[0, 1], [2, 3]], "sockets": [[0], [1]]}},
      "pcie.socket_link"),
     ({"gpus": 0}, "gpus"),
+    ({"pcie": {"link": PCIE, "switches": [[0, 1], [2, 3]], "p2p": "maybe"}}, "pcie.p2p"),
     ({"nvlink": {"link": {"latency": "1us", "bandwidth": 5}, "pairs": []}},
      "nvlink.link.bandwidth"),
 ])
