@@ -47,16 +47,17 @@ def _cable(src: str, dst: str, latency: float, bandwidth: float,
     return cable if duplex else {**cable, "duplex": False}
 
 
-def _below(device: str, switch: tuple[str, str], latency: float,
-           bandwidth: float) -> list[dict[str, object]]:
-    """The cable from ``device`` up into ``switch`` (its ``(up, down)`` halves; one device
-    twice where the switch forwards peer to peer): one duplex cable, or the way up into the
-    up half and the way down out of the down half as two directed links."""
-    up, down = switch
-    if up == down:
-        return [_cable(device, up, latency, bandwidth)]
-    return [_cable(device, up, latency, bandwidth, duplex=False),
-            _cable(down, device, latency, bandwidth, duplex=False)]
+def _join(lower: tuple[str, str], upper: tuple[str, str], latency: float,
+          bandwidth: float) -> list[dict[str, object]]:
+    """The cable between a device and the one above it in the PCIe tree, each given as its
+    ``(up, down)`` halves (one device twice where it forwards peer to peer; a PCIe switch
+    without P2P is two): one duplex cable between whole devices, else the way up (``lower``'s
+    up half into ``upper``'s) and the way down (``upper``'s down half into ``lower``'s) as
+    two directed links."""
+    if lower[0] == lower[1] and upper[0] == upper[1]:
+        return [_cable(lower[0], upper[0], latency, bandwidth)]
+    return [_cable(lower[0], upper[0], latency, bandwidth, duplex=False),
+            _cable(upper[1], lower[1], latency, bandwidth, duplex=False)]
 
 
 def _index(value: object, size: int, path: str, what: str) -> int:
@@ -148,8 +149,8 @@ def _pcie(pcie: Mapping[Any, Any], gpus: int, node: int, prefix: str,
           devices: list[dict[str, Any]], links: list[dict[str, object]]
           ) -> dict[int, tuple[str, str]]:
     """The PCIe tree of one host: each GPU's port into its switch, each switch's uplink into
-    its socket, the sockets joined pairwise. Returns each GPU's switch as (where traffic
-    leaves it, where traffic enters it): one device, or with ``p2p: false`` two halves."""
+    its socket, the sockets joined pairwise. Returns each GPU's switch as its ``(up, down)``
+    halves: one device twice, or two devices with ``p2p: false``."""
     latency, bandwidth = _link(pcie["link"], "pcie.link")
     switches = _groups(pcie["switches"], gpus, "pcie.switches", "GPU")
     sockets = (_groups(pcie["sockets"], len(switches), "pcie.sockets", "switch")
@@ -171,14 +172,12 @@ def _pcie(pcie: Mapping[Any, Any], gpus: int, node: int, prefix: str,
         for g in group:
             switch_of[g] = halves
             gpu = f"{prefix}gpu{g}"
-            links += _below(gpu, halves, latency, bandwidth)
+            links += _join((gpu, gpu), halves, latency, bandwidth)
     devices += [{"name": f"{prefix}cpu{k}", "kind": "cpu", "host": node}
                 for k in range(len(sockets))]
     for s, halves in enumerate(ports):
         cpu = f"{prefix}cpu{socket_of[s]}"
-        links += ([_cable(halves[0], cpu, latency, bandwidth)] if halves[0] == halves[1] else
-                  [_cable(halves[0], cpu, latency, bandwidth, duplex=False),
-                   _cable(cpu, halves[1], latency, bandwidth, duplex=False)])
+        links += _join(halves, (cpu, cpu), latency, bandwidth)
     if len(sockets) > 1:
         if "socket_link" not in pcie:
             raise SpecError("pcie.socket_link: several sockets need the link between them")
@@ -191,8 +190,9 @@ def _pcie(pcie: Mapping[Any, Any], gpus: int, node: int, prefix: str,
 def _nics(nics: Mapping[Any, Any], gpus: int, node: int, prefix: str,
           switch_of: dict[int, tuple[str, str]], devices: list[dict[str, Any]],
           links: list[dict[str, object]]) -> None:
-    """Each NIC of one host, attached to the PCIe switch its GPUs share, or else to each of
-    its GPUs directly (no latency: the NIC's own port carries it, see :func:`expand_server`)."""
+    """Each NIC of one host, attached to the PCIe switch its GPUs share (without P2P as a GPU
+    is: its traffic to and from the GPUs goes through host memory), or else to each of its
+    GPUs directly (no latency: the NIC's own port carries it, see :func:`expand_server`)."""
     bandwidth = _link(nics["link"], "nics.link")[1]
     for k, group in enumerate(_groups(nics["gpus"], gpus, "nics.gpus", "GPU")):
         name = f"{prefix}nic{k}"
@@ -201,7 +201,7 @@ def _nics(nics: Mapping[Any, Any], gpus: int, node: int, prefix: str,
         switch = next(iter(shared))
         if len(shared) == 1 and switch is not None:
             links += ([_cable(switch[0], name, 0.0, bandwidth)] if switch[0] == switch[1]
-                      else _below(name, switch, 0.0, bandwidth))
+                      else _join((name, name), switch, 0.0, bandwidth))
         else:
             links += [_cable(f"{prefix}gpu{g}", name, 0.0, bandwidth) for g in group]
 
