@@ -193,10 +193,11 @@ def single_protocol(value: str | None) -> str | None:
     >>> single_protocol("simple"), single_protocol("LL128,Simple"), single_protocol("^LL")
     ('Simple', None, None)
     """
-    names = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+    from commsim.nccl_tables import PROTOCOL_NAMES  # the model's names; lazy: parsing is light
+
     if value is None or value.startswith("^") or "," in value:
         return None
-    return names.get(value.lower())
+    return next((name for name in PROTOCOL_NAMES if name.lower() == value.lower()), None)
 
 
 def _proto_note(value: str | None) -> tuple[str, ...]:
