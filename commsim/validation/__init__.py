@@ -2,12 +2,14 @@
 
 The flow is one way: a measurements CSV (:mod:`.measurements`) or an nccl-tests log
 (:mod:`.nccl_tests`) -> :class:`Measurement` rows -> :func:`validate` (predicted time and error
-per row, :mod:`.validate`) or :func:`calibrate` (a fitted topology, :mod:`.calibrate`) ->
-tables, JSON, YAML and plots (:mod:`.plot`). ``commsim validate`` and ``commsim calibrate``
+per row, :mod:`.validate`) or :func:`calibrate` (a fitted topology, :mod:`.calibrate`; the
+result and the file it is written as, :mod:`.calibration`) -> tables, JSON, YAML and plots
+(:mod:`.plot`). ``commsim validate`` and ``commsim calibrate``
 (:mod:`.cli`) are thin layers over these functions. See ``docs/validation.md``.
 """
 
-from commsim.validation.calibrate import Calibration, calibrate, write_topology
+from commsim.validation.calibrate import calibrate
+from commsim.validation.calibration import Calibration, write_topology
 from commsim.validation.measurements import (
     MEASUREMENT_COLUMNS,
     Measurement,

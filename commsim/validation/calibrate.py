@@ -31,15 +31,12 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
 from commsim.collectives import Collective
 from commsim.errors import SpecError
 from commsim.topology.build import build_network
-from commsim.topology.dump import dump_yaml, format_bandwidth, format_time
 from commsim.topology.presets import TopologyRef, topology_spec
 from commsim.topology.spec import (
     FlatSpec,
@@ -48,15 +45,14 @@ from commsim.topology.spec import (
     SwitchSpec,
     TopologySpec,
 )
+from commsim.validation.calibration import Calibration, at_bounds, rows_summary
 from commsim.validation.measurements import Measurement
 from commsim.validation.parameters import BOUNDS, Param, reported, template_parameters
 from commsim.validation.solve import solve_log_linear
 from commsim.validation.validate import (
     Predictor,
-    ValidationReport,
     as_run,
     placed_hosts,
-    summary_line,
     validate,
 )
 
@@ -65,89 +61,6 @@ MAX_OUTER = 12
 #: Relative step of the finite differences, and the settle tolerance on x.
 STEP = 1e-3
 TOLERANCE = 1e-6
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Calibration:
-    """A fitted topology and how well it fits.
-
-    Attributes
-    ----------
-    spec : TopologySpec
-        The fitted topology (at least as many ranks as the largest measured world size).
-    parameters : dict
-        Fitted values by name, SI (``link.latency_s``, ``link.bandwidth_Bps``, ``gamma_s_per_B``,
-        or ``links[...].latency_scale`` / ``bandwidth_scale`` for custom templates).
-    report : ValidationReport
-        The fitted topology validated on the rows it was fitted to (the residuals).
-    source : str
-        Where the rows came from.
-    template : str
-        What the fit started from (``"none"`` or the template's name).
-    at_bounds : tuple of AtBound
-        Fitted parameters that ended on a bound (their values mean nothing; also in
-        ``notes``, so the written file's header says so).
-    """
-
-    spec: TopologySpec
-    parameters: dict[str, float]
-    report: ValidationReport
-    source: str = ""
-    template: str = "none"
-    rows_summary: str = ""
-    notes: tuple[str, ...] = field(default=())
-    at_bounds: tuple[AtBound, ...] = field(default=())
-
-    def header(self) -> list[str]:
-        """The comment lines :meth:`to_yaml` puts above the topology."""
-        fitted = ", ".join(_describe(name, value) for name, value in self.parameters.items())
-        errors = [abs(r.error_pct) for r in self.report.rows]
-        lines = [
-            f"Calibrated by `commsim calibrate` from {self.source or 'measurements'}",
-            f"rows: {self.rows_summary}",
-            f"template: {self.template}; fitted: {fitted}",
-            "objective: least squares on log(predicted/measured) (relative error); "
-            f"engine {', '.join(sorted({r.engine for r in self.report.rows}))}",
-            f"residuals on these rows: {summary_line(self.report)}, max {max(errors):.1f}%",
-            *self.notes,
-        ]
-        return lines
-
-    def to_yaml(self) -> str:
-        """The topology file: a ``#`` header (what was fitted, from what, residuals), then the
-        YAML that ``run``, ``replay`` and ``validate`` accept."""
-        head = "".join(f"# {' '.join(line.split())}\n" for line in self.header())
-        return head + dump_yaml(self.spec)
-
-    def to_dict(self) -> dict[str, object]:
-        """The ``--json`` object of ``commsim calibrate``."""
-        return {
-            "source": self.source,
-            "template": self.template,
-            "kind": self.spec.kind,
-            "ranks": self.spec.num_ranks,
-            "parameters": dict(self.parameters),
-            "median_abs_error_pct": self.report.median_abs_error_pct,
-            "median_abs_error_pct_below_1MiB": self.report.median_abs_error_pct_below_1MiB,
-            "median_abs_error_pct_above_1MiB": self.report.median_abs_error_pct_above_1MiB,
-            "at_bounds": [b.to_dict() for b in self.at_bounds],
-            "rows": [r.to_dict() for r in self.report.rows],
-        }
-
-
-def _describe(name: str, value: float) -> str:
-    if name.endswith("latency_s"):
-        return f"{name.removesuffix('_s')} {format_time(value)}"
-    if name.endswith("bandwidth_Bps"):
-        return f"{name.removesuffix('_Bps')} {format_bandwidth(value)}"
-    if name == "gamma_s_per_B":
-        return f"gamma {format_time(value)}/B"
-    return f"{name} {value:.6g}"
-
-
-def write_topology(calibration: Calibration, path: str | Path) -> None:
-    """Write :meth:`Calibration.to_yaml` to ``path``."""
-    Path(path).write_text(calibration.to_yaml(), encoding="utf-8")
 
 
 # -- the template and its parameters -------------------------------------------------------
@@ -271,7 +184,7 @@ def calibrate(
                       protocol=protocol)
     return Calibration(
         spec=fitted, parameters=reported(params, best_x), report=report, source=source,
-        template=template_name, rows_summary=_rows_summary(rows),
+        template=template_name, rows_summary=rows_summary(rows),
         notes=tuple(notes) + tuple(b.message for b in bounds), at_bounds=tuple(bounds),
     )
 
@@ -406,67 +319,6 @@ def _fit(
     return best_x, active
 
 
-# -- parameters that end on a bound ---------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class AtBound:
-    """A fitted parameter that ended on one of its :data:`BOUNDS`: the data do not determine
-    it (another parameter explains the rows), so its value is the bound, not a measurement."""
-
-    parameter: str
-    side: str  # "lower" or "upper"
-    bound: float  # in the reported unit (bandwidths as bytes per second)
-    message: str
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "parameter": self.parameter,
-            "side": self.side,
-            "bound": self.bound,
-            "meaning": self.message,
-        }
-
-
-#: What each kind of fitted parameter is called in the at-bound message.
-_NOUNS = {
-    "latency": "latency",
-    "inverse_bandwidth": "bandwidth",
-    "gamma": "gamma",
-    "latency_scale": "latency scale",
-    "inverse_bandwidth_scale": "bandwidth scale",
-}
-#: How close (relative, in the fitted variable) to a bound counts as on it.
-BOUND_TOLERANCE = 1e-6
-
-
-def at_bounds(params: list[Param], x: np.ndarray, active: np.ndarray) -> list[AtBound]:
-    """The fitted (``active``) parameters of ``x`` that lie on a bound, each with what it
-    means; e.g. ``inter.latency_s hit its 1ns lower bound: the measurements do not determine
-    it; the fitted latency is meaningless``."""
-    out = []
-    for p, value, used in zip(params, x, active, strict=True):
-        if not used:
-            continue
-        low, high = BOUNDS[p.kind]
-        for side, bound in (("lower", low), ("upper", high)):
-            if abs(value - bound) > BOUND_TOLERANCE * bound:
-                continue
-            shown = bound
-            if p.kind in ("inverse_bandwidth", "inverse_bandwidth_scale"):
-                side, shown = ("upper" if side == "lower" else "lower"), 1.0 / bound
-            what = _NOUNS[p.kind]
-            text = _describe(p.name, shown).split(" ", 1)[-1]
-            out.append(
-                AtBound(
-                    parameter=p.name,
-                    side=side,
-                    bound=shown,
-                    message=f"{p.name} hit its {text} {side} bound: the measurements do not "
-                    f"determine it; the fitted {what} is meaningless",
-                )
-            )
-    return out
-
-
 def _initial_guess(
     rows: Sequence[Measurement],
     params: list[Param],
@@ -494,16 +346,3 @@ def _initial_guess(
             if value < best_value:
                 best, best_value = trial, value
     return best
-
-
-def _rows_summary(rows: Sequence[Measurement]) -> str:
-    from commsim.units import format_size
-
-    by: dict[str, set[int]] = {}
-    for r in rows:
-        by.setdefault(r.collective.value, set()).add(r.ranks)
-    what = "; ".join(
-        f"{name} x {','.join(map(str, sorted(ranks)))} ranks" for name, ranks in by.items()
-    )
-    sizes = [r.nbytes for r in rows]
-    return f"{len(rows)} ({what}; {format_size(min(sizes))}..{format_size(max(sizes))})"

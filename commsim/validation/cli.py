@@ -337,7 +337,8 @@ def _say_partial(loaded: _Loaded) -> None:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``commsim calibrate``: fit, write the topology, print what was fitted (or JSON)."""
     from commsim.measure.calibrate import calibrate_cpu, is_cpu_measurement
-    from commsim.validation.calibrate import calibrate, write_topology
+    from commsim.validation.calibrate import calibrate
+    from commsim.validation.calibration import write_topology
     from commsim.validation.measurements import parse_collectives_flag, parse_sizes_flag
 
     check_output("--out", args.out)

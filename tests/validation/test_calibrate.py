@@ -8,7 +8,8 @@ from commsim.api import simulate
 from commsim.collectives import Collective
 from commsim.errors import SpecError
 from commsim.topology import LinkSpec, load_topology, read_spec_file
-from commsim.validation.calibrate import calibrate, write_topology
+from commsim.validation.calibrate import calibrate
+from commsim.validation.calibration import write_topology
 from commsim.validation.measurements import Measurement, filter_rows, parse_sizes_flag
 from commsim.validation.validate import validate
 
