@@ -25,7 +25,7 @@ import functools
 from dataclasses import dataclass, field, replace
 
 from commsim.nccl_tables import Protocol, newest_read
-from commsim.topology.spec import NCCL_NIC_PATHS, parse_nccl_version
+from commsim.topology.nccl_spec import NCCL_NIC_PATHS, parse_nccl_version
 
 #: Per-channel bus bandwidth caps in GB/s for one node, two nodes, and more.
 Row = tuple[float, float, float]
@@ -205,7 +205,7 @@ LL128_ARCH_FROM = {"volta": (2, 0, 0), "ampere": (2, 0, 0), "hopper": (2, 15, 1)
 #: Hopper and newer from 2.17.1, at most ``pxn`` (tuning.cc ``typeInter``).
 LL128_PXN_FROM = (2, 17, 1)
 #: NCCL's path types from a GPU to its NIC, nearest first: those a topology states
-#: (:data:`~commsim.topology.spec.NCCL_NIC_PATHS`) with ``pxn``, a NIC reached through another
+#: (:data:`~commsim.topology.nccl_spec.NCCL_NIC_PATHS`) with ``pxn``, a NIC reached through another
 #: GPU, after ``p2c``; ``None`` (not stated) reads as ``pxb``.
 _AFTER_P2C = NCCL_NIC_PATHS.index("p2c") + 1
 NIC_PATH_ORDER = (*NCCL_NIC_PATHS[:_AFTER_P2C], "pxn", *NCCL_NIC_PATHS[_AFTER_P2C:])

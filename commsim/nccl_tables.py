@@ -23,7 +23,7 @@ from typing import TypeVar
 
 from commsim.algorithms.ring import MAX_CHAIN_CHUNKS
 from commsim.network import Network
-from commsim.topology.spec import parse_nccl_version as parse_version
+from commsim.topology.nccl_spec import parse_nccl_version as parse_version
 
 #: Link classes NCCL's tuner tells apart (``NCCL_HW_NVLINK``, ``NCCL_HW_PCI``, ``NCCL_HW_NET``).
 LINK_CLASSES = ("nvlink", "pcie", "net")

@@ -25,6 +25,7 @@ from typing import Any
 from commsim import fields
 from commsim.errors import SpecError, describe
 from commsim.topology import server
+from commsim.topology.nccl_spec import NcclSpec
 from commsim.topology.spec import (
     CustomLinkSpec,
     CustomSpec,
@@ -32,7 +33,6 @@ from commsim.topology.spec import (
     FullyConnectedSpec,
     HierarchicalSpec,
     LinkSpec,
-    NcclSpec,
     RingSpec,
     SharedSpec,
     SwitchSpec,

@@ -34,8 +34,8 @@ from commsim.timing import (
     canonical_protocol,
     resolve_engine,
 )
+from commsim.topology.nccl_spec import parse_nccl_version
 from commsim.topology.presets import TopologyRef, load_topology
-from commsim.topology.spec import parse_nccl_version
 from commsim.validation.measurements import Measurement
 
 #: Rows below this size are "small" (latency-bound) in the split medians.
