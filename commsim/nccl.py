@@ -13,7 +13,8 @@ and reduce as a pipelined chain along it); all_reduce runs *ring*, *tree* (comms
 ``double_binary_tree``), across hosts ``hierarchical_pipelined`` (NCCL's trees, which overlap
 the host and network phases: ``max(host, network) + min(their latencies)``), ``nvls`` where
 the node switch reduces (NVLink SHARP) and ``collnet`` where the fabric does (InfiniBand
-SHARP); across hosts NVLS and CollNet are composed the same pipelined way.
+SHARP); across hosts NVLS and CollNet are composed the same pipelined way
+(:mod:`commsim.nccl_composed`).
 
 **The floor** of a call (:meth:`NcclModel.floor`) is the sum of named parts: the launch
 (``base``: tuning.cc ``baseLat`` of the algorithm family and protocol), the hops of its
@@ -43,11 +44,11 @@ import numpy as np
 
 from commsim.algorithms import get_algorithm
 from commsim.algorithms.base import Call
-from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import ScheduleError, SpecError
-from commsim.nccl_caps import bandwidth_factor, ll128_enabled, tree_cap_Bps
+from commsim.nccl_caps import bandwidth_factor, ll128_enabled
+from commsim.nccl_composed import PIPELINED, ComposedTimer
 from commsim.nccl_paths import (
     LINK_CLASSES,
     bandwidth_cap_Bps,
@@ -77,22 +78,6 @@ from commsim.nccl_tables import (
     tree_correction,
 )
 from commsim.network import Network
-
-#: The composed (not scheduled) algorithm of this model; see NcclModel.pipelined_hierarchical.
-PIPELINED = "hierarchical_pipelined"
-#: How NCCL's trees (and NVLS trees) cross hosts: a double binary tree among one rank per
-#: host (tuning.cc counts ``log2(nodes)`` network hops each way).
-RAIL_TREE = "double_binary_tree"
-#: The most transfers one phase of a composed candidate may simulate (a phase's DES time had by
-#: symmetry simulates none). A composed candidate simulates up to eight phases, and a tree's
-#: phase is contended (its two trees share every rank's links): measured about 65 us per
-#: transfer for the double binary tree among 512 to 4096 hosts of dgx-h100 on two cores, so
-#: this keeps a composed DES within seconds; beyond it the call is refused in one line.
-MAX_PHASE_DES_TRANSFERS = 50_000
-#: The note of a composed candidate some of whose phases' DES times were had by symmetry.
-COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops sharing no link were "
-                 "timed from one representative rank (exact)")
-
 
 #: The algorithms NCCL's tuner considers for each collective, as commsim algorithms (nvls and
 #: collnet only where the topology's switches reduce).
@@ -169,7 +154,8 @@ def _hosts(network: Network, ranks: int) -> list[list[int]]:
 class NcclModel:
     """How NCCL runs calls on the first ranks of ``network`` (see the module docstring): which
     (algorithm, protocol) candidates its tuner weighs, the network each runs on at each size,
-    its launch and floor, and the composed time of the pipelined phases across hosts.
+    its launch and floor; the composed candidates across hosts are timed on its phase networks
+    by :class:`~commsim.nccl_composed.ComposedTimer`.
 
     It times one candidate at a time; choosing among them is :mod:`commsim.timing`'s job.
     Networks scaled per (ranks, protocol, family, channels) are built once and kept.
@@ -180,15 +166,14 @@ class NcclModel:
         self.config = NcclConfig.of(network)
         self._cache: dict[tuple[object, ...], Network] = {}
         self._memo: dict[tuple[object, ...], Any] = {}
-        #: The notes of the phases of the composed candidate being timed (see _run).
-        self._phase_notes: list[str | None] = []
 
     @classmethod
     def of(cls, network: Network) -> NcclModel:
         """The model kept with ``network``."""
         return network.derived("nccl_model", lambda: cls(network))
 
-    def _hosts(self, ranks: int) -> list[list[int]]:
+    def hosts(self, ranks: int) -> list[list[int]]:
+        """The first ``ranks`` ranks grouped by host, hosts in order of their lowest rank."""
         key = ("hosts", ranks)
         if key not in self._memo:
             self._memo[key] = _hosts(self.network, ranks)
@@ -202,7 +187,9 @@ class NcclModel:
             self._memo[key] = len(np.unique(hosts[hosts >= 0]))
         return self._memo[key]  # type: ignore[no-any-return]
 
-    def _channels(self, ranks: int) -> int:
+    def ring_channels(self, ranks: int) -> int:
+        """:func:`~commsim.nccl_paths.ring_channels` of the first ``ranks`` ranks: the NICs
+        of a host NCCL's rings cross through at once."""
         key = ("channels", ranks)
         if key not in self._memo:
             self._memo[key] = ring_channels(self.network, ranks)
@@ -229,7 +216,7 @@ class NcclModel:
         if self.protocol(protocol).name not in self.protocols_of(name):
             raise SpecError(f"NCCL runs {name} with the Simple protocol only, not {protocol!r}")
 
-    def _net(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
+    def phase_network(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
              channels: float = 1, active: int | None = None,
              collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
              scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0)) -> Network:
@@ -314,17 +301,17 @@ class NcclModel:
         hops paid as NCCL's tuner pays them (:meth:`_ring_hop_scales`); a tree's
         bandwidth x NCCL's correction at that size (:func:`tree_correction`)."""
         family = family_of(name)
-        channels = self._channels(ranks) if name == "ring" else 1
+        channels = self.ring_channels(ranks) if name == "ring" else 1
         active, scale = None, 1.0
         if nbytes is not None:
             active = active_channels(nbytes, ranks, family, protocol, self.config.channels)[0]
-            scale = self._tree_scale(family, protocol, nbytes)
-        order = self._ring_order(ranks) if name == "ring" else tuple(range(ranks))
+            scale = self.tree_scale(family, protocol, nbytes)
+        order = self.ring_order(ranks) if name == "ring" else tuple(range(ranks))
         hop_scales = (1.0, 1.0)
         if name == "ring" and not collective.rooted:
             hop_scales = self._ring_hop_scales(ranks, protocol, collective)
-        return self._net(order, self.protocol(protocol), family, channels, active, collective,
-                         latency, scale, hop_scales)
+        return self.phase_network(order, self.protocol(protocol), family, channels, active,
+                                  collective, latency, scale, hop_scales)
 
     def _ring_hop_scales(self, ranks: int, protocol: str,
                          collective: Collective) -> tuple[float, float]:
@@ -339,19 +326,21 @@ class NcclModel:
             version = self.config.version
             steps = 2 * (ranks - 1) if reducing else ranks - 1
             self._memo[key] = (1.0, 1.0) if nodes < 2 else ring_hop_scales(
-                self._net(self._ring_order(ranks), self.protocol(protocol), "ring"), nodes,
+                self.phase_network(self.ring_order(ranks), self.protocol(protocol), "ring"), nodes,
                 ring_inter_steps(version, reducing, nodes) / steps,
                 net_overhead_s(version, self.config.cpu, protocol))
         return self._memo[key]  # type: ignore[no-any-return]
 
-    def _tree_scale(self, family: str, protocol: str, nbytes: int) -> float:
+    def tree_scale(self, family: str, protocol: str, nbytes: int) -> float:
         """What NCCL's tree (only) moves of its modelled bandwidth on a call of ``nbytes``
         (:func:`~commsim.nccl_tables.tree_correction`, this release)."""
         if family != "tree":
             return 1.0
         return tree_correction(self.config.version, protocol, nbytes)
 
-    def _ring_order(self, ranks: int) -> tuple[int, ...]:
+    def ring_order(self, ranks: int) -> tuple[int, ...]:
+        """The first ``ranks`` ranks in the order of NCCL's ring
+        (:func:`~commsim.nccl_paths.ring_order`)."""
         key = ("order", ranks)
         if key not in self._memo:
             self._memo[key] = ring_order(self.network, ranks)
@@ -367,7 +356,7 @@ class NcclModel:
 
     def _candidates(self, call: Call) -> list[tuple[str, str]]:
         ranks = call.ranks
-        groups = self._hosts(ranks)
+        groups = self.hosts(ranks)
         multi = len(groups) > 1 and bool(
             (self.network.device_hosts()[self.network.rank_device_array()[:ranks]] >= 0).all())
         even = len({len(g) for g in groups}) == 1
@@ -404,7 +393,7 @@ class NcclModel:
         if key not in self._memo:
             classes = link_class_codes(self.network)
             pcie = LINK_CLASSES.index("pcie")
-            order = np.asarray(self._ring_order(ranks), dtype=np.int64)
+            order = np.asarray(self.ring_order(ranks), dtype=np.int64)
             self._memo[key] = not (classes == pcie).any() or not (
                 classes[self.network.route_links(order, np.roll(order, -1))] == pcie).any()
         return bool(self._memo[key])
@@ -414,7 +403,7 @@ class NcclModel:
         (no single schedule): its tree across hosts, and NVLS or CollNet across hosts."""
         if name == PIPELINED:
             return True
-        return name in SIMPLE_ONLY and len(self._hosts(ranks)) > 1
+        return name in SIMPLE_ONLY and len(self.hosts(ranks)) > 1
 
     # -- the floor ------------------------------------------------------------------------
     def base_s(self, name: str, protocol: str) -> float:
@@ -465,136 +454,19 @@ class NcclModel:
                                    call.ranks, self.config.channels)
         net = self.network_for(call.ranks, name, proto.name, call.nbytes, call.collective,
                                latency)
-        order = self._ring_order(call.ranks) if name == "ring" else tuple(range(call.ranks))
+        order = self.ring_order(call.ranks) if name == "ring" else tuple(range(call.ranks))
         if order == tuple(range(call.ranks)):
             return evaluate(call, net, name, engine, records)
         # NCCL's ring order: run the ring on the GPUs in that order, then name the ranks back
         done = evaluate(replace(call, root=order.index(call.root)), net, name, engine, records)
-        plain = self._net(tuple(range(call.ranks)), proto, family_of(name),
-                          self._channels(call.ranks) if name == "ring" else 1,
-                          active_channels(call.nbytes, call.ranks, family_of(name), proto.name,
-                                          self.config.channels)[0], call.collective, latency)
+        active = active_channels(call.nbytes, call.ranks, family_of(name), proto.name,
+                                 self.config.channels)[0]
+        plain = self.phase_network(tuple(range(call.ranks)), proto, family_of(name),
+                                   self.ring_channels(call.ranks) if name == "ring" else 1,
+                                   active, call.collective, latency)
         return relabel(done, order, plain)
 
     def _composed(self, call: Call, name: str, proto: Protocol, engine: str) -> Evaluation:
-        """A composed candidate's time (no schedule), noted when some of its phases' DES
-        times were had by symmetry."""
-        self._phase_notes = []
-        if name == PIPELINED:
-            time_s = self.pipelined_hierarchical(call.collective, call.ranks, call.nbytes,
-                                                 proto, engine)
-            groups = self._hosts(call.ranks)
-            cap = tree_cap_Bps(self.config.version, self.config.arch, len(groups), proto.name,
-                               self.config.channels, self.config.cpu, len(groups[0]) == 1
-                               ) * self._tree_scale("tree", proto.name, call.nbytes)
-            bus = call.nbytes * call.collective.busbw_factor(call.ranks)
-            time_s = max(time_s, bus / cap)
-        else:
-            time_s = self.pipelined_in_network(name, call.ranks, call.nbytes, proto, engine)
-        symmetric = engine == "des" and any(self._phase_notes)
-        return Evaluation(time_s, 1, self.network, note=COMPOSED_NOTE if symmetric else None)
-
-    def _rail(self, rail: tuple[int, ...], nbytes: int, protocol: Protocol, engine: str,
-              ranks: int, family: str, scale: float = 1.0) -> float:
-        """One rail's all-reduce of ``nbytes`` among the hosts, as NCCL's trees cross them: a
-        double binary tree (``log2(hosts)`` network hops each way), pipelined in NCCL's
-        chunks up to the ring's bandwidth, which commsim's few-piece tree schedule does not
-        reach: the faster of the tree and a ring among the hosts. Beyond two hosts a tree is
-        no faster than each NIC carrying the rail's bytes twice (up and down the tree), as
-        NCCL's tuner counts it (tuning.cc: a tree's bandwidth across more than two nodes is
-        the network's, ``bwInter``, and the NVLS tree's doubles only for two nodes; the
-        all-reduce's algorithm bandwidth is half that): a 2-host ring of twice the bytes."""
-        share = self._rail_share(ranks)
-        time = min(self._run(Collective.ALL_REDUCE, rail, nbytes, name, protocol, engine,
-                             share, family=family, scale=scale) for name in (RAIL_TREE, "ring"))
-        if len(rail) > 2:
-            time = max(time, self._run(Collective.ALL_REDUCE, rail[:2], 2 * nbytes, "ring",
-                                       protocol, engine, share, family=family, scale=scale))
-        return time
-
-    def _rail_share(self, ranks: int) -> float:
-        """The share of a NIC one rail gets: 1 where every GPU has its own, 1/2 where two
-        GPUs share one (every rail runs at once)."""
-        per_host = len(self._hosts(ranks)[0])
-        return min(1.0, self._channels(ranks) / per_host)
-
-    def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
-             protocol: Protocol, engine: str, channels: float = 1, family: str = "tree",
-             scale: float = 1.0) -> float:
-        """One phase of a composed candidate: ``name`` among ``ranks`` on their protocol
-        network (``family``'s hop latencies, the channels a call of ``nbytes`` runs,
-        bandwidths x ``scale``; whether its DES time was had by symmetry is noted for
-        :meth:`_composed`)."""
-        active = active_channels(nbytes, len(ranks), family, protocol.name,
-                                 self.config.channels)[0]
-        if name == "ring" and ranks == tuple(range(len(ranks))):
-            ranks = self._ring_order(len(ranks))
-        net = self._net(ranks, protocol, family, channels, active, collective, scale=scale)
-        done = evaluate(make_call(collective, net, nbytes), net, name, engine,
-                        max_transfers=MAX_PHASE_DES_TRANSFERS)
-        self._phase_notes.append(done.note)
-        return done.time_s
-
-    def pipelined_in_network(self, name: str, ranks: int, nbytes: int, protocol: Protocol,
-                             engine: str) -> float:
-        """NVLS or CollNet across equal hosts of L ranks, phases pipelined as NCCL runs them
-        (NVLS tree, CollNet chain/direct): ``max(A, B) + min(A0, B0)`` as
-        :meth:`pipelined_hierarchical`, with host phase ``A`` the in-switch all-reduce of the
-        buffer (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase
-        ``B`` each rail's all-reduce of ``nbytes / L``: among the hosts (nvls, :meth:`_rail`)
-        or reduced inside the fabric switch (collnet). Launch latency not included."""
-        groups = self._hosts(ranks)
-        host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
-        per_host = len(host)
-
-        def phases(n: int) -> tuple[float, float]:
-            a = 0.0
-            if name == "nvls":
-                a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, engine,
-                              family="nvls")
-            elif per_host > 1:
-                for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-                    a += self._run(coll, host, n, "ring", protocol, engine, family=name)
-            if name == "nvls":
-                b = self._rail(rail, max(n // per_host, 1), protocol, engine, ranks, name)
-            else:
-                b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), "collnet",
-                              protocol, engine, self._rail_share(ranks), family=name)
-            return a, b
-
-        a, b = phases(nbytes)
-        a0, b0 = phases(ranks)
-        return max(a, b) + min(a0, b0)
-
-    def pipelined_hierarchical(self, collective: Collective, ranks: int, nbytes: int,
-                               protocol: Protocol, engine: str) -> float:
-        """All-reduce over equal hosts of L ranks, phases pipelined as NCCL's tree does.
-
-        Host phase ``A``: ring reduce-scatter plus ring all-gather of the buffer on one host
-        (they share the GPUs' ports, so they add up). Network phase ``B``: all-reduce of
-        ``nbytes / L`` among one rank per host (:meth:`_rail`; every rail does the same at
-        once, over its own NICs or its share of them). Pipelined in many chunks, the call
-        takes the slower phase plus the faster one's latency (its time at 1 byte per rank):
-        ``max(A, B) + min(A0, B0)``.
-        Launch latency is not included (:func:`base_latency_s` gives it).
-        """
-        if collective is not Collective.ALL_REDUCE:
-            raise SpecError(f"{PIPELINED} runs all_reduce only, not {collective.value}")
-        groups = self._hosts(ranks)
-        if len(groups) < 2 or len({len(g) for g in groups}) != 1:
-            raise SpecError(f"{PIPELINED} needs several hosts with as many ranks each")
-        host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
-        per_host = len(host)
-        scale = self._tree_scale("tree", protocol.name, nbytes)
-
-        def phases(n: int) -> tuple[float, float]:
-            a = 0.0
-            if per_host > 1:
-                for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-                    a += self._run(coll, host, n, "ring", protocol, engine, scale=scale)
-            b = self._rail(rail, max(n // per_host, 1), protocol, engine, ranks, "tree", scale)
-            return a, b
-
-        a, b = phases(nbytes)
-        a0, b0 = phases(ranks)
-        return max(a, b) + min(a0, b0)
+        """A composed candidate's time (:class:`~commsim.nccl_composed.ComposedTimer`)."""
+        return ComposedTimer(self, engine).evaluate(call.collective, call.ranks, call.nbytes,
+                                                    name, proto)

@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("algorithms", "checker"),
     ("topology",),
     ("engine",),
-    ("results", "nccl", "nccl_paths", "nccl_caps", "nccl_tables", "bound"),
+    ("results", "nccl", "nccl_composed", "nccl_paths", "nccl_caps", "nccl_tables", "bound"),
     ("timing",),
     ("api", "export", "table"),
     ("replay",),

@@ -119,7 +119,7 @@ def test_the_composed_tree_never_beats_its_cap(version: str, protocol: str) -> N
     for nbytes in (1 << 20, 64 << 20, 1 << 30):
         time_s = commsim.simulate("all_reduce", net, nbytes, algorithm="hierarchical_pipelined",
                                   protocol=protocol).time_s
-        cap = tree_cap_Bps(version, "blackwell", 4, protocol, 16) * model._tree_scale(
+        cap = tree_cap_Bps(version, "blackwell", 4, protocol, 16) * model.tree_scale(
             "tree", protocol, nbytes)
         bus = nbytes * Collective.ALL_REDUCE.busbw_factor(32)
         assert time_s >= bus / cap

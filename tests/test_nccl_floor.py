@@ -219,9 +219,9 @@ def test_trees_move_a_fraction_of_their_bandwidth_at_medium_sizes() -> None:
     model = NcclModel(net)
     call = make_call("all_reduce", net, 8 << 20)
     corrected = model.evaluate(call, "hierarchical_pipelined", "LL128", "analytic").time_s
-    assert model._tree_scale("tree", "LL128", 8 << 20) < 1
-    assert model._tree_scale("ring", "LL128", 8 << 20) == 1.0
-    model._tree_scale = lambda *args: 1.0  # type: ignore[method-assign]
+    assert model.tree_scale("tree", "LL128", 8 << 20) < 1
+    assert model.tree_scale("ring", "LL128", 8 << 20) == 1.0
+    model.tree_scale = lambda *args: 1.0  # type: ignore[method-assign]
     plain = NcclModel.evaluate(model, call, "hierarchical_pipelined", "LL128", "analytic")
     assert corrected > plain.time_s
 

@@ -57,7 +57,7 @@ def test_nccl_phase_groups_are_symmetric_and_exact() -> None:
     model = NcclModel.of(net)
     host, rail = tuple(range(8)), tuple(range(0, 32, 8))
     for ranks, protocol in itertools.product((host, rail), ("LL", "Simple")):
-        view = model._net(ranks, model.protocol(protocol), "tree")  # noqa: SLF001 - a phase
+        view = model.phase_network(ranks, model.protocol(protocol), "tree")
         call = make_call("all_reduce", view, 3 << 20)
         assert symmetric_note(call, view, "ring") is not None
         full = evaluate(call, view, "ring", "des", records=True).time_s
@@ -173,14 +173,14 @@ def test_a_composed_phase_too_large_to_simulate_is_refused(monkeypatch: pytest.M
     """A composed candidate's phases run their DES only up to MAX_PHASE_DES_TRANSFERS each (a
     phase had by symmetry simulates nothing): beyond it the call is refused in one line
     naming the phase, and the closed form still answers."""
-    from commsim import nccl
+    from commsim import nccl_composed
     from commsim.errors import SpecError
 
     net = load_topology("dgx-h100x4")
     call = make_call("all_reduce", net, 1 << 20)
-    des = NcclModel(net).evaluate(call, nccl.PIPELINED, "Simple", "des").time_s
-    monkeypatch.setattr(nccl, "MAX_PHASE_DES_TRANSFERS", 1)
+    des = NcclModel(net).evaluate(call, nccl_composed.PIPELINED, "Simple", "des").time_s
+    monkeypatch.setattr(nccl_composed, "MAX_PHASE_DES_TRANSFERS", 1)
     with pytest.raises(SpecError, match="double_binary_tree all_reduce on 4 ranks"):
-        NcclModel(net).evaluate(call, nccl.PIPELINED, "Simple", "des")
-    assert NcclModel(net).evaluate(call, nccl.PIPELINED, "Simple", "analytic").time_s > 0
+        NcclModel(net).evaluate(call, nccl_composed.PIPELINED, "Simple", "des")
+    assert NcclModel(net).evaluate(call, nccl_composed.PIPELINED, "Simple", "analytic").time_s > 0
     assert des > 0

@@ -11,6 +11,7 @@ from commsim.collectives import Collective
 from commsim.errors import SpecError
 from commsim.nccl import BASE_LATENCY_US, PROTOCOLS, NcclModel, ring_channels, with_nccl
 from commsim.nccl_caps import bandwidth_factor, caps
+from commsim.nccl_composed import ComposedTimer
 from commsim.nccl_paths import bandwidth_cap_Bps
 from commsim.nccl_tables import (
     DEFAULT_VERSION,
@@ -104,14 +105,14 @@ def test_pipelined_hierarchical_overlaps_the_phases() -> None:
     pipelined = simulate("all_reduce", net, n, algorithm="hierarchical_pipelined",
                          protocol="Simple").time_s
     sequential = simulate("all_reduce", net, n, algorithm="hierarchical").time_s
-    rail = model.pipelined_hierarchical(Collective.ALL_REDUCE, 8, n, PROTOCOLS[2], "des")
+    rail = ComposedTimer(model, "des").hierarchical(Collective.ALL_REDUCE, 8, n, PROTOCOLS[2])
     assert pipelined == pytest.approx(rail + BASE_LATENCY_US["tree"]["Simple"] * 1e-6, rel=1e-12)
     assert pipelined < sequential
     assert pipelined == pytest.approx(
         n / 4 / (caps(DEFAULT_VERSION).tree_efficiency * 10e9), rel=0.05)
     assert network_phase > 0
     with pytest.raises(SpecError, match="all_reduce only"):
-        model.pipelined_hierarchical(Collective.ALL_GATHER, 8, n, PROTOCOLS[2], "des")
+        ComposedTimer(model, "des").hierarchical(Collective.ALL_GATHER, 8, n, PROTOCOLS[2])
 
 
 def test_predictor_rejects_unknown_protocols_and_algorithms() -> None:

@@ -1,0 +1,192 @@
+"""NCCL's composed candidates: the all-reduces it runs as pipelined phases across hosts, which
+no single commsim schedule describes (see :mod:`commsim.nccl`).
+
+Its tree across hosts (``hierarchical_pipelined``) reduces inside each host while each rail of
+GPUs, one per host, reduces across the network; NVLS across hosts reduces inside each host's
+NVSwitch and along the rails the same way; CollNet reduces inside each host and in the fabric's
+switches. Each phase is a schedule commsim times on the phase's own protocol network (the
+model's :meth:`~PhaseNetworks.phase_network`); the call, pipelined in many chunks, takes the
+slower phase plus the faster one's latency.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol as Interface
+
+from commsim.algorithms.calls import make_call
+from commsim.collectives import Collective
+from commsim.engine.evaluate import Evaluation, evaluate
+from commsim.errors import SpecError
+from commsim.nccl_caps import tree_cap_Bps
+from commsim.nccl_tables import NcclConfig, Protocol, active_channels
+from commsim.network import Network
+
+#: The composed algorithm of NCCL's trees across hosts (see :meth:`ComposedTimer.hierarchical`).
+PIPELINED = "hierarchical_pipelined"
+#: How NCCL's trees (and NVLS trees) cross hosts: a double binary tree among one rank per
+#: host (tuning.cc counts ``log2(nodes)`` network hops each way).
+RAIL_TREE = "double_binary_tree"
+#: The most transfers one phase of a composed candidate may simulate (a phase's DES time had by
+#: symmetry simulates none). A composed candidate simulates up to eight phases, and a tree's
+#: phase is contended (its two trees share every rank's links): measured about 65 us per
+#: transfer for the double binary tree among 512 to 4096 hosts of dgx-h100 on two cores, so
+#: this keeps a composed DES within seconds; beyond it the call is refused in one line.
+MAX_PHASE_DES_TRANSFERS = 50_000
+#: The note of a composed candidate some of whose phases' DES times were had by symmetry.
+COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops sharing no link were "
+                 "timed from one representative rank (exact)")
+
+
+class PhaseNetworks(Interface):
+    """What composing phases needs of NCCL's model of a machine
+    (:class:`~commsim.nccl.NcclModel` provides it)."""
+
+    network: Network
+    config: NcclConfig
+
+    def hosts(self, ranks: int) -> list[list[int]]: ...
+
+    def ring_channels(self, ranks: int) -> int: ...
+
+    def ring_order(self, ranks: int) -> tuple[int, ...]: ...
+
+    def tree_scale(self, family: str, protocol: str, nbytes: int) -> float: ...
+
+    def phase_network(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
+                      channels: float = 1, active: int | None = None,
+                      collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
+                      scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0)
+                      ) -> Network: ...
+
+
+class ComposedTimer:
+    """Times composed candidates on ``model``'s phase networks with ``engine``, noting whether
+    any phase's DES time was had by symmetry. Launch latency is never included."""
+
+    def __init__(self, model: PhaseNetworks, engine: str) -> None:
+        self.model = model
+        self.engine = engine
+        #: The notes of the phases timed so far (see :meth:`_run`).
+        self.notes: list[str | None] = []
+
+    def evaluate(self, collective: Collective, ranks: int, nbytes: int, name: str,
+                 protocol: Protocol) -> Evaluation:
+        """The composed candidate ``name`` (NCCL's trees, NVLS or CollNet across hosts) on the
+        first ``ranks`` ranks: its time (no schedule), noted when some of its phases' DES
+        times were had by symmetry. The trees go no faster than NCCL's tree cap
+        (:func:`~commsim.nccl_caps.tree_cap_Bps`)."""
+        self.notes = []
+        if name == PIPELINED:
+            time_s = self.hierarchical(collective, ranks, nbytes, protocol)
+            config, groups = self.model.config, self.model.hosts(ranks)
+            cap = tree_cap_Bps(config.version, config.arch, len(groups), protocol.name,
+                               config.channels, config.cpu, len(groups[0]) == 1
+                               ) * self.model.tree_scale("tree", protocol.name, nbytes)
+            time_s = max(time_s, nbytes * collective.busbw_factor(ranks) / cap)
+        else:
+            time_s = self.in_network(name, ranks, nbytes, protocol)
+        symmetric = self.engine == "des" and any(self.notes)
+        return Evaluation(time_s, 1, self.model.network,
+                          note=COMPOSED_NOTE if symmetric else None)
+
+    def hierarchical(self, collective: Collective, ranks: int, nbytes: int,
+                     protocol: Protocol) -> float:
+        """All-reduce over equal hosts of L ranks, phases pipelined as NCCL's tree does.
+
+        Host phase ``A``: ring reduce-scatter plus ring all-gather of the buffer on one host
+        (they share the GPUs' ports, so they add up). Network phase ``B``: all-reduce of
+        ``nbytes / L`` among one rank per host (:meth:`_rail`; every rail does the same at
+        once, over its own NICs or its share of them). Pipelined in many chunks, the call
+        takes the slower phase plus the faster one's latency (its time at 1 byte per rank):
+        ``max(A, B) + min(A0, B0)``.
+        """
+        if collective is not Collective.ALL_REDUCE:
+            raise SpecError(f"{PIPELINED} runs all_reduce only, not {collective.value}")
+        groups = self.model.hosts(ranks)
+        if len(groups) < 2 or len({len(g) for g in groups}) != 1:
+            raise SpecError(f"{PIPELINED} needs several hosts with as many ranks each")
+        host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
+        per_host = len(host)
+        scale = self.model.tree_scale("tree", protocol.name, nbytes)
+
+        def phases(n: int) -> tuple[float, float]:
+            a = 0.0
+            if per_host > 1:
+                for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+                    a += self._run(coll, host, n, "ring", protocol, scale=scale)
+            b = self._rail(rail, max(n // per_host, 1), protocol, ranks, "tree", scale)
+            return a, b
+
+        a, b = phases(nbytes)
+        a0, b0 = phases(ranks)
+        return max(a, b) + min(a0, b0)
+
+    def in_network(self, name: str, ranks: int, nbytes: int, protocol: Protocol) -> float:
+        """NVLS or CollNet across equal hosts of L ranks, phases pipelined as NCCL runs them
+        (NVLS tree, CollNet chain/direct): ``max(A, B) + min(A0, B0)`` as
+        :meth:`hierarchical`, with host phase ``A`` the in-switch all-reduce of the buffer
+        (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase ``B``
+        each rail's all-reduce of ``nbytes / L``: among the hosts (nvls, :meth:`_rail`) or
+        reduced inside the fabric switch (collnet)."""
+        groups = self.model.hosts(ranks)
+        host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
+        per_host = len(host)
+
+        def phases(n: int) -> tuple[float, float]:
+            a = 0.0
+            if name == "nvls":
+                a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, family="nvls")
+            elif per_host > 1:
+                for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
+                    a += self._run(coll, host, n, "ring", protocol, family=name)
+            if name == "nvls":
+                b = self._rail(rail, max(n // per_host, 1), protocol, ranks, name)
+            else:
+                b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), "collnet",
+                              protocol, self._rail_share(ranks), family=name)
+            return a, b
+
+        a, b = phases(nbytes)
+        a0, b0 = phases(ranks)
+        return max(a, b) + min(a0, b0)
+
+    def _rail(self, rail: tuple[int, ...], nbytes: int, protocol: Protocol, ranks: int,
+              family: str, scale: float = 1.0) -> float:
+        """One rail's all-reduce of ``nbytes`` among the hosts, as NCCL's trees cross them: a
+        double binary tree (``log2(hosts)`` network hops each way), pipelined in NCCL's
+        chunks up to the ring's bandwidth, which commsim's few-piece tree schedule does not
+        reach: the faster of the tree and a ring among the hosts. Beyond two hosts a tree is
+        no faster than each NIC carrying the rail's bytes twice (up and down the tree), as
+        NCCL's tuner counts it (tuning.cc: a tree's bandwidth across more than two nodes is
+        the network's, ``bwInter``, and the NVLS tree's doubles only for two nodes; the
+        all-reduce's algorithm bandwidth is half that): a 2-host ring of twice the bytes."""
+        share = self._rail_share(ranks)
+        time = min(self._run(Collective.ALL_REDUCE, rail, nbytes, name, protocol, share,
+                             family=family, scale=scale) for name in (RAIL_TREE, "ring"))
+        if len(rail) > 2:
+            time = max(time, self._run(Collective.ALL_REDUCE, rail[:2], 2 * nbytes, "ring",
+                                       protocol, share, family=family, scale=scale))
+        return time
+
+    def _rail_share(self, ranks: int) -> float:
+        """The share of a NIC one rail gets: 1 where every GPU has its own, 1/2 where two
+        GPUs share one (every rail runs at once)."""
+        per_host = len(self.model.hosts(ranks)[0])
+        return min(1.0, self.model.ring_channels(ranks) / per_host)
+
+    def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
+             protocol: Protocol, channels: float = 1, family: str = "tree",
+             scale: float = 1.0) -> float:
+        """One phase: ``name`` among ``ranks`` on their protocol network (``family``'s hop
+        latencies, the channels a call of ``nbytes`` runs, bandwidths x ``scale``), its note
+        kept."""
+        active = active_channels(nbytes, len(ranks), family, protocol.name,
+                                 self.model.config.channels)[0]
+        if name == "ring" and ranks == tuple(range(len(ranks))):
+            ranks = self.model.ring_order(len(ranks))
+        net = self.model.phase_network(ranks, protocol, family, channels, active, collective,
+                                       scale=scale)
+        done = evaluate(make_call(collective, net, nbytes), net, name, self.engine,
+                        max_transfers=MAX_PHASE_DES_TRANSFERS)
+        self.notes.append(done.note)
+        return done.time_s
