@@ -271,12 +271,9 @@ CASES = (
          "8 A100-SXM4-40GB in one node: an HGX/DGX A100 board (NVSwitch)",
          machine="8 x A100-SXM4-40GB (superbench fixture)"),
     Case("b200_8gpu_1node_hgx-nvswitch_3collectives_unresolved-vultr-poc.txt", "hgx-b200",
-         "one HGX B200 node (8 B200, NVLink5/NVSwitch); no HGX B200 preset yet, so the "
-         "shipped B200 node (GCP A4: the same GPUs and switch)", fallback="gcp-a4",
-         machine="HGX B200 x1 (Vultr POC)"),
+         "one HGX B200 node (8 B200, NVLink5/NVSwitch)", machine="HGX B200 x1 (Vultr POC)"),
     Case("b200_16gpu_2node_hgx-ib-ndr_3collectives_unresolved-vultr-poc.txt", "hgx-b200x2",
-         "2 HGX B200 nodes, 8 x 400 Gb/s NDR InfiniBand each; as above, the 2-node GCP A4 "
-         "(8 x 400 Gb/s RoCE per node)", fallback="gcp-a4x2", machine="HGX B200 x2 (Vultr POC)"),
+         "2 HGX B200 nodes, 8 x 400 Gb/s NDR InfiniBand each", machine="HGX B200 x2 (Vultr POC)"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {
