@@ -1,6 +1,7 @@
 """Presets vs real nccl-tests logs, uncalibrated: per log, per hardware family, overall.
 
-Run: ``.venv/bin/python benchmarks/validate_presets.py [--fast] [--no-write] [--skip-cross]``
+Run: ``.venv/bin/python benchmarks/validate_presets.py [--fast] [--no-write] [--skip-cross]
+[--only TEXT] [--rows FILE.csv]``
 
 Every run of every log in ``tests/data/nccl-tests`` (a log of several runs counts each run) is
 predicted on the preset that matches its hardware (:data:`CASES`, the mapping table, with the
@@ -27,11 +28,17 @@ structure, for tests, not its figures. Otherwise the tables (markdown) and one
 measured-vs-predicted plot per family (``docs/img/validation-family-<family>.png``) are written
 between the ``<!-- presets:begin -->`` / ``<!-- presets:end -->`` markers of docs/validation.md.
 Deterministic: the same code and logs give the same tables and PNGs.
+
+``--only TEXT`` (repeatable) runs only the logs whose file name contains one of the texts and
+writes no docs (a part of the table is not the table); ``--rows FILE.csv`` writes every
+predicted row (its run, family and preset, then the columns of ``commsim validate --json``), the
+evidence under the tables, to compare one change's before and after row by row.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import re
 import statistics
 import sys
@@ -341,10 +348,10 @@ def _thin(rows: list[Measurement], keep: int) -> list[Measurement]:
     return filter_rows(rows, sizes=chosen)
 
 
-def run_cases(fast: bool) -> list[Result]:
+def run_cases(fast: bool, cases: Sequence[Case] = CASES) -> list[Result]:
     """Every run of every case, predicted (uncalibrated) on its preset."""
     results = []
-    for case in CASES:
+    for case in cases:
         start = time.perf_counter()
         text = read_text(LOGS / case.log)
         runs = parse_nccl_tests_runs(text, case.log)
@@ -367,6 +374,30 @@ def run_cases(fast: bool) -> list[Result]:
                                   len(set(hosts))))
         print(f"{case.log}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return results
+
+
+def select_cases(texts: Sequence[str]) -> tuple[Case, ...]:
+    """The cases whose log file name contains one of ``texts`` (every case without any)."""
+    if not texts:
+        return CASES
+    return tuple(case for case in CASES if any(text in case.log for text in texts))
+
+
+def write_rows(results: Sequence[Result], path: Path) -> None:
+    """Every predicted row of ``results`` as CSV: run, family, preset, then the row's
+    ``--json`` columns."""
+    head = ["run", "family", "preset"]
+    with path.open("w", newline="", encoding="utf-8") as out:
+        writer = None
+        for res in results:
+            for row in res.report.rows:
+                cells = row.to_dict()
+                if writer is None:
+                    writer = csv.DictWriter(out, fieldnames=head + list(cells),
+                                            lineterminator="\n")
+                    writer.writeheader()
+                writer.writerow({"run": res.label, "family": res.family, "preset": res.preset,
+                                 **cells})
 
 
 # -- statistics --------------------------------------------------------------------------------
@@ -550,8 +581,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--skip-cross", action="store_true",
                         help="skip the calibrate-on-one-collective mode")
+    parser.add_argument("--only", action="append", default=[], metavar="TEXT",
+                        help="only the logs whose file name contains TEXT (repeatable); "
+                             "writes no docs")
+    parser.add_argument("--rows", type=Path, metavar="FILE.csv",
+                        help="write every predicted row to FILE.csv")
     args = parser.parse_args(argv)
-    results = run_cases(args.fast)
+    cases = select_cases(args.only)
+    if not cases:
+        print(f"validate_presets: error: --only {' '.join(map(repr, args.only))} matches no "
+              f"log in {LOGS.relative_to(ROOT)}", file=sys.stderr)
+        return 2
+    results = run_cases(args.fast, cases)
+    if args.rows is not None:
+        write_rows(results, args.rows)
     families = [name for name, _ in FAMILIES] + ["other"]
     tables = {"log": log_table(results), "family": family_table(results, families),
               "bias": bias_table(results, families), "sizes": size_table(results, families),
@@ -572,7 +615,7 @@ def main(argv: list[str] | None = None) -> int:
     if "cross" in tables:
         print("\ncalibrated on one collective of a machine, the other collectives predicted")
         print(text_table(tables["cross"]))
-    if not (args.fast or args.no_write):
+    if not (args.fast or args.no_write or args.only):
         plots = write_plots(results)
         markdown = {k: markdown_table(v) for k, v in tables.items()}
         markdown["mapping"] = markdown_table(mapping_table(results))

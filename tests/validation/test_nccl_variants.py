@@ -5,6 +5,7 @@ and the structure of the validation benchmark's tables (never its figures)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -282,3 +283,34 @@ def test_benchmark_fast_mode_prints_its_six_tables() -> None:
     assert spread == family
     cross = blocks[5].splitlines()[3:]
     assert any(line.startswith("DGX-2 V100") and "all_reduce" in line for line in cross)
+
+
+def test_benchmark_runs_chosen_logs_and_writes_their_rows(tmp_path: Path) -> None:
+    """``--only`` keeps the logs whose name contains the text (and writes no docs); ``--rows``
+    writes every predicted row: the log's own measured times, each error from its two times;
+    a text matching no log is one line and exit 2."""
+    script = str(ROOT / "benchmarks" / "validate_presets.py")
+    out = tmp_path / "rows.csv"
+    doc = (ROOT / "docs" / "validation.md").read_bytes()
+    done = subprocess.run(
+        [sys.executable, script, "--only", "nf5688", "--rows", str(out), "--skip-cross"],
+        capture_output=True, text=True, timeout=600, check=True, cwd=ROOT,
+    )
+    per_log = done.stdout.split("\n\n")[0].splitlines()
+    assert [line.split()[0] for line in per_log[3:]] == [H800.removesuffix(".txt")]
+    assert (ROOT / "docs" / "validation.md").read_bytes() == doc  # a part is not the table
+    rows = list(csv.DictReader(out.open(encoding="utf-8")))
+    log = read_nccl_tests(DATA / H800)
+    assert [int(r["nbytes"]) for r in rows] == [row.nbytes for row in log.rows]
+    assert [float(r["measured_time_s"]) for r in rows] == [
+        m.time_s for m in log.measurements()]
+    assert {(r["run"], r["family"], r["preset"], r["collective"]) for r in rows} == {
+        (H800.removesuffix(".txt"), "Hopper", "hgx-h800", "broadcast")}
+    for r in rows:
+        measured, predicted = float(r["measured_time_s"]), float(r["predicted_time_s"])
+        assert float(r["error_pct"]) == pytest.approx((predicted - measured) / measured * 100)
+    missing = subprocess.run([sys.executable, script, "--only", "no-such-log"],
+                             capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert missing.returncode == 2
+    assert missing.stderr.splitlines() == [
+        "validate_presets: error: --only 'no-such-log' matches no log in tests/data/nccl-tests"]
