@@ -217,9 +217,10 @@ class NcclModel:
             raise SpecError(f"NCCL runs {name} with the Simple protocol only, not {protocol!r}")
 
     def phase_network(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
-             channels: float = 1, active: int | None = None,
-             collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
-             scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0)) -> Network:
+                      channels: float = 1, active: int | None = None,
+                      collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
+                      scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0)
+                      ) -> Network:
         """The protocol network of ``ranks`` for ``family`` running ``collective``,
         ``active`` of the machine's channels running (all by default), network links x
         ``channels``, hop latencies x ``latency`` (host and network links' also x
