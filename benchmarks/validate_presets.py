@@ -386,18 +386,13 @@ def select_cases(texts: Sequence[str]) -> tuple[Case, ...]:
 def write_rows(results: Sequence[Result], path: Path) -> None:
     """Every predicted row of ``results`` as CSV: run, family, preset, then the row's
     ``--json`` columns."""
-    head = ["run", "family", "preset"]
+    rows = [{"run": res.label, "family": res.family, "preset": res.preset, **row.to_dict()}
+            for res in results for row in res.report.rows]
     with path.open("w", newline="", encoding="utf-8") as out:
-        writer = None
-        for res in results:
-            for row in res.report.rows:
-                cells = row.to_dict()
-                if writer is None:
-                    writer = csv.DictWriter(out, fieldnames=head + list(cells),
-                                            lineterminator="\n")
-                    writer.writeheader()
-                writer.writerow({"run": res.label, "family": res.family, "preset": res.preset,
-                                 **cells})
+        if rows:
+            writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 # -- statistics --------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ slower phase plus the faster one's latency.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol as Interface
 
 from commsim.algorithms.calls import make_call
@@ -35,6 +36,14 @@ MAX_PHASE_DES_TRANSFERS = 50_000
 #: The note of a composed candidate some of whose phases' DES times were had by symmetry.
 COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops sharing no link were "
                  "timed from one representative rank (exact)")
+
+
+def _pipelined(phases: Callable[[int], tuple[float, float]], nbytes: int, ranks: int) -> float:
+    """Two phases pipelined in many chunks: the slower phase plus the faster one's latency
+    (its time at one byte per rank), ``max(A, B) + min(A0, B0)``."""
+    a, b = phases(nbytes)
+    a0, b0 = phases(ranks)
+    return max(a, b) + min(a0, b0)
 
 
 class PhaseNetworks(Interface):
@@ -105,21 +114,15 @@ class ComposedTimer:
         groups = self.model.hosts(ranks)
         if len(groups) < 2 or len({len(g) for g in groups}) != 1:
             raise SpecError(f"{PIPELINED} needs several hosts with as many ranks each")
-        host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
-        per_host = len(host)
+        host, rail = self._host_and_rail(ranks)
         scale = self.model.tree_scale("tree", protocol.name, nbytes)
 
         def phases(n: int) -> tuple[float, float]:
-            a = 0.0
-            if per_host > 1:
-                for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-                    a += self._run(coll, host, n, "ring", protocol, scale=scale)
-            b = self._rail(rail, max(n // per_host, 1), protocol, ranks, "tree", scale)
+            a = self._host_rings(host, n, protocol, "tree", scale)
+            b = self._rail(rail, max(n // len(host), 1), protocol, ranks, "tree", scale)
             return a, b
 
-        a, b = phases(nbytes)
-        a0, b0 = phases(ranks)
-        return max(a, b) + min(a0, b0)
+        return _pipelined(phases, nbytes, ranks)
 
     def in_network(self, name: str, ranks: int, nbytes: int, protocol: Protocol) -> float:
         """NVLS or CollNet across equal hosts of L ranks, phases pipelined as NCCL runs them
@@ -128,27 +131,35 @@ class ComposedTimer:
         (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase ``B``
         each rail's all-reduce of ``nbytes / L``: among the hosts (nvls, :meth:`_rail`) or
         reduced inside the fabric switch (collnet)."""
-        groups = self.model.hosts(ranks)
-        host, rail = tuple(groups[0]), tuple(g[0] for g in groups)
-        per_host = len(host)
+        host, rail = self._host_and_rail(ranks)
 
         def phases(n: int) -> tuple[float, float]:
-            a = 0.0
+            rail_bytes = max(n // len(host), 1)
             if name == "nvls":
                 a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, family="nvls")
-            elif per_host > 1:
-                for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER):
-                    a += self._run(coll, host, n, "ring", protocol, family=name)
-            if name == "nvls":
-                b = self._rail(rail, max(n // per_host, 1), protocol, ranks, name)
+                b = self._rail(rail, rail_bytes, protocol, ranks, name)
             else:
-                b = self._run(Collective.ALL_REDUCE, rail, max(n // per_host, 1), "collnet",
-                              protocol, self._rail_share(ranks), family=name)
+                a = self._host_rings(host, n, protocol, name)
+                b = self._run(Collective.ALL_REDUCE, rail, rail_bytes, "collnet", protocol,
+                              self._rail_share(ranks), family=name)
             return a, b
 
-        a, b = phases(nbytes)
-        a0, b0 = phases(ranks)
-        return max(a, b) + min(a0, b0)
+        return _pipelined(phases, nbytes, ranks)
+
+    def _host_and_rail(self, ranks: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The ranks of the first host, and the rail of each host's first rank."""
+        groups = self.model.hosts(ranks)
+        return tuple(groups[0]), tuple(g[0] for g in groups)
+
+    def _host_rings(self, host: tuple[int, ...], nbytes: int, protocol: Protocol, family: str,
+                    scale: float = 1.0) -> float:
+        """The host phase of NCCL's trees and CollNet: a ring reduce-scatter plus a ring
+        all-gather of ``nbytes`` on one host (they share the GPUs' ports, so they add up);
+        nothing for one GPU per host."""
+        if len(host) < 2:
+            return 0.0
+        return sum(self._run(coll, host, nbytes, "ring", protocol, family=family, scale=scale)
+                   for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER))
 
     def _rail(self, rail: tuple[int, ...], nbytes: int, protocol: Protocol, ranks: int,
               family: str, scale: float = 1.0) -> float:
