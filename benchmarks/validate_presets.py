@@ -147,95 +147,83 @@ CASES = (
          "OCI BM.GPU4.8 (the tutorial's shape): 8 A100-SXM4-40GB on NVSwitch, one node"),
     Case("a100-sxm4-40gb_16gpu_2node_aws-p4d-efa_allreduce_aws-efa-eks.txt", "aws-p4dx2",
          "2 AWS p4d.24xlarge: 8 A100-SXM4-40GB on NVSwitch, 4 x 100 Gb/s EFA with GPUDirect "
-         "RDMA per node; no p4d preset yet, so the 2-node DGX A100 (same GPUs and switch, "
-         "8 x 200 Gb/s InfiniBand per node)", fallback="dgx-a100x2"),
+         "RDMA per node, each NIC shared by two GPUs (AWS's topology file)"),
     Case("v100-sxm2-32gb_2gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples-np2.txt",
          "aws-p3dnx2", "2 AWS p3dn.24xlarge (8 V100-SXM2-32GB each), one GPU used per node, "
-         "EFA (speed not stated); no p3dn preset yet, so the 2-node DGX-1 V100 (V100 SXM2 on "
-         "NVLink, 4 x 100 Gb/s EDR per node)", fallback="dgx1-v100x2"),
+         "EFA (speed not stated): the p3dn's one 100 Gb/s EFA NIC, no GPUDirect RDMA"),
     Case("v100-sxm2-32gb_2gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples-readme.txt",
-         "aws-p3dnx2", "another run of the same 2 x 1 p3dn job", fallback="dgx1-v100x2"),
+         "aws-p3dnx2", "another run of the same 2 x 1 p3dn job"),
     Case("v100-sxm2-32gb_16gpu_2node_aws-p3dn-efa_allreduce_eks-efa-examples.txt",
-         "aws-p3dnx2", "2 AWS p3dn.24xlarge, all 8 V100-SXM2-32GB of each, EFA; as above",
-         fallback="dgx1-v100x2"),
+         "aws-p3dnx2", "2 AWS p3dn.24xlarge, all 8 V100-SXM2-32GB of each, EFA; as above"),
     Case("v100-sxm2-32gb_64gpu_8node_aws-p3dn-efa_allreduce_eks-efa-examples.txt",
-         "aws-p3dnx8", "8 AWS p3dn.24xlarge, all 8 V100-SXM2-32GB of each, EFA; as above",
-         fallback="dgx1-v100x8"),
+         "aws-p3dnx8", "8 AWS p3dn.24xlarge, all 8 V100-SXM2-32GB of each, EFA; as above"),
     Case("t4_2gpu_2node_aws-g4dn-efa_allreduce_eks-blueprints.txt", "aws-g4dn-metalx2",
-         "2 AWS g4dn.metal, one T4 (PCIe, no NVLink) used on each, EFA; no multi-node PCIe "
-         "preset without NVLink yet, so the PCIe box without bridges", fallback="pcie-gen4-8gpu"),
+         "2 AWS g4dn.metal, one T4 (PCIe Gen3, no NVLink) used on each, the instance's one "
+         "100 Gb/s EFA NIC, no GPUDirect RDMA"),
     Case("l40s_2gpu_2node_socket-sriov_allreduce_nvidia-tools-image.txt", "r760xa-l40sx2",
          "2 Dell R760xa, one L40S (PCIe, no NVLink) used on each, NCCL sockets over an SR-IOV "
-         "VF (NCCL_IB_DISABLE=1); as for the T4 run, the PCIe box without bridges",
-         fallback="pcie-gen4-8gpu"),
+         "VF (NCCL_IB_DISABLE=1; the socket transport is not modelled: the preset's RoCE NIC)"),
     Case("l40s_4gpu_2node_roce-sriov_allreduce_nvidia-tools-image.txt", "r760xa-l40sx2",
          "the same 2 R760xa, two L40S used on each, NCCL's IB transport over the SR-IOV "
-         "network (mlx5_2, mlx5_8); the PCIe box without bridges", fallback="pcie-gen4-8gpu"),
+         "network (mlx5_2, mlx5_8), 200 Gb/s class per the README's perftest"),
     Case("a100-pcie-40gb_2gpu_2node_ib-hdr-gdr_allreduce_nccl-tests-issue293.txt",
          "r7525-a100-pciex2", "2 Dell R7525, one A100 40GB PCIe and one HDR InfiniBand NIC "
-         "each (GPU and NIC on different sockets), GPUDirect RDMA forced; the PCIe box without "
-         "bridges", fallback="pcie-gen4-8gpu"),
+         "each (GPU and NIC on different sockets), GPUDirect RDMA forced"),
     Case("a100-pcie-40gb_2gpu_2node_ib-hdr-nps4_allreduce_nccl-tests-issue293.txt",
          "r7525-a100-pciex2", "the same 2 R7525 after the BIOS change (NPS=4), no GPUDirect "
-         "RDMA", fallback="pcie-gen4-8gpu"),
+         "RDMA"),
     Case("rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive.txt",
          "geforce-gen4-2socket", "2 GeForce RTX 4090 on PCIe in one box, no NVLink, NCCL's "
          "SHM transport between them (no P2P), buses 0x01 and 0x81 with different CPU "
          "affinities (one GPU per socket)", machine="2 x RTX 4090 (PCIe, SHM)"),
     Case("v100-pcie-32gb_2gpu_2node_allreduce_unresolved-nccl-notes.txt", "pcie-v100x2",
-         "2 nodes, one V100 PCIe (no NVLink) used on each, interconnect not stated; the PCIe "
-         "box without bridges", fallback="pcie-gen4-8gpu"),
+         "2 nodes, one V100 PCIe (no NVLink) used on each, interconnect not stated: one "
+         "100 Gb/s NIC per node, the preset's stated assumption"),
     # -- issue 14: Hopper and Blackwell logs found later (the header of each file says why);
-    # each names the preset of its machine, and (as when that was not shipped yet) the shipped
-    # one closest in GPU generation and NIC shape.
+    # each names the preset of its machine.
     Case("gb200_72gpu_18node_nvl72-mnnvl_allreduce_coreweave-f443305.txt", "gb200-nvl72",
          "one GB200 NVL72 rack: 72 GPUs (18 nodes x 4) in one multi-node NVLink domain; NCCL "
-         "2.26.2 (the README)", fallback="dgx-h100x9", nccl="2.26.2"),
+         "2.26.2 (the README)", nccl="2.26.2"),
     Case("gb200_128gpu-inferred_2rack_nvl72-ib_allreduce_coreweave-f443305.txt",
          "gb200-nvl72x2", "two GB200 NVL72 racks on InfiniBand (Quantum-X800), 128 ranks from "
-         "busbw/algbw; NCCL 2.26.2 (the README)", fallback="dgx-h100x16", nccl="2.26.2"),
+         "busbw/algbw; NCCL 2.26.2 (the README)", nccl="2.26.2"),
     Case("gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt",
          "gb200-nvl72x20", "20 GB200 NVL72 racks (1440 GPUs, 360 nodes x 4) on InfiniBand "
-         "(Quantum-X800); NCCL 2.26.2 (the README)", fallback="dgx-h100x180", nccl="2.26.2"),
+         "(Quantum-X800); NCCL 2.26.2 (the README)", nccl="2.26.2"),
     Case("gh200_8gpu_2node_alps-slingshot-ofi_allreduce_cscs-docs-image-nccl-tests.txt",
          "alps-gh200x2", "2 Alps GH200 nodes (4 GH200 each), HPE Slingshot through the AWS OFI "
-         "NCCL plugin", fallback="dgx-h100x2"),
+         "NCCL plugin"),
     Case("gh200_8gpu_2node_alps-no-ofi-plugin_allreduce_cscs-docs-image-nccl-tests.txt",
          "alps-gh200x2", "the same 2 Alps GH200 nodes without the OFI plugin (NCCL's fallback "
-         "transport not stated)", fallback="dgx-h100x2"),
+         "transport not stated)"),
     Case("gh200_8gpu_2node_alps-santis-slingshot-cxi_allreduce_cscs-nccl-tests-cxi-readme.txt",
-         "alps-gh200x2", "2 Alps (santis) GH200 nodes (4 GH200 each), HPE Slingshot (CXI)",
-         fallback="dgx-h100x2"),
+         "alps-gh200x2", "2 Alps (santis) GH200 nodes (4 GH200 each), HPE Slingshot (CXI)"),
     Case("gh200_2gpu_2node_alps-slingshot_allreduce_cscs-docs-sarus-suite.txt", "alps-gh200x2",
-         "2 Alps GH200 nodes, one GPU each, HPE Slingshot", fallback="dgx-h100x2"),
+         "2 Alps GH200 nodes, one GPU each, HPE Slingshot"),
     Case("gh200_2gpu_2node_cray-ex-slingshot11_allreduce-wrong_nccl-tests-issue369.txt",
-         "alps-gh200x2", "2 Cray EX GH200 nodes, one GPU each, Slingshot 11 (the Alps shape)",
-         fallback="dgx-h100x2"),
+         "alps-gh200x2", "2 Cray EX GH200 nodes, one GPU each, Slingshot 11 (the Alps shape)"),
     Case("gh200_8gpu_2node_olivia-slingshot_allreduce-int8_nris-docs-apptainer.txt",
-         "alps-gh200x2", "2 Olivia GH200 nodes (4 GH200 each), HPE Slingshot (the Alps shape)",
-         fallback="dgx-h100x2"),
+         "alps-gh200x2", "2 Olivia GH200 nodes (4 GH200 each), HPE Slingshot (the Alps shape)"),
     Case("h200_16gpu_2node_spectrum-x-roce_allreduce-g8_unresolved-openshift.txt", "hgx-h200x2",
-         "2 x 8 H200, Spectrum-X RoCE, a 400GbE SuperNIC per rail (8 rails)",
-         fallback="dgx-h100x2"),
+         "2 x 8 H200, Spectrum-X RoCE, a 400GbE SuperNIC per rail (8 rails)"),
     Case("h200_16gpu_2node_nebius-k8s_allreduce_unresolved-runai-nebius.txt", "hgx-h200x2",
-         "2 x 8 H200 (Nebius); fabric not stated", fallback="dgx-h100x2"),
+         "2 x 8 H200 (Nebius); fabric not stated"),
     Case("h200_2gpu_2node_gcp-a3ultra-gib-rdma_allgather_dranet.txt", "gcp-a3-ultrax2",
-         "2 GCP A3 Ultra VMs (H200, RDMA through gIB), one GPU each", fallback="dgx-h100x2"),
+         "2 GCP A3 Ultra VMs (H200, RDMA through gIB), one GPU each"),
     Case("b200_16gpu_2node_gcp-a4-gib-rdma_allgather_dranet.txt", "gcp-a4x2",
-         "2 GCP A4 VMs (8 B200 each, 8 RDMA NICs through gIB)", fallback="dgx-h100x2"),
+         "2 GCP A4 VMs (8 B200 each, 8 RDMA NICs through gIB)"),
     Case("gb200_128gpu_32node_2rack-oci-gb200-v3_allreduce_oci-hpc-oke.txt", "gb200-nvl72x2",
          "32 OCI BM.GPU.GB200-v3.4 nodes (4 GB200 each) in two racks: multi-node NVLink per "
-         "rack, RDMA between", fallback="dgx-h100x16"),
+         "rack, RDMA between"),
     Case("h100-nvl_4gpu_2node_slingshot200_allreduce-bad_nccl-issue2441.txt",
          "pcie-gen5-h100nvl-slingshotx2", "2 nodes x 2 H100 NVL (PCIe cards; NVLink bridges not "
          "stated, so the PCIe preset without bridges), Slingshot-200; NCCL at the commit the "
-         "issue bisects", fallback="pcie-gen4-8gpu"),
+         "issue bisects"),
     Case("h100-nvl_4gpu_2node_slingshot200_allreduce-good_nccl-issue2441.txt",
-         "pcie-gen5-h100nvl-slingshotx2", "the same 2 nodes, NCCL before that commit",
-         fallback="pcie-gen4-8gpu"),
+         "pcie-gen5-h100nvl-slingshotx2", "the same 2 nodes, NCCL before that commit"),
     Case("h100-nvl_4gpu_2node_slingshot200_allreduce-ldoms_nccl-issue2441.txt",
          "pcie-gen5-h100nvl-slingshotx2", "the same 2 nodes and build as '-bad', srun "
-         "--cpu-bind=ldoms", fallback="pcie-gen4-8gpu"),
+         "--cpu-bind=ldoms"),
     Case("h100-sxm_16gpu_2node_ib-ndr-8nic_allreduce_nccl-tests-issue309-xe9680.txt",
          "dgx-h100x2", "2 Dell XE9680 (HGX H100, 8 GPUs), 8 x 400 Gb/s CX-7 InfiniBand each"),
     Case("h100-sxm_32gpu_4node_vmware-ib-8nic_allreduce_nccl-tests-issue309-vm.txt",
@@ -257,13 +245,11 @@ CASES = (
          "dgx-h100x2", "the same 2 nodes with NCCL_ALGO=RING (predicted with the ring forced too)",
          algorithm="ring"),
     Case("h200_16gpu_2node_gcp-a3ultra-rdma_allgather-skypilot_skypilot-examples.txt",
-         "gcp-a3-ultrax2", "2 GCP a3-ultragpu-8g (8 H200 each), GPUDirect-RDMA",
-         fallback="dgx-h100x2"),
+         "gcp-a3-ultrax2", "2 GCP a3-ultragpu-8g (8 H200 each), GPUDirect-RDMA"),
     Case("h200_16gpu_2node_gcp-gib-rdma_allgather-gcp-pods_skypilot-examples.txt",
-         "gcp-a3-ultrax2", "2 x 8 H200 pods of GCP's GPUDirect-RDMA test (gIB)",
-         fallback="dgx-h100x2"),
+         "gcp-a3-ultrax2", "2 x 8 H200 pods of GCP's GPUDirect-RDMA test (gIB)"),
     Case("h200_16gpu_2node_oci_allreduce_unresolved-oci-hpc-guide.txt", "hgx-h200x2",
-         "2 x 8 H200 in an OCI cluster; fabric not stated", fallback="dgx-h100x2"),
+         "2 x 8 H200 in an OCI cluster; fabric not stated"),
     # -- issue 14: machines with several collectives in one session (the cross mode); the
     # preset from each header only, as above.
     Case("rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_4collectives_unresolved-autodl-blog.txt",
