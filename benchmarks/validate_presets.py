@@ -54,7 +54,7 @@ from commsim.nccl_tables import NcclConfig
 from commsim.topology.presets import load_topology, preset_names
 from commsim.validation.calibrate import calibrate
 from commsim.validation.measurements import Measurement, filter_rows
-from commsim.validation.nccl_runs import parse_nccl_tests_runs
+from commsim.validation.nccl_runs import how_driven, parse_nccl_tests_runs
 from commsim.validation.nccl_tests import NcclTestsLog, read_text
 from commsim.validation.plot import save_labelled_plot
 from commsim.validation.validate import ValidationReport, ValidationRow, validate
@@ -455,18 +455,15 @@ def cross_table(results: list[Result], fast: bool) -> list[list[str]]:
         check = _thin(check, 8) if fast else check
         fit_log = next(r.log for r in members if r.log.collective is fit_on)
         # both as the logs ran (their nGpus GPUs per host thread), as the uncalibrated mode
-        gpus = {r.log.gpus_per_thread for r in members}
-        versions = {r.log.nccl_version or r.case.nccl for r in members}
-        version = versions.pop() if len(versions) == 1 else None
-        protocols = {r.log.protocol for r in members}
-        protocol = protocols.pop() if len(protocols) == 1 else "auto"
+        gpus, version, protocol = how_driven(
+            [r.log for r in members], (r.log.nccl_version or r.case.nccl for r in members))
         fitted = calibrate(_thin(fit_rows, 6) if fast else fit_rows, members[0].preset,
                            hosts=fit_log.host_indices(), placement="log", algorithm="nccl",
                            source=machine, gpus_per_thread=fit_log.gpus_per_thread,
                            nccl_version=version, protocol=protocol)
         hosts = {r.log.host_indices() for r in members if r.log.collective is not fit_on}
         report = validate(check, fitted.spec, algorithm="nccl", engine="auto",
-                          gpus_per_thread=gpus.pop() if len(gpus) == 1 else None,
+                          gpus_per_thread=gpus,
                           nccl_version=version, protocol=protocol,
                           hosts=hosts.pop() if len(hosts) == 1 else None)
         small, large = _band(report.rows, False), _band(report.rows, True)

@@ -254,7 +254,7 @@ def _load_log(
     """(rows, notes, hosts, the --partial line, (GPUs per host thread, NCCL release, the one
     protocol NCCL_PROTO allows)) of an nccl-tests log of one or several runs (each run
     inferred on its own; ``--collectives`` then picks among them)."""
-    from commsim.validation.nccl_runs import parse_nccl_tests_runs, split_runs
+    from commsim.validation.nccl_runs import how_driven, parse_nccl_tests_runs, split_runs
     from commsim.validation.nccl_tests import parse_nccl_tests, read_text
 
     text, source = read_text(path), str(path)
@@ -278,17 +278,12 @@ def _load_log(
         count = sum(len(log.rows) for log in logs)
         partial = f"commsim: --partial: read {count} rows of {path}{damage}"
     hosts = {log.host_indices() for log in logs}
-    gpus = {log.gpus_per_thread for log in logs}
-    versions = {log.nccl_version for log in logs} - {None}
     protocols = {log.protocol for log in logs}
     if len(protocols) > 1:
         notes.append(f"runs differ in NCCL_PROTO ({', '.join(sorted(protocols))}): not applied")
     if not rows:
         raise ParseError(f"{path}: no row with a size > 0")
-    return (rows, notes, hosts.pop() if len(hosts) == 1 else None, partial,
-            (gpus.pop() if len(gpus) == 1 else None,
-             versions.pop() if len(versions) == 1 else None,
-             protocols.pop() if len(protocols) == 1 else "auto"))
+    return (rows, notes, hosts.pop() if len(hosts) == 1 else None, partial, how_driven(logs))
 
 
 def _nonempty(rows: list[Any], flag: str) -> None:

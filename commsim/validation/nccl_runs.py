@@ -31,12 +31,13 @@ file.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from commsim.errors import ParseError
 from commsim.validation.nccl_tests import NcclTestsLog, parse_nccl_tests, read_text
 
-__all__ = ["parse_nccl_tests_runs", "read_nccl_tests_runs", "split_runs"]
+__all__ = ["how_driven", "parse_nccl_tests_runs", "read_nccl_tests_runs", "split_runs"]
 
 _LINE = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:\s)?\s*#\s*(.*)$")
 _START = re.compile(r"^(?:nThread\s+\d+|Collective test starting:)")
@@ -104,3 +105,18 @@ def parse_nccl_tests_runs(
 def read_nccl_tests_runs(path: str | Path, *, partial: bool = False) -> tuple[NcclTestsLog, ...]:
     """Every run of an nccl-tests log file (see :func:`parse_nccl_tests_runs`)."""
     return parse_nccl_tests_runs(read_text(path), str(path), partial=partial)
+
+
+def how_driven(runs: Sequence[NcclTestsLog], versions: Iterable[str | None] | None = None
+               ) -> tuple[int | None, str | None, str]:
+    """How ``runs`` (of one log, or one machine) were driven, as far as they all agree: their
+    GPUs per host thread (None where they differ), the NCCL release they print (``versions``
+    in its place where given; runs naming none do not count; None where two differ) and the one
+    protocol their ``NCCL_PROTO`` allows (``auto`` where they differ)."""
+    gpus = {run.gpus_per_thread for run in runs}
+    named = set(versions if versions is not None else (run.nccl_version for run in runs))
+    named.discard(None)
+    protocols = {run.protocol for run in runs}
+    return (gpus.pop() if len(gpus) == 1 else None,
+            named.pop() if len(named) == 1 else None,
+            protocols.pop() if len(protocols) == 1 else "auto")

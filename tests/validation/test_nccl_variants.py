@@ -17,7 +17,12 @@ from nccl_logs import DATA, RUNS
 from commsim.cli import main
 from commsim.errors import ParseError
 from commsim.validation.nccl_format import nccl_proto
-from commsim.validation.nccl_runs import parse_nccl_tests_runs, read_nccl_tests_runs, split_runs
+from commsim.validation.nccl_runs import (
+    how_driven,
+    parse_nccl_tests_runs,
+    read_nccl_tests_runs,
+    split_runs,
+)
 from commsim.validation.nccl_tests import parse_nccl_tests, read_nccl_tests, single_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,6 +180,19 @@ def test_a_printed_nccl_proto_restricts_the_prediction(
                               "NCCL_PROTO set by environment to ^LL128"), encoding="utf-8")
     assert read_nccl_tests(freed).protocol == "auto"
     assert "LL" in algorithms(freed)  # NCCL's own choice again: LL for the small sizes
+
+
+def test_how_several_runs_were_driven_is_what_they_agree_on() -> None:
+    """One log's runs (the 2080 Ti's four, all -g2, no release or NCCL_PROTO printed) give
+    their shared settings; runs that differ give None / auto, and a release only some name
+    counts as theirs."""
+    runs = read_nccl_tests_runs(DATA / "rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_4collectives_"
+                                       "unresolved-autodl-blog.txt")
+    assert how_driven(runs) == (2, None, "auto")
+    t4, h800 = read_nccl_tests(DATA / T4), read_nccl_tests(DATA / H800)
+    assert how_driven([t4]) == (t4.gpus_per_thread, t4.nccl_version, "Simple")
+    assert how_driven([t4, h800]) == (None, None, "auto")  # -g 1 and -g 8; 2.8.3 and 2.18.3
+    assert how_driven([t4, h800], ["2.8.3", None]) == (None, "2.8.3", "auto")
 
 
 def test_skypilot_and_open_mpi_tags_on_every_line() -> None:
