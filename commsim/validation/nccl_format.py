@@ -2,9 +2,10 @@
 
 Columns are mapped by the header line (``# size count type [redop] [root] time algbw busbw
 #wrong|error [i_min i_max i_p99 i_cv%] time ... [timestamp]``), never by position; launcher
-prefixes (``[1,0]<stdout>:``, ``0:``) and ``NCCL INFO`` lines are dropped; device lines and
-test names are collected for :mod:`commsim.validation.nccl_tests`, which infers the collective
-and the rank count from what this module finds.
+prefixes (``[1,0]<stdout>:``, ``0:``), Markdown's ``> `` quoting and ``NCCL INFO`` lines are
+dropped; device lines, test names and command lines are collected for
+:mod:`commsim.validation.nccl_tests`, which infers the collective and the rank count from
+what this module finds.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from commsim.errors import ParseError
+from commsim.validation.nccl_launch import launched_ranks
 
 _TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")  # mpirun --tag-output
+_QUOTE = re.compile(r"^ {0,3}>[ \t]?")  # a Markdown blockquote: a log pasted into a reply
 _SRUN = re.compile(r"^\s*\d+:\s")  # srun -l
 #: A job launcher's per-process tag, "(name, key=value, ...)": SkyPilot's
 #: "(head, rank=0, pid=3808) " or "(worker1, rank=1, pid=2769, ip=10.0.0.2) ".
@@ -30,6 +33,8 @@ STARTING = re.compile(r"Collective test starting:\s*(\S+)")
 _ROW = re.compile(r"^\s*\d+\s+\d+(?:\s|$)")
 _ELISION = re.compile(r"^\s*#?\s*(?:\.\.\.|…)\s*$")
 _TIME_COLUMNS = ("time", "cputime")
+#: nccl-tests' reduction operations (``-o``) and "none" (the tests that do not reduce).
+_OPERATIONS = frozenset({"sum", "prod", "max", "min", "avg", "premulsum", "mulsum", "none"})
 #: nccl-tests closes every table with these lines (src/common.cu, since 2017).
 _FOOTER = re.compile(r"^(Out of bounds values|Avg bus bandwidth)\b")
 #: nccl-tests' first line of parameters, printed before any table.
@@ -177,6 +182,8 @@ class Scan:
     good_before_bad: tuple[int, str] | None = None
     #: Lines where a further run's preamble follows a table: several runs in one log.
     later_runs: list[int] = field(default_factory=list)
+    #: Rank counts the log's own command lines launched the test with (:func:`launched_ranks`).
+    launches: set[int] = field(default_factory=set)
 
     def damage(self) -> tuple[int | None, str, tuple[int, str] | None] | None:
         """What is wrong with a text log and the last good line before it, or None: a row
@@ -192,8 +199,14 @@ class Scan:
         return None
 
 
-def _clean(raw: str) -> str:
+def clean_line(raw: str) -> str:
+    """A log line without what was put in front of it: quoting, launchers' tags."""
     line = raw.rstrip("\r\n")
+    while True:  # "> " quotes, nested or not, then a launcher's tag
+        stripped = _QUOTE.sub("", line, count=1)
+        if stripped == line:
+            break
+        line = stripped
     for _ in range(2):  # e.g. "(head, rank=0, pid=1) [1,0]<stdout>:" then nothing, or "0: "
         stripped = _LAUNCHER.sub("", line, count=1)
         stripped = _TAG.sub("", stripped, count=1)
@@ -211,7 +224,7 @@ def scan_text(text: str, source: str) -> Scan:
     lines = text.splitlines()
     in_devices = False
     for number, raw in enumerate(lines, start=1):
-        line = _clean(raw)
+        line = clean_line(raw)
         body = line.strip()
         if not body:
             continue
@@ -262,6 +275,8 @@ def scan_text(text: str, source: str) -> Scan:
             # launcher chatter, SHARP/UCX logs, prompts; a script's command line
             # ("Running: ./build/all_gather_perf ...") still names the test
             scan.binaries_weak.update(m.group(0) for m in BINARY.finditer(body))
+            if (launched := launched_ranks(body)) is not None:
+                scan.launches.add(launched)
             continue
         if scan.layout is None:
             raise ParseError(
@@ -280,6 +295,19 @@ def scan_text(text: str, source: str) -> Scan:
     return scan
 
 
+def _blank_redop(tokens: list[str], prefix: list[str]) -> list[str] | None:
+    """A row whose ``redop`` was printed blank (a fork's all_gather: ``bfloat16      -1``),
+    with an empty token put in its place; None if it is not one. The header must read
+    ``type redop root``, the token in redop's place must be the root (an integer) and the
+    one before it a type, not an operation (a row missing its type is corrupted)."""
+    at = prefix.index("redop") if "redop" in prefix else -1
+    if at < 1 or prefix[at - 1 : at + 2] != ["type", "redop", "root"]:
+        return None
+    if not re.fullmatch(r"-?\d+", tokens[at]) or tokens[at - 1].lower() in _OPERATIONS:
+        return None
+    return [*tokens[:at], "", *tokens[at:]]
+
+
 def _row(tokens: list[str], layout: Layout, number: int) -> tuple[NcclTestsRow | None, str]:
     """Map a data line's tokens by the header; (None, why) when they do not fit."""
     groups = layout.groups
@@ -287,6 +315,8 @@ def _row(tokens: list[str], layout: Layout, number: int) -> tuple[NcclTestsRow |
     n = len(tokens)
     if layout.timestamp and n == width + 2:  # "YYYY-mm-dd HH:MM:SS"
         tokens, n = tokens[:width], width
+    if n == width - 1 and (filled := _blank_redop(tokens, layout.prefix)) is not None:
+        tokens, n = filled, width
     in_place_only = False
     if n == width:
         sides = groups

@@ -142,7 +142,8 @@ def _structure(
         if q is not None and q > 1:
             if reducing:
                 return Collective.REDUCE_SCATTER
-            notes.append("redop none, per-rank count: all_gather (alltoall prints the same)")
+            printed = "none" if "none" in redops else "blank"
+            notes.append(f"redop {printed}, per-rank count: all_gather (alltoall prints the same)")
             return Collective.ALL_GATHER
         if q == 1 and reducing:
             return Collective.ALL_REDUCE
@@ -190,7 +191,8 @@ def infer(
         chosen = _collective_from_columns(scan, q, binary, named, source, notes)
     hosts, p = _hosts_and_ranks(scan, chosen, q, ranks, source, notes)
     if chosen in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and p > 2:
-        factors = [b for b in map(_factor_interval, rows) if b is not None]
+        # rows whose printed digits pin busbw/algbw within 0.1 ((p-1)/p against 1 for p > 2)
+        factors = [b for b in map(_factor_interval, rows) if b is not None and b[1] - b[0] < 0.1]
         if factors and all(f_low <= 1.0 <= f_high for f_low, f_high in factors[-3:]):
             notes.append(
                 "busbw = algbw: the pre-2020 nccl-tests convention for all_gather/"
@@ -292,7 +294,10 @@ def _hosts_and_ranks(
         # device lines and marked no elision after them, the highest is the last rank
         shown = max(len(devices), max(devices, default=-1) + 1)
         last = shown if devices and not scan.devices_elided else None
-        p = _infer_ranks(scan.rows, chosen, q, device_count, shown, source, notes, last=last)
+        launched = min(scan.launches) if len(scan.launches) == 1 else None
+        p = _infer_ranks(
+            scan.rows, chosen, q, device_count, shown, source, notes, last=last, launched=launched
+        )
     if hosts is not None and len(hosts) != p:
         hosts = hosts[:p] if len(hosts) > p else None
     return hosts, p
@@ -307,11 +312,14 @@ def _infer_ranks(
     source: str,
     notes: list[str],
     last: int | None = None,
+    launched: int | None = None,
 ) -> int:
     """The rank count (see the module docstring); ParseError when nothing determines it.
 
     ``devices_listed`` bounds it from below; ``last`` (the rank count the last of some kept
-    device lines implies) is taken where busbw/algbw allows it but cannot settle the count.
+    device lines implies) and ``launched`` (the log's command line) are taken where
+    busbw/algbw allows them but cannot settle the count. Where it allows counts more than a
+    factor of two apart and nothing else tells, the count is not guessed.
     """
     if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and q is not None:
         if device_count is not None and device_count != q:
@@ -330,37 +338,67 @@ def _infer_ranks(
         notes.append(f"ranks {device_count} (device lines)")
         return device_count
     if factor is not None:
-        low, high, best = factor
-        if low <= high < devices_listed:  # nccl-tests computed busbw from its rank count
-            p = min(max(round(best), low), high)
-            notes.append(
-                f"ranks {p} (busbw/algbw allows {low}..{high}; a device line shows rank "
-                f"{devices_listed - 1}: the log's device lines do not match its table)"
-            )
-            return p
-        low = max(low, devices_listed, 1)
-        if low > high:
-            p = max(devices_listed, round(best))
-            notes.append(
-                f"ranks {p}: busbw/algbw is inconsistent between rows (best {best:.1f}); "
-                "pass --ranks to be sure"
-            )
-            return p
-        if low == high:
-            notes.append(f"ranks {low} (busbw/algbw)")
-            return low
-        if last is not None and low <= last <= high:
-            notes.append(f"ranks {last} (the last device line kept; busbw/algbw allows "
-                         f"{factor[0]}..{high})")
-            return last
-        p = min(max(round(best), low), high)
-        notes.append(
-            f"ranks {p} (busbw/algbw allows {low}..{high} at the printed precision; "
-            "pass --ranks to be sure)"
-        )
-        return p
+        return _ranks_within(factor, collective, devices_listed, source, notes, last, launched)
+    if launched is not None and launched >= devices_listed:
+        notes.append(f"ranks {launched} (the log's command line)")
+        return launched
     listed = f" (the device lines are elided: at least {devices_listed})" if devices_listed else ""
     raise ParseError(
         f"{source}: cannot tell the rank count of this {collective.value} log{listed}; "
         "pass --ranks"
     )
+
+
+def _ranks_within(
+    factor: tuple[int, int, float],
+    collective: Collective,
+    devices_listed: int,
+    source: str,
+    notes: list[str],
+    last: int | None,
+    launched: int | None,
+) -> int:
+    """The rank count where busbw/algbw bounds it to ``factor`` (low, high, best estimate):
+    one count, else the last device line's or the command line's, else the nearest, unless
+    the bounds lie more than a factor of two apart."""
+    low, high, best = factor
+    if low <= high < devices_listed:  # nccl-tests computed busbw from its rank count
+        p = min(max(round(best), low), high)
+        notes.append(
+            f"ranks {p} (busbw/algbw allows {low}..{high}; a device line shows rank "
+            f"{devices_listed - 1}: the log's device lines do not match its table)"
+        )
+        return p
+    low = max(low, devices_listed, 1)
+    if low > high:
+        p = max(devices_listed, round(best))
+        notes.append(
+            f"ranks {p}: busbw/algbw is inconsistent between rows (best {best:.1f}); "
+            "pass --ranks to be sure"
+        )
+        return p
+    if low == high:
+        notes.append(f"ranks {low} (busbw/algbw)")
+        return low
+    if last is not None and low <= last <= high:
+        notes.append(f"ranks {last} (the last device line kept; busbw/algbw allows "
+                     f"{factor[0]}..{high})")
+        return last
+    if launched is not None and low <= launched <= high:
+        notes.append(f"ranks {launched} (the log's command line; busbw/algbw allows "
+                     f"{low}..{high})")
+        return launched
+    if launched is not None:
+        notes.append(f"the log's command line launches {launched} ranks, busbw/algbw "
+                     f"allows {low}..{high}: not used")
+    if high > 2 * low:
+        raise ParseError(
+            f"{source}: cannot tell the rank count of this {collective.value} log: "
+            f"busbw/algbw allows {low}..{high} at the printed precision; pass --ranks"
+        )
+    p = min(max(round(best), low), high)
+    notes.append(
+        f"ranks {p} (busbw/algbw allows {low}..{high} at the printed precision; "
+        "pass --ranks to be sure)"
+    )
+    return p

@@ -35,11 +35,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from commsim.errors import ParseError
+from commsim.validation.nccl_format import clean_line
 from commsim.validation.nccl_tests import NcclTestsLog, parse_nccl_tests, read_text
 
 __all__ = ["how_driven", "parse_nccl_tests_runs", "read_nccl_tests_runs", "split_runs"]
 
-_LINE = re.compile(r"^(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d+:\s)?\s*#\s*(.*)$")
 _START = re.compile(r"^(?:nThread\s+\d+|Collective test starting:)")
 _HEADER = re.compile(r"^size\s+count\b")
 _FOOTER = re.compile(r"^(?:Out of bounds values|Avg bus bandwidth)\b")
@@ -55,10 +55,10 @@ def split_runs(text: str) -> list[tuple[int, str]]:
     seen_table = False  # the current run has shown its column header
     after_footer: int | None = None  # first line after the current run's last footer
     for index, raw in enumerate(lines):
-        match = _LINE.match(raw)
-        comment = match.group(1).strip() if match else ""
-        if not match:
+        line = clean_line(raw).strip()
+        if not line.startswith("#"):
             continue
+        comment = line.lstrip("#").strip()
         if _HEADER.match(comment):
             if seen_table and after_footer is not None:
                 # a table pasted without its preamble: the column header after a footer

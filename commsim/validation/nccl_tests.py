@@ -6,8 +6,8 @@ column, new ones always print ``redop root`` and ``#wrong`` (``N/A`` with ``-c 0
 renames ``time`` to ``cputime``, ``--report_timestamps`` appends a date, 2.19's per-iteration
 report adds ``i_min i_max i_p99 i_cv%`` to each side. Columns are therefore mapped by the
 header line. Launchers prefix lines (``[1,0]<stdout>:`` from Open MPI, ``0:`` from
-``srun -l``, ``(head, rank=0, pid=1)`` from SkyPilot) and NCCL interleaves ``NCCL INFO``
-lines; both are handled.
+``srun -l``, ``(head, rank=0, pid=1)`` from SkyPilot), a reply quotes them with ``> `` and
+NCCL interleaves ``NCCL INFO`` lines; all are handled.
 
 The log rarely names its collective and rank count, so both are *inferred* (``--collective``
 and ``--ranks`` override):
@@ -20,7 +20,10 @@ and ``--ranks`` override):
 * **ranks**: that size/count ratio for all_gather/reduce_scatter; else the device lines when
   they list every rank; else the bus-bandwidth factor busbw/algbw = 2(p-1)/p (all_reduce),
   solved for p over every row with the printed precision of each number taken into account.
-  Where the factor allows several p (large p, few digits) the nearest is taken and said so.
+  Where the factor allows several p (large p, few digits), the log's own command line
+  (``mpirun -np 16 ... -g 1``: :mod:`commsim.validation.nccl_launch`) settles it, else the
+  nearest is taken and said so, unless they lie more than a factor of two apart: then the
+  count is not guessed (``--ranks``).
 
 Before nccl-tests commit ec1b5e2 (June 2020) all_gather and reduce_scatter printed
 ``algbw = count x type x (p-1) / time`` and ``busbw = algbw``; the times (which is what
