@@ -30,6 +30,10 @@ columns ``commsim measure`` writes, in file order:
 ``device``          ``cpu`` or the GPU's name
 ==================  ===========================================================================
 
+A CSV may also carry ``dtype`` (the element type, as nccl-tests prints it: ``float``,
+``bfloat16``, ...); nccl-tests logs give every row theirs. ``validate`` shows it where the rows
+have several (a ``-d all`` run); the prediction does not depend on it.
+
 >>> m = Measurement(collective="allreduce", ranks=2, nbytes=1048576, time_s=0.001)
 >>> m.collective is Collective.ALL_REDUCE, round(m.busbw_GBps, 3)
 (True, 1.049)
@@ -114,6 +118,7 @@ class Measurement(Generic[C]):
     host: str = ""
     cpus: int = 0
     device: str = ""
+    dtype: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.collective, Collective):

@@ -21,6 +21,8 @@ from commsim.validation.nccl_launch import launched_ranks
 
 _TAG = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:\s?")  # mpirun --tag-output
 _QUOTE = re.compile(r"^ {0,3}>[ \t]?")  # a Markdown blockquote: a log pasted into a reply
+_ESCAPED = re.compile(r"^(\s*)\\#")  # Markdown's "\#": a comment line kept from becoming a heading
+_RULE = re.compile(r":?-+:?")  # a cell of a Markdown table's |---|---| rule
 _SRUN = re.compile(r"^\s*\d+:\s")  # srun -l
 #: A job launcher's per-process tag, "(name, key=value, ...)": SkyPilot's
 #: "(head, rank=0, pid=3808) " or "(worker1, rank=1, pid=2769, ip=10.0.0.2) ".
@@ -184,6 +186,8 @@ class Scan:
     later_runs: list[int] = field(default_factory=list)
     #: Rank counts the log's own command lines launched the test with (:func:`launched_ranks`).
     launches: set[int] = field(default_factory=set)
+    #: A Markdown table's ``|---|`` rule was met (:func:`unpipe`).
+    pipe_table: bool = False
 
     def damage(self) -> tuple[int | None, str, tuple[int, str] | None] | None:
         """What is wrong with a text log and the last good line before it, or None: a row
@@ -214,7 +218,36 @@ def clean_line(raw: str) -> str:
         if stripped == line:
             break
         line = stripped
-    return line
+    return _ESCAPED.sub(r"\1#", line, count=1)
+
+
+def pipe_table_error(source: str) -> ParseError:
+    """The refusal of a Markdown table whose header is not nccl-tests' own (a table rewritten by
+    hand: renamed columns, sizes in GB): its numbers cannot be read for certain."""
+    return ParseError(
+        f"{source}: a Markdown table whose header does not name nccl-tests' columns "
+        "('size count type ...'): paste the log as nccl-tests printed it"
+    )
+
+
+def unpipe(line: str) -> tuple[str, bool]:
+    """A line of a Markdown pipe table (``1024 | 512 | half | ...``) as nccl-tests printed it:
+    a row's cells joined by blanks, a header of nccl-tests' own names as its ``#`` comment,
+    nothing for the ``|---|`` rule; any other line as it is. Also whether it was a table's
+    rule (the sign that a pipe table was pasted). Only cells of one token each are joined:
+    a blank cell or a renamed column ("Message Size (GB)") leaves the line as it is."""
+    if line.count("|") < 3:
+        return line, False
+    cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+    if all(_RULE.fullmatch(cell) for cell in cells):
+        return "", True
+    if not all(len(cell.split()) == 1 for cell in cells):
+        return line, False
+    if cells[0].isdigit():
+        return " ".join(cells), False
+    if cells[:2] == ["size", "count"]:
+        return "# " + " ".join(cells), False
+    return line, False
 
 
 def scan_text(text: str, source: str) -> Scan:
@@ -224,7 +257,8 @@ def scan_text(text: str, source: str) -> Scan:
     lines = text.splitlines()
     in_devices = False
     for number, raw in enumerate(lines, start=1):
-        line = clean_line(raw)
+        line, rule = unpipe(clean_line(raw))
+        scan.pipe_table |= rule
         body = line.strip()
         if not body:
             continue
@@ -278,6 +312,8 @@ def scan_text(text: str, source: str) -> Scan:
             if (launched := launched_ranks(body)) is not None:
                 scan.launches.add(launched)
             continue
+        if scan.layout is None and scan.pipe_table:
+            raise pipe_table_error(source)
         if scan.layout is None:
             raise ParseError(
                 f"{source}:{number}: a result row before any column header "

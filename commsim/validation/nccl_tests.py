@@ -42,7 +42,13 @@ from pathlib import Path
 from commsim.collectives import Collective
 from commsim.errors import ParseError
 from commsim.validation.measurements import Measurement
-from commsim.validation.nccl_format import NcclTestsRow, Scan, scan_json, scan_text
+from commsim.validation.nccl_format import (
+    NcclTestsRow,
+    Scan,
+    pipe_table_error,
+    scan_json,
+    scan_text,
+)
 from commsim.validation.nccl_infer import BINARIES, TYPE_SIZES, infer
 
 __all__ = ["BINARIES", "TYPE_SIZES", "NcclTestsLog", "NcclTestsRow", "parse_nccl_tests",
@@ -104,7 +110,8 @@ class NcclTestsLog:
         NCCL returns at once and the time is launch overhead, nothing a network model has)."""
         return [
             Measurement(
-                collective=self.collective, ranks=self.ranks, nbytes=r.nbytes, time_s=r.time_s
+                collective=self.collective, ranks=self.ranks, nbytes=r.nbytes, time_s=r.time_s,
+                dtype=r.dtype,
             )
             for r in self.rows
             if r.nbytes > 0 and r.time_s > 0
@@ -171,6 +178,8 @@ def parse_nccl_tests(
         scan = scan_json(text, source)
     else:
         scan = scan_text(text, source)
+    if not scan.header_seen and scan.pipe_table:
+        raise pipe_table_error(source)
     if not scan.header_seen:
         raise ParseError(f"{source}: no nccl-tests result table (no '# size count type ...' line)")
     if scan.later_runs:

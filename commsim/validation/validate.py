@@ -63,6 +63,8 @@ class ValidationRow:
     algorithm: str
     engine: str
     error_pct: float
+    #: The measured row's element type (``float``, ``bfloat16``, ...), "" where not known.
+    dtype: str = ""
 
     @property
     def measured_busbw_Bps(self) -> float:
@@ -89,6 +91,7 @@ class ValidationRow:
             "engine": self.engine,
             "measured_busbw_GBps": self.measured_busbw_Bps / 1e9,
             "predicted_busbw_GBps": self.predicted_busbw_Bps / 1e9,
+            "dtype": self.dtype or None,
         }
 
 
@@ -356,6 +359,7 @@ def validate(
                 algorithm=prediction.algorithm,
                 engine=prediction.engine,
                 error_pct=error,
+                dtype=row.dtype,
             )
         )
     notes = (*notes, said) if said else tuple(notes)
@@ -378,20 +382,26 @@ def summary_line(report: ValidationReport) -> str:
 
 def format_report(report: ValidationReport) -> str:
     """An nccl-tests-like table: size, collective, ranks, measured and predicted time and
-    busbw, signed error; then the medians."""
+    busbw, signed error; then the medians. Rows of several element types (nccl-tests ``-d
+    all``) get a ``type`` column after the size."""
     engines = ", ".join(sorted({r.engine for r in report.rows}))
+    typed = len({r.dtype for r in report.rows}) > 1
+    width = max((len(r.dtype) for r in report.rows), default=0) if typed else 0
+    kind = f"  {'type':<{width}}" if typed else ""
+    blank = f"  {'':<{width}}" if typed else ""
     lines = [
         f"# commsim validate {report.source}: topology {report.topology}, engine {engines}",
         *(f"# {note}" for note in report.notes),
         "#",
-        f"#{'size':>11}  {'collective':<14} {'ranks':>5}  {'algorithm':<18}  "
+        f"#{'size':>11}{kind}  {'collective':<14} {'ranks':>5}  {'algorithm':<18}  "
         f"{'measured':>10}  {'predicted':>10}  {'error':>8}  {'busbw':>8}  {'busbw':>8}",
-        f"#{'(B)':>11}  {'':<14} {'':>5}  {'':<18}  {'(us)':>10}  {'(us)':>10}  {'(%)':>8}  "
-        f"{'meas':>8}  {'pred':>8}",
+        f"#{'(B)':>11}{blank}  {'':<14} {'':>5}  {'':<18}  {'(us)':>10}  {'(us)':>10}  "
+        f"{'(%)':>8}  {'meas':>8}  {'pred':>8}",
     ]
     for r in report.rows:
+        cell = f"  {r.dtype:<{width}}" if typed else ""
         lines.append(
-            f"{r.nbytes:>12}  {r.collective.value:<14} {r.ranks:>5}  {r.algorithm:<18}  "
+            f"{r.nbytes:>12}{cell}  {r.collective.value:<14} {r.ranks:>5}  {r.algorithm:<18}  "
             f"{r.measured_time_s * 1e6:>10.2f}  {r.predicted_time_s * 1e6:>10.2f}  "
             f"{r.error_pct:>+8.1f}  {r.measured_busbw_Bps / 1e9:>8.2f}  "
             f"{r.predicted_busbw_Bps / 1e9:>8.2f}"

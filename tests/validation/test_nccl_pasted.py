@@ -1,14 +1,18 @@
 """nccl-tests output as users paste it (issue 14, item 5), on real logs: quoted in a Markdown
-reply, a fork's blank ``redop``, the command line the log ran as the only word on its rank
-count; and what the parser will not guess."""
+reply or rewritten as a Markdown pipe table, a fork's blank ``redop``, the command line the log
+ran as the only word on its rank count, every element type of a ``-d all`` run; and what the
+parser will not guess."""
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
 from nccl_logs import DATA
 
+from commsim.cli import main
 from commsim.errors import ParseError
 from commsim.validation.nccl_launch import launched_ranks
 from commsim.validation.nccl_runs import parse_nccl_tests_runs
@@ -16,6 +20,7 @@ from commsim.validation.nccl_tests import parse_nccl_tests, read_nccl_tests
 
 FORMATS = Path(__file__).resolve().parents[1] / "data" / "nccl-tests-formats"
 RCCL = FORMATS / "mi250x_16gpu_allreduce-cmdline_rccl-pr929.txt"
+DALL = FORMATS / "h200_16gpu_2node_allreduce-dall_unresolved-openshift.txt"
 B200 = "b200_8gpu_1node_hgx-nvswitch_3collectives_unresolved-vultr-poc.txt"
 THANOS = "a100-sxm4-80gb_8gpu_1node_allreduce-mpirun_unresolved-thanos.txt"
 
@@ -115,3 +120,70 @@ def test_imprecise_rows_do_not_suggest_the_pre_2020_convention() -> None:
     log = parse_nccl_tests("\n".join(small), "small")
     assert log.collective.value == "reduce_scatter" and log.ranks == 8
     assert not any("pre-2020" in note for note in log.notes)
+
+
+def _as_pipe_table(text: str, edge: str) -> str:
+    """A log as a Markdown reply may carry it: its comment lines escaped (``\\#``, lest they
+    become headings), each row's fields between pipes, the table's ``|---|`` rule after the
+    first row; ``edge`` is what opens and closes a row ("" or "| ")."""
+    out: list[str] = []
+    ruled = False
+    for line in text.splitlines():
+        if line.startswith("#"):
+            out.append("\\" + line)
+            continue
+        if not re.match(r"\s*\d+\s+\d+\s", line):
+            out.append(line)
+            continue
+        cells = line.split()
+        out.append(edge + " | ".join(cells) + edge[::-1])
+        if not ruled:
+            out.append(edge + " | ".join("---" for _ in cells) + edge[::-1])
+            ruled = True
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("edge", ["", "| "])
+def test_a_log_rewritten_as_a_markdown_pipe_table_reads_as_the_log(edge: str) -> None:
+    """A table pasted as Markdown (the mscclpp pull request 736 did so): ``\\#`` comment lines,
+    rows as pipe-separated cells, a ``|---|`` rule; the same run and rows as the file."""
+    text = (DATA / THANOS).read_text(encoding="utf-8")
+    piped = _as_pipe_table(text, edge)
+    assert " | " in piped and "\\# " in piped
+    assert _summary(parse_nccl_tests_runs(piped, "piped")) == _summary(
+        parse_nccl_tests_runs(text, THANOS)
+    )
+
+
+def test_a_table_rewritten_with_other_column_names_is_refused() -> None:
+    """A table rewritten by hand under its own header ("Size (B)", "Time (us)") is not read:
+    which number is which is a guess. The refusal says what it met."""
+    text = (DATA / THANOS).read_text(encoding="utf-8")
+    rows = [line.split() for line in text.splitlines() if re.match(r"\s*\d+\s+\d+\s", line)]
+    names = ["Size (B)", "Count", "Type", "Op", "Root", "Time (us)", "Algbw (GB/s)",
+             "Busbw (GB/s)", "Wrong"]
+    width = len(rows[0])
+    header = (names + [f"in-place {n}" for n in names[5:]])[:width]
+    table = ["| " + " | ".join(header) + " |", "|" + "---|" * width,
+             *("| " + " | ".join(row) + " |" for row in rows[:6])]
+    with pytest.raises(ParseError, match="a Markdown table whose header does not name"):
+        parse_nccl_tests("\n".join(table), "rewritten")
+
+
+def test_every_element_type_of_a_d_all_run_keeps_its_type(capsys) -> None:
+    """nccl-tests ``-d all`` times each size once per element type: every row keeps its type,
+    in ``--json`` (``dtype``) and as the table's ``type`` column, which a log of one type does
+    not get."""
+    types = [m.dtype for m in read_nccl_tests(DALL).measurements()]
+    assert len(types) == 36 and len(set(types)) == 12 and types[:4] == ["int8"] * 3 + ["uint8"]
+    args = ["validate", "nccl-tests", str(DALL), "-t", "hgx-h200x2", "--engine", "analytic"]
+    assert main([*args, "--json"]) == 0
+    assert [r["dtype"] for r in json.loads(capsys.readouterr().out)["rows"]] == types
+    assert main(args) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert next(line for line in table if "predicted" in line).split()[1:4] == [
+        "size", "type", "collective"]
+    assert sum(" f8e5m2 " in line for line in table) == 3
+    assert main(["validate", "nccl-tests", str(DATA / THANOS), "-t", "dgx-a100", "--engine",
+                 "analytic"]) == 0
+    assert " type " not in capsys.readouterr().out
