@@ -234,8 +234,9 @@ def unpipe(line: str) -> tuple[str, bool]:
     """A line of a Markdown pipe table (``1024 | 512 | half | ...``) as nccl-tests printed it:
     a row's cells joined by blanks, a header of nccl-tests' own names as its ``#`` comment,
     nothing for the ``|---|`` rule; any other line as it is. Also whether it was a table's
-    rule (the sign that a pipe table was pasted). Only cells of one token each are joined:
-    a blank cell or a renamed column ("Message Size (GB)") leaves the line as it is."""
+    rule (the sign that a pipe table was pasted). Only cells of one token each are joined, and
+    a row only of six or more (nccl-tests prints at least eight): a blank cell, a renamed
+    column ("Message Size (GB)") or a short line of numbers leaves the line as it is."""
     if line.count("|") < 3:
         return line, False
     cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -243,7 +244,7 @@ def unpipe(line: str) -> tuple[str, bool]:
         return "", True
     if not all(len(cell.split()) == 1 for cell in cells):
         return line, False
-    if cells[0].isdigit():
+    if cells[0].isdigit() and len(cells) >= 6:
         return " ".join(cells), False
     if cells[:2] == ["size", "count"]:
         return "# " + " ".join(cells), False

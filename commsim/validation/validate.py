@@ -386,7 +386,7 @@ def format_report(report: ValidationReport) -> str:
     all``) get a ``type`` column after the size."""
     engines = ", ".join(sorted({r.engine for r in report.rows}))
     typed = len({r.dtype for r in report.rows}) > 1
-    width = max((len(r.dtype) for r in report.rows), default=0) if typed else 0
+    width = max(len("type"), *(len(r.dtype) for r in report.rows)) if typed else 0
     kind = f"  {'type':<{width}}" if typed else ""
     blank = f"  {'':<{width}}" if typed else ""
     lines = [
