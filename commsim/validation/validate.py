@@ -387,21 +387,24 @@ def format_report(report: ValidationReport) -> str:
     engines = ", ".join(sorted({r.engine for r in report.rows}))
     typed = len({r.dtype for r in report.rows}) > 1
     width = max(len("type"), *(len(r.dtype) for r in report.rows)) if typed else 0
-    kind = f"  {'type':<{width}}" if typed else ""
-    blank = f"  {'':<{width}}" if typed else ""
+
+    def type_cell(text: str) -> str:
+        return f"  {text:<{width}}" if typed else ""
+
     lines = [
         f"# commsim validate {report.source}: topology {report.topology}, engine {engines}",
         *(f"# {note}" for note in report.notes),
         "#",
-        f"#{'size':>11}{kind}  {'collective':<14} {'ranks':>5}  {'algorithm':<18}  "
-        f"{'measured':>10}  {'predicted':>10}  {'error':>8}  {'busbw':>8}  {'busbw':>8}",
-        f"#{'(B)':>11}{blank}  {'':<14} {'':>5}  {'':<18}  {'(us)':>10}  {'(us)':>10}  "
+        f"#{'size':>11}{type_cell('type')}  {'collective':<14} {'ranks':>5}  "
+        f"{'algorithm':<18}  {'measured':>10}  {'predicted':>10}  {'error':>8}  {'busbw':>8}  "
+        f"{'busbw':>8}",
+        f"#{'(B)':>11}{type_cell('')}  {'':<14} {'':>5}  {'':<18}  {'(us)':>10}  {'(us)':>10}  "
         f"{'(%)':>8}  {'meas':>8}  {'pred':>8}",
     ]
     for r in report.rows:
-        cell = f"  {r.dtype:<{width}}" if typed else ""
         lines.append(
-            f"{r.nbytes:>12}{cell}  {r.collective.value:<14} {r.ranks:>5}  {r.algorithm:<18}  "
+            f"{r.nbytes:>12}{type_cell(r.dtype)}  {r.collective.value:<14} {r.ranks:>5}  "
+            f"{r.algorithm:<18}  "
             f"{r.measured_time_s * 1e6:>10.2f}  {r.predicted_time_s * 1e6:>10.2f}  "
             f"{r.error_pct:>+8.1f}  {r.measured_busbw_Bps / 1e9:>8.2f}  "
             f"{r.predicted_busbw_Bps / 1e9:>8.2f}"
