@@ -6,7 +6,8 @@ GPUs, one per host, reduces across the network; NVLS across hosts reduces inside
 NVSwitch and along the rails the same way; CollNet reduces inside each host and in the fabric's
 switches. Each phase is a schedule commsim times on the phase's own protocol network (the
 model's :meth:`~PhaseNetworks.phase_network`); the call, pipelined in many chunks, takes the
-slower phase plus the faster one's latency.
+slower phase plus the faster one's latency, and the NVLS tree, in NCCL's loops, the faster
+phase's bytes of one loop too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import SpecError
 from commsim.nccl_caps import tree_cap_Bps
-from commsim.nccl_tables import NcclConfig, Protocol, active_channels
+from commsim.nccl_tables import NcclConfig, Protocol, active_channels, nvls_tree_loops
 from commsim.network import Network
 
 #: The composed algorithm of NCCL's trees across hosts (see :meth:`ComposedTimer.hierarchical`).
@@ -38,12 +39,17 @@ COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops shari
                  "timed from one representative rank (exact)")
 
 
-def _pipelined(phases: Callable[[int], tuple[float, float]], nbytes: int, ranks: int) -> float:
+def _pipelined(phases: Callable[[int], tuple[float, float]], nbytes: int, ranks: int,
+               loops: int = 0) -> float:
     """Two phases pipelined in many chunks: the slower phase plus the faster one's latency
-    (its time at one byte per rank), ``max(A, B) + min(A0, B0)``."""
+    (its time at one byte per rank), ``max(A, B) + min(A0, B0)``. In ``loops`` chunks (each
+    moved whole by one phase before the next takes it), the faster phase's bytes are hidden
+    but for one chunk: ``+ (min(A, B) - min(A0, B0)) / loops``, ``A + B`` in one loop."""
     a, b = phases(nbytes)
     a0, b0 = phases(ranks)
-    return max(a, b) + min(a0, b0)
+    latency = min(a0, b0)
+    tail = max(min(a, b) - latency, 0.0) / loops if loops else 0.0
+    return max(a, b) + latency + tail
 
 
 class PhaseNetworks(Interface):
@@ -144,7 +150,12 @@ class ComposedTimer:
                               self._rail_share(ranks), family=name)
             return a, b
 
-        return _pipelined(phases, nbytes, ranks)
+        loops = 0
+        if name == "nvls":
+            config = self.model.config
+            loops = nvls_tree_loops(nbytes, config.channels, len(host),
+                                    len(self.model.hosts(ranks)), config.version)
+        return _pipelined(phases, nbytes, ranks, loops)
 
     def _host_and_rail(self, ranks: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The ranks of the first host, and the rail of each host's first rank."""

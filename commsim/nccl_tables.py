@@ -190,6 +190,37 @@ MAX_THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 #: has arrived whole.
 SIMPLE_STEP_BYTES = 512 * 1024
 
+#: NCCL's NVLS tree chunk (enqueue.cc): from 2.21 (read in 2.21.5 and on master) it starts at
+#: ``NCCL_NVLS_CHUNKSIZE`` (nvls.cc: 128 KiB by default), 64 KiB from 4 nodes; before (read in
+#: the 2.18-2.19 line, where NVLS's own chunk is a fixed 128 KiB) at the 512 KiB Simple step.
+#: A release between takes the older rule.
+NVLS_TREE_CHUNK_FROM = (2, 21)
+NVLS_CHUNK_BYTES = 128 * 1024
+
+
+def nvls_tree_loops(nbytes: int, channels: int, heads: int, nodes: int,
+                    version: str = DEFAULT_VERSION) -> int:
+    """Loops NCCL's NVLS tree runs an all-reduce of ``nbytes`` in (enqueue.cc, its chunk
+    size and ``nLoops``): each of ``channels x heads`` (channel, head) pairs moves one chunk
+    per loop. The chunk starts as :data:`NVLS_TREE_CHUNK_FROM` says, then drops to 256 KiB
+    while the call is under 32 loops of it, 128 KiB under 16, 64 KiB under 4, 32 KiB under 1.
+
+    >>> [nvls_tree_loops(n << 20, 16, 8, 2, "2.21") for n in (1, 4, 8, 16, 64, 1024, 4096)]
+    [1, 1, 1, 2, 4, 64, 256]
+    >>> [nvls_tree_loops(n << 20, 16, 8, 2, "2.18") for n in (1, 4, 8, 16, 64, 1024, 4096)]
+    [1, 1, 1, 2, 4, 32, 64]
+    """
+    ops = channels * heads
+    if parse_version(version) >= NVLS_TREE_CHUNK_FROM:
+        chunk = NVLS_CHUNK_BYTES if nodes < 4 else min(NVLS_CHUNK_BYTES, 65536)
+    else:
+        chunk = SIMPLE_STEP_BYTES
+    for times, smaller in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+        if nbytes < times * ops * chunk and chunk > smaller:
+            chunk = smaller
+    return max(1, -(-nbytes // (ops * chunk)))
+
+
 #: nccl-tests' timing loop (``src/common.cu``, ``BenchTime``): it enqueues ``iters`` calls
 #: back to back, synchronizes once, and divides the wall time by ``iters``; with ``-g N`` one
 #: host thread issues the call to N GPUs in a group. A call's time is then the larger of what

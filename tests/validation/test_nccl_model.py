@@ -17,6 +17,7 @@ from commsim.nccl_tables import (
     DEFAULT_VERSION,
     hop_factor,
     net_overhead_s,
+    nvls_tree_loops,
     ring_inter_steps,
     tables,
 )
@@ -152,6 +153,37 @@ def test_nvls_needs_two_gpus_of_a_host() -> None:
         call = make_call("all_reduce", placed, "1GiB")
         names = {name for name, _ in NcclModel.of(placed).candidates(call)}
         assert ("nvls" in names) is offered
+
+
+@pytest.mark.parametrize("engine", ["analytic", "des"])
+def test_nvls_tree_hides_the_faster_phase_but_for_one_loop(engine: str) -> None:
+    """NCCL's NVLS tree moves each chunk whole from its host phase (the NVSwitch) to its
+    network phase, in :func:`nvls_tree_loops` loops: in one loop (4 MiB on 2 x 8 GPUs) the
+    call takes both phases in turn, ``A + B``; in L loops the slower phase plus the faster
+    one's bytes over L (and its latency): never less than the slower phase, never more than
+    the sum, and closer to the slower phase the more loops."""
+    net = load_topology("dgx-h100x2")
+    model = NcclModel.of(net)
+    timer = ComposedTimer(model, engine)
+    simple = PROTOCOLS[2]
+    host, rail = tuple(range(8)), (0, 8)
+
+    def phases(n: int) -> tuple[float, float]:
+        a = timer._run(Collective.ALL_REDUCE, host, n, "nvls", simple, family="nvls")
+        return a, timer._rail(rail, max(n // 8, 1), simple, 16, "nvls")
+
+    previous_share = 1.0
+    for size, loops in ((4 << 20, 1), (16 << 20, 2), (64 << 20, 4), (256 << 20, 16)):
+        assert nvls_tree_loops(size, model.config.channels, 8, 2, model.config.version) == loops
+        a, b = phases(size)
+        latency = min(phases(16))
+        time = timer.in_network("nvls", 16, size, simple)
+        assert time == pytest.approx(max(a, b) + latency + (min(a, b) - latency) / loops)
+        assert max(a, b) <= time <= a + b + latency
+        share = (time - max(a, b)) / min(a, b)  # how much of the faster phase shows
+        assert share <= previous_share
+        previous_share = share
+    assert timer.in_network("nvls", 16, 4 << 20, simple) == pytest.approx(sum(phases(4 << 20)))
 
 
 @pytest.mark.parametrize("name", ["nvls", "hierarchical_pipelined"])
