@@ -387,6 +387,7 @@ def format_report(report: ValidationReport) -> str:
     engines = ", ".join(sorted({r.engine for r in report.rows}))
     typed = len({r.dtype for r in report.rows}) > 1
     width = max(len("type"), *(len(r.dtype) for r in report.rows)) if typed else 0
+    algo = max([18, *(len(r.algorithm) for r in report.rows)])  # hierarchical_pipelined+LL128
 
     def type_cell(text: str) -> str:
         return f"  {text:<{width}}" if typed else ""
@@ -396,15 +397,15 @@ def format_report(report: ValidationReport) -> str:
         *(f"# {note}" for note in report.notes),
         "#",
         f"#{'size':>11}{type_cell('type')}  {'collective':<14} {'ranks':>5}  "
-        f"{'algorithm':<18}  {'measured':>10}  {'predicted':>10}  {'error':>8}  {'busbw':>8}  "
+        f"{'algorithm':<{algo}}  {'measured':>10}  {'predicted':>10}  {'error':>8}  {'busbw':>8}  "
         f"{'busbw':>8}",
-        f"#{'(B)':>11}{type_cell('')}  {'':<14} {'':>5}  {'':<18}  {'(us)':>10}  {'(us)':>10}  "
+        f"#{'(B)':>11}{type_cell('')}  {'':<14} {'':>5}  {'':<{algo}}  {'(us)':>10}  {'(us)':>10}  "
         f"{'(%)':>8}  {'meas':>8}  {'pred':>8}",
     ]
     for r in report.rows:
         lines.append(
             f"{r.nbytes:>12}{type_cell(r.dtype)}  {r.collective.value:<14} {r.ranks:>5}  "
-            f"{r.algorithm:<18}  "
+            f"{r.algorithm:<{algo}}  "
             f"{r.measured_time_s * 1e6:>10.2f}  {r.predicted_time_s * 1e6:>10.2f}  "
             f"{r.error_pct:>+8.1f}  {r.measured_busbw_Bps / 1e9:>8.2f}  "
             f"{r.predicted_busbw_Bps / 1e9:>8.2f}"
