@@ -20,7 +20,7 @@ from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import SpecError
 from commsim.nccl_caps import tree_cap_Bps
-from commsim.nccl_tables import NcclConfig, Protocol, active_channels, nvls_tree_loops
+from commsim.nccl_tables import NcclConfig, Protocol, active_channels, nvls_tree_loop_bytes
 from commsim.network import Network
 
 #: The composed algorithm of NCCL's trees across hosts (see :meth:`ComposedTimer.hierarchical`).
@@ -40,16 +40,18 @@ COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops shari
 
 
 def _pipelined(phases: Callable[[int], tuple[float, float]], nbytes: int, ranks: int,
-               loops: int = 0) -> float:
+               loop_bytes: int = 0) -> float:
     """Two phases pipelined in many chunks: the slower phase plus the faster one's latency
-    (its time at one byte per rank), ``max(A, B) + min(A0, B0)``. In ``loops`` chunks (each
-    moved whole by one phase before the next takes it), the faster phase's bytes are hidden
-    but for one chunk: ``+ (min(A, B) - min(A0, B0)) / loops``, ``A + B`` in one loop."""
+    (its time at one byte per rank), ``max(A, B) + min(A0, B0)``. In loops of ``loop_bytes``
+    (each chunk moved whole by one phase before the next takes it), the faster phase's
+    bytes of one loop show too: ``+ (min(A, B) - min(A0, B0)) x loop / bytes`` (at most
+    ``A + B``: one loop). In ``L`` whole loops that is the faster phase over ``L``; a last,
+    smaller loop hides no more than a whole one, so the time never drops as the size grows."""
     a, b = phases(nbytes)
     a0, b0 = phases(ranks)
     latency = min(a0, b0)
-    tail = max(min(a, b) - latency, 0.0) / loops if loops else 0.0
-    return max(a, b) + latency + tail
+    share = min(1.0, loop_bytes / nbytes) if loop_bytes else 0.0
+    return max(a, b) + latency + max(min(a, b) - latency, 0.0) * share
 
 
 class PhaseNetworks(Interface):
@@ -150,12 +152,12 @@ class ComposedTimer:
                               self._rail_share(ranks), family=name)
             return a, b
 
-        loops = 0
+        loop = 0
         if name == "nvls":
             config = self.model.config
-            loops = nvls_tree_loops(nbytes, config.channels, len(host),
-                                    len(self.model.hosts(ranks)), config.version)
-        return _pipelined(phases, nbytes, ranks, loops)
+            loop = nvls_tree_loop_bytes(nbytes, config.channels, len(host),
+                                        len(self.model.hosts(ranks)), config.version)
+        return _pipelined(phases, nbytes, ranks, loop)
 
     def _host_and_rail(self, ranks: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
         """The ranks of the first host, and the rail of each host's first rank."""

@@ -198,16 +198,18 @@ NVLS_TREE_CHUNK_FROM = (2, 21)
 NVLS_CHUNK_BYTES = 128 * 1024
 
 
-def nvls_tree_loops(nbytes: int, channels: int, heads: int, nodes: int,
-                    version: str = DEFAULT_VERSION) -> int:
-    """Loops NCCL's NVLS tree runs an all-reduce of ``nbytes`` in (enqueue.cc, its chunk
-    size and ``nLoops``): each of ``channels x heads`` (channel, head) pairs moves one chunk
-    per loop. The chunk starts as :data:`NVLS_TREE_CHUNK_FROM` says, then drops to 256 KiB
-    while the call is under 32 loops of it, 128 KiB under 16, 64 KiB under 4, 32 KiB under 1.
+def nvls_tree_loop_bytes(nbytes: int, channels: int, heads: int, nodes: int,
+                         version: str = DEFAULT_VERSION) -> int:
+    """The bytes of one loop of NCCL's NVLS tree running an all-reduce of ``nbytes``
+    (enqueue.cc, its chunk size and ``nLoops``): each of ``channels x heads`` (channel, head)
+    pairs moves one chunk per loop, so the call takes ``ceil(nbytes / loop)`` loops. The chunk
+    starts as :data:`NVLS_TREE_CHUNK_FROM` says, then drops to 256 KiB while the call is
+    under 32 loops of it, 128 KiB under 16, 64 KiB under 4, 32 KiB under 1.
 
-    >>> [nvls_tree_loops(n << 20, 16, 8, 2, "2.21") for n in (1, 4, 8, 16, 64, 1024, 4096)]
+    >>> sizes = [n << 20 for n in (1, 4, 8, 16, 64, 1024, 4096)]
+    >>> [-(-n // nvls_tree_loop_bytes(n, 16, 8, 2, "2.21")) for n in sizes]
     [1, 1, 1, 2, 4, 64, 256]
-    >>> [nvls_tree_loops(n << 20, 16, 8, 2, "2.18") for n in (1, 4, 8, 16, 64, 1024, 4096)]
+    >>> [-(-n // nvls_tree_loop_bytes(n, 16, 8, 2, "2.18")) for n in sizes]
     [1, 1, 1, 2, 4, 32, 64]
     """
     ops = channels * heads
@@ -218,7 +220,7 @@ def nvls_tree_loops(nbytes: int, channels: int, heads: int, nodes: int,
     for times, smaller in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
         if nbytes < times * ops * chunk and chunk > smaller:
             chunk = smaller
-    return max(1, -(-nbytes // (ops * chunk)))
+    return ops * chunk
 
 
 #: nccl-tests' timing loop (``src/common.cu``, ``BenchTime``): it enqueues ``iters`` calls

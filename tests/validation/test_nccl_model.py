@@ -17,7 +17,7 @@ from commsim.nccl_tables import (
     DEFAULT_VERSION,
     hop_factor,
     net_overhead_s,
-    nvls_tree_loops,
+    nvls_tree_loop_bytes,
     ring_inter_steps,
     tables,
 )
@@ -158,10 +158,11 @@ def test_nvls_needs_two_gpus_of_a_host() -> None:
 @pytest.mark.parametrize("engine", ["analytic", "des"])
 def test_nvls_tree_hides_the_faster_phase_but_for_one_loop(engine: str) -> None:
     """NCCL's NVLS tree moves each chunk whole from its host phase (the NVSwitch) to its
-    network phase, in :func:`nvls_tree_loops` loops: in one loop (4 MiB on 2 x 8 GPUs) the
-    call takes both phases in turn, ``A + B``; in L loops the slower phase plus the faster
-    one's bytes over L (and its latency): never less than the slower phase, never more than
-    the sum, and closer to the slower phase the more loops."""
+    network phase, a loop of chunks at a time (:func:`nvls_tree_loop_bytes`): in one loop
+    (4 MiB on 2 x 8 GPUs) the call takes both phases in turn, ``A + B``; in L whole loops the
+    slower phase plus the faster one's bytes over L (and its latency): never less than the
+    slower phase, never more than the sum, closer to the slower phase the more loops, and a
+    byte past a whole loop (a second, nearly empty loop) hides nothing more."""
     net = load_topology("dgx-h100x2")
     model = NcclModel.of(net)
     timer = ComposedTimer(model, engine)
@@ -172,18 +173,25 @@ def test_nvls_tree_hides_the_faster_phase_but_for_one_loop(engine: str) -> None:
         a = timer._run(Collective.ALL_REDUCE, host, n, "nvls", simple, family="nvls")
         return a, timer._rail(rail, max(n // 8, 1), simple, 16, "nvls")
 
+    def loops(n: int) -> int:
+        return -(-n // nvls_tree_loop_bytes(n, model.config.channels, 8, 2,
+                                            model.config.version))
+
     previous_share = 1.0
-    for size, loops in ((4 << 20, 1), (16 << 20, 2), (64 << 20, 4), (256 << 20, 16)):
-        assert nvls_tree_loops(size, model.config.channels, 8, 2, model.config.version) == loops
+    for size, whole in ((4 << 20, 1), (16 << 20, 2), (64 << 20, 4), (256 << 20, 16)):
+        assert loops(size) == whole
         a, b = phases(size)
         latency = min(phases(16))
         time = timer.in_network("nvls", 16, size, simple)
-        assert time == pytest.approx(max(a, b) + latency + (min(a, b) - latency) / loops)
+        assert time == pytest.approx(max(a, b) + latency + (min(a, b) - latency) / whole)
         assert max(a, b) <= time <= a + b + latency
         share = (time - max(a, b)) / min(a, b)  # how much of the faster phase shows
         assert share <= previous_share
         previous_share = share
     assert timer.in_network("nvls", 16, 4 << 20, simple) == pytest.approx(sum(phases(4 << 20)))
+    assert loops((4 << 20) + 64) == 2
+    assert (timer.in_network("nvls", 16, (4 << 20) + 64, simple)
+            >= timer.in_network("nvls", 16, 4 << 20, simple))
 
 
 @pytest.mark.parametrize("name", ["nvls", "hierarchical_pipelined"])
