@@ -50,7 +50,7 @@ def _pipelined(phases: Callable[[int], tuple[float, float]], nbytes: int, ranks:
     a, b = phases(nbytes)
     a0, b0 = phases(ranks)
     latency = min(a0, b0)
-    share = min(1.0, loop_bytes / nbytes) if loop_bytes else 0.0
+    share = min(1.0, loop_bytes / nbytes) if loop_bytes and nbytes else 0.0
     return max(a, b) + latency + max(min(a, b) - latency, 0.0) * share
 
 
