@@ -68,6 +68,23 @@ def as_link(value: LinkLike, path: str = "link") -> LinkSpec:
     )
 
 
+def _one_link(
+    kind: type[RingSpec | FullyConnectedSpec | SwitchSpec],
+    ranks: int,
+    latency: Quantity,
+    bandwidth: Quantity,
+    device: str,
+    gamma: Quantity,
+    name: str | None,
+) -> Network:
+    """A topology of one link class (ring, fully connected, switch) from a Python call."""
+    link = as_link((latency, bandwidth), "")
+    return build_network(
+        kind(ranks=ranks, link=link, device=device, name=name,
+             gamma_s_per_B=parse_time(gamma, "gamma"))
+    )
+
+
 def ring(
     ranks: int,
     *,
@@ -78,16 +95,7 @@ def ring(
     name: str | None = None,
 ) -> Network:
     """Rank i cabled to rank (i+1) % ranks; ``bandwidth`` per direction, ``latency`` per hop."""
-    link = as_link((latency, bandwidth), "")
-    return build_network(
-        RingSpec(
-            ranks=ranks,
-            link=link,
-            device=device,
-            name=name,
-            gamma_s_per_B=parse_time(gamma, "gamma"),
-        )
-    )
+    return _one_link(RingSpec, ranks, latency, bandwidth, device, gamma, name)
 
 
 def fully_connected(
@@ -100,16 +108,7 @@ def fully_connected(
     name: str | None = None,
 ) -> Network:
     """A dedicated link for every ordered pair of ranks."""
-    link = as_link((latency, bandwidth), "")
-    return build_network(
-        FullyConnectedSpec(
-            ranks=ranks,
-            link=link,
-            device=device,
-            name=name,
-            gamma_s_per_B=parse_time(gamma, "gamma"),
-        )
-    )
+    return _one_link(FullyConnectedSpec, ranks, latency, bandwidth, device, gamma, name)
 
 
 def switch(
@@ -122,16 +121,7 @@ def switch(
     name: str | None = None,
 ) -> Network:
     """A star: each rank's port into one switch; ``latency`` is device -> switch -> device."""
-    link = as_link((latency, bandwidth), "")
-    return build_network(
-        SwitchSpec(
-            ranks=ranks,
-            link=link,
-            device=device,
-            name=name,
-            gamma_s_per_B=parse_time(gamma, "gamma"),
-        )
-    )
+    return _one_link(SwitchSpec, ranks, latency, bandwidth, device, gamma, name)
 
 
 def shared(
