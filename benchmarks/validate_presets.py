@@ -250,6 +250,15 @@ CASES = (
          "gcp-a3-ultrax2", "2 x 8 H200 pods of GCP's GPUDirect-RDMA test (gIB)"),
     Case("h200_16gpu_2node_oci_allreduce_unresolved-oci-hpc-guide.txt", "hgx-h200x2",
          "2 x 8 H200 in an OCI cluster; fabric not stated"),
+    Case("a100-sxm4-40gb_16gpu_2node_oci-roce_allreduce_oci-hpc-oke.txt", "oci-bm-gpu4.8x2",
+         "2 x 8 A100-SXM4-40GB on OCI's RoCE cluster network: the A100 40GB shape is BM.GPU4.8 "
+         "(16 x 100 Gb/s RoCE ports per node)"),
+    Case("b200_16gpu_2node_gcp-a4-gib-rdma_allgather_gcp-docs-vms.txt", "gcp-a4x2",
+         "2 GCP A4 VMs (8 B200 each), GPUDirect RDMA over RoCE (gIB); NCCL 2.25.1 (printed)"),
+    Case("b200_16gpu_2node_gcp-a4-gib-rdma_allgather_gcp-docs-gke.txt", "gcp-a4x2",
+         "2 GCP A4 GKE nodes (8 B200 each), 8 RDMA NICs (gIB)"),
+    Case("h200_16gpu_2node_gcp-a3ultra-gib-rdma_allgather_gcp-docs-gke.txt", "gcp-a3-ultrax2",
+         "2 GCP A3 Ultra GKE nodes (8 H200 each), 8 RDMA NICs (gIB)"),
     # -- issue 14: machines with several collectives in one session (the cross mode); the
     # preset from each header only, as above.
     Case("rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_4collectives_unresolved-autodl-blog.txt",
@@ -267,6 +276,15 @@ CASES = (
          "one HGX B200 node (8 B200, NVLink5/NVSwitch)", machine="HGX B200 x1 (Vultr POC)"),
     Case("b200_16gpu_2node_hgx-ib-ndr_3collectives_unresolved-vultr-poc.txt", "hgx-b200x2",
          "2 HGX B200 nodes, 8 x 400 Gb/s NDR InfiniBand each", machine="HGX B200 x2 (Vultr POC)"),
+    Case("h100-sxm_4gpu_1node_nvswitch-g4_allreduce_waynehacking8-ncb.txt", "dgx-h100",
+         "4 of the 8 H100 SXM of an NVSwitch box, one process driving them (-g 4)",
+         machine="4 of 8 H100 SXM (-g 4, waynehacking8)"),
+    Case("h100-sxm_4gpu_1node_nvswitch-g4_allgather_waynehacking8-ncb.txt", "dgx-h100",
+         "4 of the 8 H100 SXM of an NVSwitch box, one process driving them (-g 4)",
+         machine="4 of 8 H100 SXM (-g 4, waynehacking8)"),
+    Case("h100-sxm_4gpu_1node_nvswitch-g4_reducescatter_waynehacking8-ncb.txt", "dgx-h100",
+         "4 of the 8 H100 SXM of an NVSwitch box, one process driving them (-g 4)",
+         machine="4 of 8 H100 SXM (-g 4, waynehacking8)"),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {
