@@ -276,15 +276,10 @@ CASES = (
          "one HGX B200 node (8 B200, NVLink5/NVSwitch)", machine="HGX B200 x1 (Vultr POC)"),
     Case("b200_16gpu_2node_hgx-ib-ndr_3collectives_unresolved-vultr-poc.txt", "hgx-b200x2",
          "2 HGX B200 nodes, 8 x 400 Gb/s NDR InfiniBand each", machine="HGX B200 x2 (Vultr POC)"),
-    Case("h100-sxm_4gpu_1node_nvswitch-g4_allreduce_waynehacking8-ncb.txt", "dgx-h100",
-         "4 of the 8 H100 SXM of an NVSwitch box, one process driving them (-g 4)",
-         machine="4 of 8 H100 SXM (-g 4, waynehacking8)"),
-    Case("h100-sxm_4gpu_1node_nvswitch-g4_allgather_waynehacking8-ncb.txt", "dgx-h100",
-         "4 of the 8 H100 SXM of an NVSwitch box, one process driving them (-g 4)",
-         machine="4 of 8 H100 SXM (-g 4, waynehacking8)"),
-    Case("h100-sxm_4gpu_1node_nvswitch-g4_reducescatter_waynehacking8-ncb.txt", "dgx-h100",
-         "4 of the 8 H100 SXM of an NVSwitch box, one process driving them (-g 4)",
-         machine="4 of 8 H100 SXM (-g 4, waynehacking8)"),
+    *(Case(f"h100-sxm_4gpu_1node_nvswitch-g4_{name}_waynehacking8-ncb.txt", "dgx-h100",
+           "4 of the 8 H100 SXM of an NVSwitch box, one process driving them (-g 4)",
+           machine="4 of 8 H100 SXM (-g 4, waynehacking8)")
+      for name in ("allreduce", "allgather", "reducescatter")),
 )
 #: Logs whose runs are already counted through another file (never counted twice).
 DUPLICATES = {
