@@ -90,3 +90,54 @@ def test_long_ranking_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
                  "analytic"]) == 0
     out, err = capsys.readouterr()
     assert "ranking" in err and "candidate" in err and "ranking" not in out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        # once a MemoryError (a 95 GiB piece table): exit 1 and a traceback hint
+        ["-t", "dgx-h100x16", "--chunks", "100000000"],
+        # once minutes: every candidate's closed form stepped through a million pieces
+        ["-t", "dgx-h100x16", "--chunks", "1000000"],
+        ["-t", "dgx-h100x16", "--chunks", "1000", "-a", "hierarchical"],
+        ["-t", "RING", "--chunks", "100000", "-a", "rabenseifner", "--engine", "analytic"],
+    ],
+)
+def test_too_many_pieces_are_refused_in_one_line(tmp_path: Path, argv: list[str]) -> None:
+    """A closed form's work grows with --chunks: beyond seconds of it, one line naming the
+    estimate and what to change, exit 2 (commsim.engine.form_cost)."""
+    ring = tmp_path / "ring.yaml"
+    ring.write_text("kind: ring\nranks: 8\nlink: {latency: 1us, bandwidth: 100GB/s}\n")
+    argv = [str(ring) if a == "RING" else a for a in argv]
+    done = _run(["run", "all_reduce", "-s", "1GiB", *argv])
+    assert done.returncode == 2 and not done.stdout, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "pieces would take about" in done.stderr and "fewer --chunks" in done.stderr
+
+
+def test_a_long_simulation_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """A contended simulation of many transfers draws a bar of the transfers ended (forced,
+    its threshold lowered), and times the schedule exactly as without it."""
+    from commsim.algorithms import build_schedule
+    from commsim.algorithms.base import Call
+    from commsim.collectives import Collective
+    from commsim.engine import des
+    from commsim.progress import Progress
+    from commsim.topology import ring
+
+    class Forced(Progress):
+        def __init__(self, desc: str, unit: str) -> None:
+            super().__init__(desc, unit, force=True)
+
+    net = ring(8, latency="1us", bandwidth="100GB/s")
+    call = Call(collective=Collective.ALL_REDUCE, ranks=8, nbytes=2**20, chunks=64)
+    schedule = build_schedule(call, "double_binary_tree")
+    plain = des.simulate_des(schedule, net)
+    assert not capsys.readouterr().err
+    monkeypatch.setattr(des, "PROGRESS_MIN_TRANSFERS", 100)
+    monkeypatch.setattr(des, "PROGRESS_EVENTS", 50)
+    monkeypatch.setattr(des, "Progress", Forced)
+    assert des.simulate_des(schedule, net) == plain
+    err, n = capsys.readouterr().err, len(schedule)
+    assert f"simulating {n} transfers" in err and f"{n}/{n}" in err

@@ -46,6 +46,7 @@ from commsim.engine.butterfly import (
     recursive_doubling_all_gather,
 )
 from commsim.engine.closed_forms import Hop, Ints
+from commsim.engine.form_cost import check_form_size
 from commsim.engine.pairs import MAX_LOOKUPS, UNIFORM_KINDS, PairCosts
 from commsim.errors import SpecError
 from commsim.network import Network
@@ -64,7 +65,9 @@ def predict(call: Call, network: Network, algorithm: str) -> float:
 
     Dispatches through :data:`CLOSED_FORMS`, keyed by the registered algorithm's name.
     Raises :class:`~commsim.errors.ScheduleError` when the algorithm cannot run the call, and
-    :class:`~commsim.errors.SpecError` when the network has fewer ranks than the call.
+    :class:`~commsim.errors.SpecError` when the network has fewer ranks than the call or when
+    the closed form in that many pieces would run for more than seconds
+    (:mod:`commsim.engine.form_cost`).
     """
     algo = get_algorithm(algorithm)
     algo.check_supports(call)
@@ -83,6 +86,7 @@ def predict(call: Call, network: Network, algorithm: str) -> float:
     hosts = call.hosts
     if hosts is None and network.host_of(0) is not None:
         hosts = (network.rank_hosts() or (0,))[: call.ranks]
+    check_form_size(call, algo.name, chunks, len(set(hosts)) if hosts else None)
     form = CLOSED_FORMS.get(algo.name)
     if form is None:  # pragma: no cover - tests/engine/test_closed_form_table.py pins the table
         raise SpecError(f"no closed form for algorithm {algo.name!r}")

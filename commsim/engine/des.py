@@ -26,10 +26,18 @@ from simpy.events import NORMAL
 
 from commsim.gcpause import paused_gc
 from commsim.network import Network
+from commsim.progress import Progress
 from commsim.schedule import Columns, Schedule
 
 if TYPE_CHECKING:
     import numpy as np
+
+#: From this many transfers on, a simulation draws a progress bar (on a terminal): contended,
+#: a transfer costs 4-30 us (each start and end re-shares its component's rates), so such a run
+#: may take seconds to a minute.
+PROGRESS_MIN_TRANSFERS = 200_000
+#: Events run between two redraws of that bar.
+PROGRESS_EVENTS = 1 << 16
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -141,6 +149,7 @@ class _Simulation:
         n = len(columns)
         self.start = [0.0] * n
         self.end = [0.0] * n
+        self.ended = 0  # transfers (rows) ended so far, for the progress bar
         # per row: its fields as flat lists (read per event: no attribute lookups)
         self.src: list[int] = columns.src.tolist()
         self.dst: list[int] = columns.dst.tolist()
@@ -173,7 +182,10 @@ class _Simulation:
             for index, count in enumerate(self.waiting):
                 if count == 0:
                     self._start(index)
-            self._loop()
+            if len(self.end) < PROGRESS_MIN_TRANSFERS:
+                self._loop()
+            else:
+                self._loop_with_bar()
         unfinished = [i for i, count in enumerate(self.waiting) if count > 0]
         if unfinished:  # only a malformed (cyclic) schedule gets here
             raise RuntimeError(f"transfers never became ready: {unfinished[:5]}")
@@ -181,18 +193,30 @@ class _Simulation:
 
         return Timing(np.array(self.start), np.array(self.end))
 
-    def _loop(self) -> None:
+    def _loop(self, events: int = -1) -> None:
         """``env.run()``, inlined: SimPy's ``step`` for events that always succeed (ours and
-        ``Timeout``), popped from its own heap in its own order."""
+        ``Timeout``), popped from its own heap in its own order; at most ``events`` of them
+        (-1: until none is left)."""
         env = self.env
         queue: list[Any] = env._queue
         pop = heappop
-        while queue:
+        while queue and events:
+            events -= 1
             event: Any
             env._now, _, _, event = pop(queue)
             callbacks, event.callbacks = event.callbacks, None
             for callback in callbacks:
                 callback(event)
+
+    def _loop_with_bar(self) -> None:
+        """:meth:`_loop` in slices, a progress bar of the transfers ended between them."""
+        bar = Progress(f"simulating {len(self.end)} transfers", "transfer")
+        try:
+            while self.env._queue:
+                self._loop(PROGRESS_EVENTS)
+                bar.update_to(self.ended, len(self.end))
+        finally:
+            bar.close()
 
     def _routes_of(self, columns: Columns) -> list[tuple[tuple[int, ...], float, float] | None]:
         """Every transfer's route, looked up once per distinct (src, dst) pair."""
@@ -282,6 +306,7 @@ class _Simulation:
     def _arrival(self, event: _Flow | _Arrival) -> None:
         index = event.index  # NOTE: _end, inlined: one call less per transfer
         self.end[index] = float(self.env._now)
+        self.ended += 1
         waiting = self.waiting
         for dependent in self.dependents[index]:
             waiting[dependent] -= 1
@@ -290,6 +315,7 @@ class _Simulation:
 
     def _end(self, index: int) -> None:
         self.end[index] = float(self.env._now)
+        self.ended += 1
         waiting = self.waiting
         for dependent in self.dependents[index]:
             waiting[dependent] -= 1
