@@ -141,3 +141,69 @@ def test_a_long_simulation_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
     assert des.simulate_des(schedule, net) == plain
     err, n = capsys.readouterr().err, len(schedule)
     assert f"simulating {n} transfers" in err and f"{n}/{n}" in err
+
+
+@pytest.mark.parametrize(
+    ("workload", "needle"),
+    [
+        ("kind: pipeline\nschedule: 1f1b\nstages: 4\nmicrobatches: 100000000\n"
+         "forward_time: 1ms\nbackward_time: 2ms\n", "stages x microbatches x chunks_per_stage"),
+        ("kind: pipeline\nschedule: interleaved\nstages: 64\nmicrobatches: 64\n"
+         "chunks_per_stage: 100000\nforward_time: 1ms\nbackward_time: 2ms\n", "64 x 64 x 100000"),
+        ("kind: ddp\nlayers: 100000000\nforward_time: 1ms\nbackward_time: 1ms\n"
+         "grad_bytes: 1KiB\nbucket_bytes: 1KiB\n", "layers: 100000000"),
+        ("kind: fsdp\nunits: 100000000\nparams_per_unit: 1M\nforward_time: 1ms\n"
+         "backward_time: 1ms\n", "units: 100000000"),
+        ("kind: tensor\nlayers: 1000\nmicrobatches: 100000\nforward_time: 1ms\n"
+         "backward_time: 1ms\nallreduce_bytes: 1MiB\n", "layers: 1000"),
+    ],
+)
+def test_a_huge_workload_is_refused_in_one_line(tmp_path: Path, workload: str,
+                                                 needle: str) -> None:
+    """Counts that would build a step graph of millions of tasks (once minutes, or the machine's
+    memory): one line naming the field, exit 2, before anything of that size is built."""
+    path = tmp_path / "w.yaml"
+    path.write_text(workload)
+    done = _run(["replay", str(path), "-t", "dgx-h100x8"])
+    assert done.returncode == 2 and not done.stdout, done.stderr
+    assert done.stderr.count("\n") == 1
+    assert needle in done.stderr and "a step graph may have" in done.stderr
+
+
+def test_a_step_over_the_memory_budget_is_refused_in_one_line(tmp_path: Path) -> None:
+    """An FSDP step whose collectives' transfers would not fit --max-memory: one line naming
+    the estimate and the budget, exit 2."""
+    path = tmp_path / "fsdp.yaml"
+    path.write_text("kind: fsdp\nunits: 4\nparams_per_unit: 1M\nforward_time: 1ms\n"
+                    "backward_time: 1ms\n")
+    done = _run(["replay", str(path), "-t", "dgx-h100x2", "--algorithm", "ring",
+                 "--protocol", "none", "--max-memory", "1MiB"])
+    assert done.returncode == 2 and not done.stdout, done.stderr
+    assert done.stderr.count("\n") == 1
+    for needle in ("items", "MB budget", "--max-memory"):
+        assert needle in done.stderr
+
+
+def test_a_long_lowering_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Lowering a step graph of many tasks draws a bar of the tasks lowered (forced, its
+    threshold lowered); the step is the same as without it."""
+    from commsim.progress import Progress
+    from commsim.replay import lower
+    from commsim.replay.step import replay
+
+    class Forced(Progress):
+        def __init__(self, desc: str, unit: str, enabled: bool = True) -> None:
+            super().__init__(desc, unit, enabled=enabled, force=True)
+
+    workload = {"kind": "ddp", "layers": 8, "forward_time": "1ms", "backward_time": "2ms",
+                "grad_bytes": "1MiB", "bucket_bytes": "2MiB"}
+    plain = replay(workload, "dgx-h100").metrics.step_time_s
+    monkeypatch.setattr(lower, "PROGRESS_MIN_TASKS", 10)
+    monkeypatch.setattr(lower, "PROGRESS_TASKS", 3)
+    monkeypatch.setattr(lower, "Progress", Forced)
+    result = replay(workload, "dgx-h100")
+    assert result.metrics.step_time_s == plain
+    n = len(result.graph.tasks)
+    err = capsys.readouterr().err
+    assert f"lowering {n} tasks" in err and f"{n}/{n}" in err

@@ -28,7 +28,7 @@ from typing import Any
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.replay import fields
-from commsim.replay.graph import GraphBuilder, StepGraph
+from commsim.replay.graph import GraphBuilder, StepGraph, check_tasks
 from commsim.replay.metrics import StepMetrics
 
 KIND = "ddp"
@@ -230,6 +230,7 @@ def parse(data: Mapping[str, Any]) -> DdpSpec:
             layers.append(_layer(item, defaults, path))
     else:
         count = fields.positive_int(raw, "layers")
+        check_tasks(2 * count, "layers", count)  # a forward and a backward per layer
         for key in _LAYER_KEYS:
             if key not in data:
                 raise SpecError(f"{key}: missing required key (layers is a count)")

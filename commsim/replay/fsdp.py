@@ -38,7 +38,7 @@ from typing import Any
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.replay import fields
-from commsim.replay.graph import GraphBuilder, StepGraph
+from commsim.replay.graph import GraphBuilder, StepGraph, check_tasks
 from commsim.replay.metrics import StepMetrics
 
 KIND = "fsdp"
@@ -243,6 +243,7 @@ def parse(data: Mapping[str, Any]) -> FsdpSpec:
         " for kind 'fsdp'",
     )
     units = fields.positive_int(data["units"], "units")
+    check_tasks(2 * units, "units", units)  # a forward and a backward per unit
     default = fields.algorithm(data.get("algorithm", "auto"), "algorithm")
 
     def algo(key: str) -> str:

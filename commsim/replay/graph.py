@@ -38,6 +38,23 @@ from enum import StrEnum
 from commsim.collectives import Collective, parse_collective
 from commsim.errors import SpecError
 
+#: The most tasks one step graph may have: building one costs about 10 us and 400 bytes, and
+#: timing it (:mod:`.lower`) at least one engine item each (a 70B-parameter model on 256 GPUs,
+#: TP 8 x PP 8 x DP 4, 32 micro-batches: 386,304 tasks). Beyond it the workload is refused in
+#: one line rather than building for minutes.
+MAX_TASKS = 1_000_000
+
+
+def check_tasks(tasks: int, path: str, value: object) -> None:
+    """SpecError naming the field ``path`` when its ``value`` gives a step more than
+    :data:`MAX_TASKS` tasks (``tasks``: at least that many, on any number of ranks), before
+    anything of that size is built."""
+    if tasks > MAX_TASKS:
+        raise SpecError(
+            f"{path}: {value} gives a step at least {tasks} tasks, more than the {MAX_TASKS} a "
+            "step graph may have (timed in seconds)"
+        )
+
 
 class TaskKind(StrEnum):
     """What a task does."""
@@ -145,6 +162,11 @@ class GraphBuilder:
     _last: dict[tuple[int, str], int] = field(default_factory=dict)
 
     def _add(self, task: Task) -> int:
+        if len(self.tasks) >= MAX_TASKS:
+            raise SpecError(
+                f"the step graph has more than {MAX_TASKS} tasks on {self.ranks} ranks, more "
+                "than are timed in seconds: fewer layers, units, micro-batches or ranks"
+            )
         deps = set(task.deps)
         if task.stream:
             for rank in task.ranks:

@@ -27,12 +27,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from commsim.algorithms.estimate import estimate_des_bytes
+from commsim.budget import budget_source, memory_budget
 from commsim.engine.tasks import NETWORK, Items, simulate_items
 from commsim.errors import SpecError
 from commsim.network import Network
+from commsim.progress import Progress
 from commsim.replay.graph import StepGraph, Task, TaskKind
 from commsim.results import Result
 from commsim.timing import CollectiveCall, Timer
+
+#: From this many tasks on, lowering draws a progress bar (on a terminal): about 20 us a task.
+PROGRESS_MIN_TASKS = 100_000
+#: Tasks lowered between two updates of that bar.
+PROGRESS_TASKS = 4096
+#: Items added between two checks of the memory budget.
+MEMORY_CHECK_ITEMS = 65_536
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +137,18 @@ class _Lowering:
         return (end if begin is None else begin), end
 
 
+def _check_memory(items: int, ranks: int) -> None:
+    """SpecError, in one line, once the step's items would not fit the memory budget."""
+    need, budget = estimate_des_bytes(items), memory_budget()
+    if need > budget:
+        raise SpecError(
+            f"the step's simulation would hold more than {items} items (compute, launches and "
+            f"every transfer of its collectives) on {ranks} ranks, about {need / 1e6:.0f} MB, "
+            f"more than the {budget / 1e6:.0f} MB budget ({budget_source()}): fewer layers, "
+            "units, micro-batches or ranks"
+        )
+
+
 def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
     """Simulate ``graph`` on ``network`` (whose first ``graph.ranks`` ranks it uses)."""
     if graph.ranks > network.ranks:
@@ -134,11 +156,34 @@ def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
             f"the workload needs {graph.ranks} ranks, topology {network.name!r} has {network.ranks}"
         )
     lowering = _Lowering(network)
-    first: list[int] = []  # item whose end is the task's start
-    last: list[int] = []  # item whose end is the task's end
+    bar = Progress(f"lowering {len(graph.tasks)} tasks", "task",
+                   enabled=len(graph.tasks) >= PROGRESS_MIN_TASKS)
+    try:
+        first, last, algorithms, protocols = _lower_tasks(graph, lowering, bar)
+    finally:
+        bar.close()
+    timing = simulate_items(lowering.items.table(), network, lowering.views)
+    return GraphTiming(
+        start_s=tuple(timing.start_s[first].tolist()),
+        end_s=tuple(timing.end_s[last].tolist()),
+        algorithms=tuple(algorithms),
+        protocols=tuple(protocols),
+    )
+
+
+def _lower_tasks(
+    graph: StepGraph, lowering: _Lowering, bar: Progress
+) -> tuple[list[int], list[int], list[str], list[str | None]]:
+    """Every task's items, in order: per task the item whose end is its start, the item whose
+    end is its end, and the algorithm and protocol a collective ran as."""
+    first: list[int] = []
+    last: list[int] = []
     algorithms: list[str] = []
     protocols: list[str | None] = []
-    for task in graph.tasks:
+    memory_checked = 0  # items at which the budget is next checked
+    for done, task in enumerate(graph.tasks):
+        if done % PROGRESS_TASKS == 0:
+            bar.update_to(done, len(graph.tasks))
         deps = tuple(sorted({last[d] for d in task.deps}))
         algorithm, protocol = "", None
         if task.kind is TaskKind.COMPUTE:
@@ -148,14 +193,13 @@ def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
         else:
             begin, end, result = lowering.collective(task, deps)
             algorithm, protocol = result.algorithm, result.protocol
+        if lowering.items.count > memory_checked:
+            _check_memory(lowering.items.count, graph.ranks)
+            memory_checked = lowering.items.count + MEMORY_CHECK_ITEMS
         first.append(begin)
         last.append(end)
         algorithms.append(algorithm)
         protocols.append(protocol)
-    timing = simulate_items(lowering.items.table(), network, lowering.views)
-    return GraphTiming(
-        start_s=tuple(timing.start_s[first].tolist()),
-        end_s=tuple(timing.end_s[last].tolist()),
-        algorithms=tuple(algorithms),
-        protocols=tuple(protocols),
-    )
+    _check_memory(lowering.items.count, graph.ranks)
+    bar.update_to(len(graph.tasks), len(graph.tasks))
+    return first, last, algorithms, protocols

@@ -31,7 +31,7 @@ from typing import Any
 from commsim.errors import ScheduleError, SpecError
 from commsim.network import Network
 from commsim.replay import fields
-from commsim.replay.graph import GraphBuilder, StepGraph
+from commsim.replay.graph import GraphBuilder, StepGraph, check_tasks
 
 KIND = "pipeline"
 SCHEDULES = ("gpipe", "1f1b", "interleaved")
@@ -69,6 +69,8 @@ def stage_orders(
         raise SpecError(f"chunks_per_stage: must be 1 for schedule {schedule!r}, got {v}")
     if schedule == "interleaved" and k % p:
         raise SpecError(f"microbatches: interleaved needs a multiple of stages ({p}), got {k}")
+    # a forward and a backward of every micro-batch on every virtual stage
+    check_tasks(2 * p * k * v, "stages x microbatches x chunks_per_stage", f"{p} x {k} x {v}")
     orders = []
     for d in range(p):
         if schedule == "gpipe":

@@ -20,7 +20,7 @@ from typing import Any
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.replay import fields
-from commsim.replay.graph import GraphBuilder, StepGraph
+from commsim.replay.graph import GraphBuilder, StepGraph, check_tasks
 from commsim.replay.metrics import StepMetrics
 
 KIND = "tensor"
@@ -121,6 +121,8 @@ class TensorSpec:
             fields.positive_int(self.tp, "tp")
         fields.positive_int(self.layers, "layers")
         fields.positive_int(self.microbatches, "microbatches")
+        # a forward and a backward of every layer for every micro-batch
+        check_tasks(2 * self.layers * self.microbatches, "layers", self.layers)
         if self.allreduce_bytes < 0:
             raise SpecError(f"allreduce_bytes: must be >= 0, got {self.allreduce_bytes}")
 
