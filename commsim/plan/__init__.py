@@ -31,6 +31,10 @@ from commsim.topology import load_topology
 
 __all__ = ["MEGATRON_2021", "PlanOutcome", "SearchSpace", "Stack", "plan"]
 
+#: The largest global batch searched (2^40 sequences): its divisors are found by trial division
+#: up to its square root, about a second at this size.
+MAX_GLOBAL_BATCH = 2**40
+
 
 @dataclass(frozen=True, slots=True)
 class PlanOutcome:
@@ -125,6 +129,9 @@ def plan(
         raise SpecError(f"--engine {engine!r}: unknown (known: {', '.join(ENGINE_CHOICES)})")
     if isinstance(global_batch, bool) or not isinstance(global_batch, int) or global_batch < 1:
         raise SpecError(f"--global-batch {global_batch!r}: must be a positive integer")
+    if global_batch > MAX_GLOBAL_BATCH:
+        raise SpecError(f"--global-batch {global_batch}: above 2^40, the largest batch the "
+                        "search factors (its micro-batches are the batch's divisors)")
     n = network.ranks if gpus is None else gpus
     bar = None
     if progress:

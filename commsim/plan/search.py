@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -40,11 +41,17 @@ from commsim.plan.memory import DATA_PARALLEL, Memory, layer_activation_bytes, p
 from commsim.plan.models import ModelSpec
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
+from commsim.replay.graph import MAX_TASKS
 
 
 def divisors(n: int) -> list[int]:
-    """The divisors of ``n`` in increasing order."""
-    return [d for d in range(1, n + 1) if n % d == 0]
+    """The divisors of ``n`` in increasing order (pairs up to its square root).
+
+    >>> divisors(12), divisors(1), divisors(49)
+    ([1, 2, 3, 4, 6, 12], [1], [1, 7, 49])
+    """
+    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return low + [n // d for d in reversed(low) if d * d != n]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -147,6 +154,8 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
     out = []
     for name, v in wanted:
         if name != "interleaved":
+            if _too_many_ops(pp, k, 1, {**axes, "schedule": name}, rejected):
+                continue
             out.append((name, 1))
             continue
         per = model.layers // pp
@@ -159,11 +168,26 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
                 why = f"{c} chunks do not divide the stage's {per} layers"
             elif k % pp:
                 why = f"interleaved needs micro-batches ({k}) divisible by pp ({pp})"
+            at = {**axes, "schedule": name, "chunks_per_stage": c}
             if why:
-                rejected.append(Rejected({**axes, "schedule": name, "chunks_per_stage": c}, why))
-            else:
+                rejected.append(Rejected(at, why))
+            elif not _too_many_ops(pp, k, c, at, rejected):
                 out.append((name, c))
     return out
+
+
+def _too_many_ops(pp: int, k: int, v: int, axes: dict[str, Any],
+                  rejected: list[Rejected]) -> bool:
+    """Whether a pipeline of ``pp`` stages, ``k`` micro-batches and ``v`` chunks per stage has
+    more ops than a step graph may (:data:`~commsim.replay.graph.MAX_TASKS`): it is then
+    rejected, as its evaluation would walk every op (a larger micro-batch has fewer)."""
+    ops = 2 * pp * k * v
+    if ops <= MAX_TASKS:
+        return False
+    rejected.append(Rejected(axes, f"{k} micro-batches make {ops} pipeline ops (2 x pp x "
+                                   f"micro-batches x chunks), more than the {MAX_TASKS} a step "
+                                   "graph may have"))
+    return True
 
 
 def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, global_batch: int,
@@ -305,13 +329,20 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
     missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
     for c in spill:
         if missing > 0:
-            timed.append(_record(model, device, c, timer, global_batch, stack))
-            missing -= 1
+            try:
+                timed.append(_record(model, device, c, timer, global_batch, stack))
+                missing -= 1
+            except SpecError as exc:  # none fits, and this one is past what commsim times
+                result.rejected.append(Rejected(c.config.axes(), f"not timed: {exc}",
+                                                c.memory.total))
         else:
             result.rejected.append(Rejected(c.config.axes(), "does not fit: needs "
                                             f"{c.memory.total / 2**30:.1f} GiB, the GPU has "
                                             f"{device.memory_bytes / 2**30:.1f} GiB",
                                             c.memory.total))
+    if not timed:
+        raise SpecError(f"no configuration of {model.name} on {gpus} GPUs could be timed: "
+                        f"{result.rejected[-1].reason}")
     timed.sort(key=lambda e: (not e.fits, e.record["step_time_s"], e.config.label()))
     result.configs = timed
     return result

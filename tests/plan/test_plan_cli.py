@@ -123,6 +123,8 @@ def test_list_models(capsys):
     (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "32", "--tp", "3"], "--tp 3"),
     (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "0"], "--global-batch"),
     (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", "x"], "--global-batch"),
+    (["gpt3-1.3b", "--topology", "dgx-a100", "--global-batch", str(2**40 + 1)],
+     f"--global-batch {2**40 + 1}: above 2^40"),
     (["gpt9", "--topology", "dgx-a100", "--global-batch", "32"], "unknown model 'gpt9'"),
     (["gpt3-1.3b", "--topology", "nowhere", "--global-batch", "32"], "nowhere"),
     (["gpt3-1.3b", "--topology", "tpu-v4-64", "--global-batch", "32"], "device"),
@@ -149,3 +151,21 @@ def test_bad_input_is_one_line_exit_2(capsys, argv, needle):
     code, out, err = _run(capsys, *argv)
     assert code == 2, err
     assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_a_huge_global_batch_answers(capsys):
+    """A global batch of 2^20 sequences (once minutes: its divisors by trial up to n, then
+    stage orders of a million micro-batches): configurations whose pipeline would have more
+    ops than a step graph may are rejected, saying so, and the others are ranked."""
+    out = plan("gpt3-1.3b", "dgx-h100", global_batch=2**20, top=3)
+    assert out.result.configs
+    assert any("pipeline ops" in r.reason for r in out.result.rejected)
+
+
+def test_a_batch_past_what_commsim_times_is_rejected_not_fatal():
+    """10^11 sequences: nothing fits, and a configuration whose collectives would exceed 1 PiB
+    is rejected with that reason (it once ended the whole search); the others are shown."""
+    out = plan("gpt3-1.3b", "dgx-h100", global_batch=10**11, top=10)
+    assert out.result.configs and not any(e.fits for e in out.result.configs)
+    assert any(r.reason.startswith("not timed: ") and "1PiB" in r.reason
+               for r in out.result.rejected)
