@@ -30,6 +30,9 @@ COLLECTIVE_KEYS = (
 )
 WORKLOAD_KEYS = ("workloads",)
 GRID_KEYS = (*COLLECTIVE_KEYS, *WORKLOAD_KEYS)
+#: The most points one grid may have: every row is held until the table is written (about a
+#: kilobyte each), and even analytic points take a fraction of a millisecond.
+MAX_POINTS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,7 +189,11 @@ def _parse(data: object, folder: Path, source: str) -> Grid:
         axes["workloads"] = tuple(
             _workload(v, i, folder) for i, v in enumerate(_items(data, "workloads"))
         )
-    return Grid(**axes)
+    grid = Grid(**axes)
+    if len(grid) > MAX_POINTS:
+        raise SpecError(f"the grid has {len(grid)} points, more than the {MAX_POINTS} one sweep "
+                        "runs (its rows are held in memory): split it into several grids")
+    return grid
 
 
 def _axis(

@@ -123,6 +123,9 @@ BAD = [
      "sizes[0]: 1024 has no unit (write 1024B, 1024KiB or 1024MiB)"),
     ({"topologies": "dgx-h100", "collectives": "all_reduce", "sizes": ["1:4KiB"]},
      "sizes[0]: 1 has no unit"),
+    ({"topologies": ["dgx-h100", "dgx-a100"], "collectives": ["all_reduce", "all_gather"],
+      "sizes": "1B:1PiB:1.01", "chunks": list(range(1, 100))},
+     "the grid has 1258092 points, more than the 1000000 one sweep runs"),
 ]  # fmt: skip
 
 
