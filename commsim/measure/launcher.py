@@ -39,6 +39,12 @@ from commsim.measurements import Measurement
 #: Collectives ``measure`` times (``sendrecv`` is a ping-pong between ranks 0 and 1).
 COLLECTIVES = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce", "sendrecv")
 BACKENDS = ("gloo", "nccl")
+#: What one worker process holds besides its buffers: the interpreter with torch imported
+#: (220 MB resident on this project's machine, torch 2.13 CPU).
+WORKER_BYTES = 250 * 2**20
+#: A gloo rank's host memory per byte of a collective's size: the full buffer, its shard and
+#: the backend's scratch.
+BUFFER_FACTOR = 3
 
 #: ``progress(world_size, done, total, label)``: rank 0 finished ``done`` of ``total`` rows.
 Progress = Callable[[int, int, int, str], None]
@@ -149,6 +155,22 @@ class MeasureSpec:
         for name, value in (("--init-timeout", self.init_timeout_s), ("--timeout", self.timeout_s)):
             if not (isinstance(value, int | float) and value > 0):
                 raise SpecError(f"{name}: must be > 0 seconds, got {value!r}")
+        self._check_memory()
+
+    def _check_memory(self) -> None:
+        """SpecError, in one line, when the largest launch would not fit half the memory
+        available: every rank a process with torch imported, and under gloo its buffers."""
+        from commsim.budget import memory_budget
+
+        world, top = max(self.world_sizes), max(self.sizes)
+        buffers = BUFFER_FACTOR * top if self.backend == "gloo" else 0  # nccl: on the GPU
+        need, budget = world * (WORKER_BYTES + buffers), memory_budget()
+        if need > budget:
+            raise SpecError(
+                f"--world-size {world} with --sizes up to {top} B: its processes would hold "
+                f"about {need / 1e6:.0f} MB, more than the {budget / 1e6:.0f} MB that half the "
+                "memory available allows: fewer ranks or smaller sizes"
+            )
 
 
 def free_port() -> int:

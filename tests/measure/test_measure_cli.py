@@ -67,6 +67,10 @@ def test_measure_writes_the_csv_and_prints_a_table(
         (["--timeout", "soon"], "--timeout: not a time (got 'soon')"),
         (["--out", "/no/such/dir/m.csv"], "--out /no/such/dir/m.csv: directory"),
         (["--iterations", "x"], "argument --iterations: invalid int value"),
+        # once 500 processes importing torch, killed by the kernel after 85 s
+        (["--world-size", "500", "--sizes", "4KiB"], "--world-size 500 with --sizes up to"),
+        # once a rank killed allocating its buffers
+        (["--world-size", "2", "--sizes", "1KiB:1PiB"], "than the"),
     ],
 )
 def test_errors_are_one_line_exit_2(
