@@ -207,3 +207,22 @@ def test_a_long_lowering_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
     n = len(result.graph.tasks)
     err = capsys.readouterr().err
     assert f"lowering {n} tasks" in err and f"{n}/{n}" in err
+
+
+def test_long_routes_of_concurrent_messages_are_refused_in_one_line(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """A butterfly's exchanges on a ring cross links in proportion to ranks x distance (a
+    65,536-rank ring: billions of crossings, minutes); beyond the budget (lowered here) the
+    closed form refuses in one line, and an algorithm without such exchanges still answers."""
+    from commsim.cli import main
+    from commsim.engine import pairs
+
+    monkeypatch.setattr(pairs, "MAX_CROSSINGS", 100_000)
+    path = tmp_path / "ring.yaml"
+    path.write_text("kind: ring\nranks: 1024\nlink: {latency: 1us, bandwidth: 45GB/s}\n")
+    argv = ["run", "all_reduce", "-t", str(path), "-s", "1GiB", "--engine", "analytic"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "concurrent messages over routes of about" in err
+    assert main([*argv, "-a", "ring"]) == 0

@@ -16,12 +16,17 @@ from typing import TypeVar
 import numpy as np
 
 from commsim.engine.closed_forms import Hop, Ints
+from commsim.errors import SpecError
 from commsim.network import Network
 
 #: Pair kinds whose every pair of distinct ranks costs the same, by construction.
 UNIFORM_KINDS = frozenset({"fully_connected", "switch"})
 #: At most this many distinct pairs are looked up per phase; beyond it an even sample is.
 MAX_LOOKUPS = 4096
+#: The most link crossings one phase's concurrent messages may have counted (about 10 ns each).
+MAX_CROSSINGS = 200_000_000
+#: Routes sampled to estimate how many links a phase's messages cross.
+CROSSING_SAMPLE = 64
 
 T = TypeVar("T")
 
@@ -68,9 +73,11 @@ class PairCosts:
         them cross one link, each gets at most its equal share of the busiest one, as the DES's
         max-min sharing gives flows that move alike. The kinds of :data:`UNIFORM_KINDS` are
         skipped: a rank that sends to one rank and receives from one shares no link there."""
-        hop = self.hop(src, dst)
         if self.kind in UNIFORM_KINDS:
-            return hop
+            return self.hop(src, dst)
+        keep = src != dst
+        _check_crossings(self.network, src[keep], dst[keep])
+        hop = self.hop(src, dst)
         load = self.busiest(key, lambda: (src, dst))
         if load * hop.beta_Bps <= 1.0:
             return hop
@@ -86,6 +93,7 @@ class PairCosts:
         def count() -> tuple[Ints, Ints]:
             src, dst = ends()
             keep = src != dst
+            _check_crossings(network, src[keep], dst[keep])  # the double binary tree asks here
             crossings = np.bincount(network.route_links(src[keep], dst[keep]))
             used = np.flatnonzero(crossings)
             return used, crossings[used]
@@ -122,3 +130,21 @@ class PairCosts:
 
     def _cost(self, src: int, dst: int) -> tuple[float, float]:
         return self.network.path_cost(src, dst)
+
+
+def _check_crossings(network: Network, src: Ints, dst: Ints) -> None:
+    """SpecError when counting the links crossed by the routes ``src[k] -> dst[k]`` would take
+    more than seconds: their total length, estimated from an even sample of
+    :data:`CROSSING_SAMPLE` routes, above :data:`MAX_CROSSINGS` (a butterfly on a ring of
+    65,536 ranks: routes of thousands of hops, billions of crossings)."""
+    if src.size * network.ranks <= MAX_CROSSINGS:  # no route is longer than the network
+        return
+    picks = np.linspace(0, src.size - 1, min(src.size, CROSSING_SAMPLE)).astype(np.int64)
+    hops = float(np.mean([len(network.route(int(src[k]), int(dst[k]))) for k in picks]))
+    if src.size * hops > MAX_CROSSINGS:
+        raise SpecError(
+            f"{src.size} concurrent messages over routes of about {hops:.0f} hops would cross "
+            f"about {src.size * hops:.3g} links, more than the {MAX_CROSSINGS:.0e} the closed "
+            "forms count in seconds: name an algorithm without concurrent exchanges "
+            "(--algorithm ring) or use fewer ranks"
+        )
