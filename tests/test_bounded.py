@@ -155,7 +155,7 @@ def test_a_long_simulation_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
         ("kind: fsdp\nunits: 100000000\nparams_per_unit: 1M\nforward_time: 1ms\n"
          "backward_time: 1ms\n", "units: 100000000"),
         ("kind: tensor\nlayers: 1000\nmicrobatches: 100000\nforward_time: 1ms\n"
-         "backward_time: 1ms\nallreduce_bytes: 1MiB\n", "layers: 1000"),
+         "backward_time: 1ms\nallreduce_bytes: 1MiB\n", "layers x microbatches: 1000 x 100000"),
     ],
 )
 def test_a_huge_workload_is_refused_in_one_line(tmp_path: Path, workload: str,

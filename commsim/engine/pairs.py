@@ -137,7 +137,7 @@ def _check_crossings(network: Network, src: Ints, dst: Ints) -> None:
     more than seconds: their total length, estimated from an even sample of
     :data:`CROSSING_SAMPLE` routes, above :data:`MAX_CROSSINGS` (a butterfly on a ring of
     65,536 ranks: routes of thousands of hops, billions of crossings)."""
-    if src.size * network.ranks <= MAX_CROSSINGS:  # no route is longer than the network
+    if src.size * len(network.links) <= MAX_CROSSINGS:  # a route crosses a link at most once
         return
     picks = np.linspace(0, src.size - 1, min(src.size, CROSSING_SAMPLE)).astype(np.int64)
     hops = float(np.mean([len(network.route(int(src[k]), int(dst[k]))) for k in picks]))

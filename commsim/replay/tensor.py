@@ -122,7 +122,8 @@ class TensorSpec:
         fields.positive_int(self.layers, "layers")
         fields.positive_int(self.microbatches, "microbatches")
         # a forward and a backward of every layer for every micro-batch
-        check_tasks(2 * self.layers * self.microbatches, "layers", self.layers)
+        check_tasks(2 * self.layers * self.microbatches, "layers x microbatches",
+                    f"{self.layers} x {self.microbatches}")
         if self.allreduce_bytes < 0:
             raise SpecError(f"allreduce_bytes: must be >= 0, got {self.allreduce_bytes}")
 
