@@ -75,10 +75,8 @@ class PairCosts:
         skipped: a rank that sends to one rank and receives from one shares no link there."""
         if self.kind in UNIFORM_KINDS:
             return self.hop(src, dst)
-        keep = src != dst
-        _check_crossings(self.network, src[keep], dst[keep])
+        load = self.busiest(key, lambda: (src, dst))  # first: it refuses routes too long
         hop = self.hop(src, dst)
-        load = self.busiest(key, lambda: (src, dst))
         if load * hop.beta_Bps <= 1.0:
             return hop
         return Hop(hop.alpha_s, 1.0 / load, hop.gamma_s_per_B)
@@ -93,7 +91,7 @@ class PairCosts:
         def count() -> tuple[Ints, Ints]:
             src, dst = ends()
             keep = src != dst
-            _check_crossings(network, src[keep], dst[keep])  # the double binary tree asks here
+            _check_crossings(network, src[keep], dst[keep])
             crossings = np.bincount(network.route_links(src[keep], dst[keep]))
             used = np.flatnonzero(crossings)
             return used, crossings[used]
