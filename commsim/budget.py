@@ -74,6 +74,20 @@ def budget_source() -> str:
     return f"{DEFAULT_FRACTION:.0%} of the available memory; --max-memory SIZE changes it"
 
 
+def over_budget(need: int | float, budget: int) -> str:
+    """An error message's words for ``need`` bytes beyond ``budget``.
+
+    >>> with limited(65536):
+    ...     over_budget(3 * 10**8, memory_budget())
+    'about 300 MB of memory, more than the 65.5 kB budget (--max-memory)'
+    """
+    return f"about {_mb(need)} of memory, more than the {_mb(budget)} budget ({budget_source()})"
+
+
+def _mb(nbytes: int | float) -> str:
+    return f"{nbytes / 1e6:.0f} MB" if nbytes >= 10**6 else f"{nbytes / 1e3:.1f} kB"
+
+
 @contextmanager
 def limited(max_bytes: int | None) -> Iterator[None]:
     """Within the block, :func:`memory_budget` is ``max_bytes`` (None: the default)."""

@@ -10,12 +10,22 @@ from pathlib import Path
 
 import pytest
 
+from commsim.progress import Progress
+
 LIMIT = """
 import resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
 from commsim.cli import main
 sys.exit(main(sys.argv[1:]))
 """
+
+
+class Forced(Progress):
+    """The progress bar, drawn although stderr is no terminal under pytest (where it is
+    enabled at all)."""
+
+    def __init__(self, desc: str, unit: str, enabled: bool = True) -> None:
+        super().__init__(desc, unit, enabled=enabled, force=True)
 
 
 def _run(argv: list[str]) -> subprocess.CompletedProcess[str]:
@@ -78,11 +88,6 @@ def test_long_ranking_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
     as stderr is no terminal under pytest), and stdout is the table alone."""
     from commsim import timing
     from commsim.cli import main
-    from commsim.progress import Progress
-
-    class Forced(Progress):
-        def __init__(self, desc: str, unit: str) -> None:
-            super().__init__(desc, unit, force=True)
 
     monkeypatch.setattr(timing, "PROGRESS_MIN_RANKS", 16)
     monkeypatch.setattr(timing, "Progress", Forced)
@@ -123,12 +128,7 @@ def test_a_long_simulation_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
     from commsim.algorithms.base import Call
     from commsim.collectives import Collective
     from commsim.engine import des
-    from commsim.progress import Progress
     from commsim.topology import ring
-
-    class Forced(Progress):
-        def __init__(self, desc: str, unit: str) -> None:
-            super().__init__(desc, unit, force=True)
 
     net = ring(8, latency="1us", bandwidth="100GB/s")
     call = Call(collective=Collective.ALL_REDUCE, ranks=8, nbytes=2**20, chunks=64)
@@ -188,13 +188,8 @@ def test_a_long_lowering_shows_a_progress_bar(monkeypatch: pytest.MonkeyPatch,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Lowering a step graph of many tasks draws a bar of the tasks lowered (forced, its
     threshold lowered); the step is the same as without it."""
-    from commsim.progress import Progress
     from commsim.replay import lower
     from commsim.replay.step import replay
-
-    class Forced(Progress):
-        def __init__(self, desc: str, unit: str, enabled: bool = True) -> None:
-            super().__init__(desc, unit, enabled=enabled, force=True)
 
     workload = {"kind": "ddp", "layers": 8, "forward_time": "1ms", "backward_time": "2ms",
                 "grad_bytes": "1MiB", "bucket_bytes": "2MiB"}

@@ -18,7 +18,7 @@ from commsim.algorithms import Algorithm, build_schedule, get_algorithm
 from commsim.algorithms.base import Call
 from commsim.algorithms.estimate import estimate_des_bytes, estimate_transfers
 from commsim.algorithms.innetwork import network_for
-from commsim.budget import budget_source, memory_budget
+from commsim.budget import memory_budget, over_budget
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing
 from commsim.engine.exact import full_des_forced, time_schedule
@@ -87,8 +87,8 @@ def check_des_size(call: Call, algo: Algorithm, chunks: int, limit: int | None =
                         f"engine runs in seconds: {options}")
     need, budget = estimate_des_bytes(transfers), memory_budget()
     if need > budget:
-        raise SpecError(f"{what} and about {_mb(need)} of memory, more than the {_mb(budget)} "
-                        f"budget ({budget_source()}): {options}, or a larger --max-memory")
+        raise SpecError(f"{what} and {over_budget(need, budget)}: {options}, or a larger "
+                        "--max-memory")
 
 
 def _small(call: Call, algo: Algorithm, chunks: int) -> bool:
@@ -97,10 +97,6 @@ def _small(call: Call, algo: Algorithm, chunks: int) -> bool:
     transfers = estimate_transfers(call, algo.name, chunks)
     return (transfers < SYMMETRY_MIN_TRANSFERS
             and estimate_des_bytes(transfers) <= memory_budget())
-
-
-def _mb(nbytes: int) -> str:
-    return f"{nbytes / 1e6:.0f} MB" if nbytes >= 10**6 else f"{nbytes / 1e3:.1f} kB"
 
 
 def evaluate(call: Call, network: Network, algorithm: str, engine: str,

@@ -42,6 +42,7 @@ from commsim.plan.models import ModelSpec
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.graph import MAX_TASKS
+from commsim.replay.pipeline import pipeline_ops
 
 
 def divisors(n: int) -> list[int]:
@@ -181,7 +182,7 @@ def _too_many_ops(pp: int, k: int, v: int, axes: dict[str, Any],
     """Whether a pipeline of ``pp`` stages, ``k`` micro-batches and ``v`` chunks per stage has
     more ops than a step graph may (:data:`~commsim.replay.graph.MAX_TASKS`): it is then
     rejected, as its evaluation would walk every op (a larger micro-batch has fewer)."""
-    ops = 2 * pp * k * v
+    ops = pipeline_ops(pp, k, v)
     if ops <= MAX_TASKS:
         return False
     rejected.append(Rejected(axes, f"{k} micro-batches make {ops} pipeline ops (2 x pp x "

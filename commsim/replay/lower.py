@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commsim.algorithms.estimate import estimate_des_bytes
-from commsim.budget import budget_source, memory_budget
+from commsim.budget import memory_budget, over_budget
 from commsim.engine.tasks import NETWORK, Items, simulate_items
 from commsim.errors import SpecError
 from commsim.network import Network
@@ -143,9 +143,8 @@ def _check_memory(items: int, ranks: int) -> None:
     if need > budget:
         raise SpecError(
             f"the step's simulation would hold more than {items} items (compute, launches and "
-            f"every transfer of its collectives) on {ranks} ranks, about {need / 1e6:.0f} MB, "
-            f"more than the {budget / 1e6:.0f} MB budget ({budget_source()}): fewer layers, "
-            "units, micro-batches or ranks"
+            f"every transfer of its collectives) on {ranks} ranks, {over_budget(need, budget)}: "
+            "fewer layers, units, micro-batches or ranks"
         )
 
 

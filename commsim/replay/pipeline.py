@@ -60,6 +60,12 @@ def _one_f_one_b(forwards: list[PipeOp], backwards: list[PipeOp], warmup: int) -
     return order + backwards[steady:]
 
 
+def pipeline_ops(stages: int, microbatches: int, chunks: int = 1) -> int:
+    """Ops of a pipeline over all devices: a forward and a backward of every micro-batch on
+    every virtual stage."""
+    return 2 * stages * microbatches * chunks
+
+
 def stage_orders(
     schedule: str, *, stages: int, microbatches: int, chunks: int = 1
 ) -> list[list[PipeOp]]:
@@ -69,8 +75,8 @@ def stage_orders(
         raise SpecError(f"chunks_per_stage: must be 1 for schedule {schedule!r}, got {v}")
     if schedule == "interleaved" and k % p:
         raise SpecError(f"microbatches: interleaved needs a multiple of stages ({p}), got {k}")
-    # a forward and a backward of every micro-batch on every virtual stage
-    check_tasks(2 * p * k * v, "stages x microbatches x chunks_per_stage", f"{p} x {k} x {v}")
+    check_tasks(pipeline_ops(p, k, v), "stages x microbatches x chunks_per_stage",
+                f"{p} x {k} x {v}")
     orders = []
     for d in range(p):
         if schedule == "gpipe":
