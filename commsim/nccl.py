@@ -62,7 +62,6 @@ from commsim.nccl_paths import (
 )
 from commsim.nccl_tables import (
     DEFAULT_VERSION,
-    HOST_LAUNCH_US,
     PROTOCOL_NAMES,
     PROTOCOLS,
     Floor,
@@ -413,22 +412,23 @@ class NcclModel:
 
     def host_s(self) -> float:
         """What one host thread spends issuing a call to the GPUs it drives."""
-        return self.config.gpus_per_thread * HOST_LAUNCH_US * 1e-6
+        return self.config.gpus_per_thread * self.config.host_per_gpu_s
 
     def launch_s(self, name: str, protocol: str, device_s: float) -> float:
         """The time before the first transfer of a call whose schedule takes ``device_s``:
-        its base latency, plus the host's issue time the device does not hide (nccl-tests'
-        loop: per call, the larger of the host's time and the device's)."""
-        base = self.base_s(name, protocol)
-        return base + max(0.0, self.host_s() - base - device_s)
+        its base latency and the machine's overhead, plus the host's issue time the device
+        does not hide (nccl-tests' loop: per call, the larger of the host's time and the
+        device's)."""
+        fixed = self.base_s(name, protocol) + self.config.overhead_s
+        return fixed + max(0.0, self.host_s() - fixed - device_s)
 
     def floor(self, call: Call, name: str, protocol: str, engine: str = "des") -> Floor:
         """The fixed cost of ``call``'s size class under (``name``, ``protocol``): the call
         timed on one byte per rank, in named parts (see :class:`Floor`)."""
         tiny = replace(call, nbytes=call.ranks, chunks=None)
         hops = self.evaluate(tiny, name, protocol, engine).time_s
-        base = self.base_s(name, protocol)
-        return Floor(base, hops, max(0.0, self.host_s() - base - hops))
+        base, overhead = self.base_s(name, protocol), self.config.overhead_s
+        return Floor(base, overhead, hops, max(0.0, self.host_s() - base - overhead - hops))
 
     # -- timing ---------------------------------------------------------------------------
     def evaluate(self, call: Call, name: str, protocol: str, engine: str,

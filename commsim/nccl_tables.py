@@ -296,24 +296,28 @@ def chain_latency_scale(ranks: int, pieces: int) -> float:
 @dataclass(frozen=True, slots=True)
 class Floor:
     """The fixed cost of one call, in seconds, as named parts that add up to :attr:`total_s`
-    (the time of the call at the smallest size): ``base`` (tuning.cc baseLat), ``hops`` (its
-    schedule's latency on the protocol network: hwLat per link class), ``host`` (the host's
-    issue time the device does not hide: nccl-tests' loop, ``gpus_per_thread`` x
-    :data:`HOST_LAUNCH_US` beyond the device's time)."""
+    (the time of the call at the smallest size): ``base`` (tuning.cc baseLat), ``overhead``
+    (what the machine's GPUs spend per call beyond NCCL's model: the ``nccl:`` block's
+    ``overhead``, 0 unless calibrated), ``hops`` (its schedule's latency on the protocol
+    network: hwLat per link class), ``host`` (the host's issue time the device does not hide:
+    nccl-tests' loop, ``gpus_per_thread`` x ``host_per_gpu`` (:data:`HOST_LAUNCH_US` by
+    default) beyond the device's time)."""
 
     base_s: float
+    overhead_s: float
     hops_s: float
     host_s: float
 
     @property
     def parts(self) -> dict[str, float]:
         """Every part by name."""
-        return {"base": self.base_s, "hops": self.hops_s, "host": self.host_s}
+        return {"base": self.base_s, "overhead": self.overhead_s, "hops": self.hops_s,
+                "host": self.host_s}
 
     @property
     def total_s(self) -> float:
         """The sum of the parts."""
-        return self.base_s + self.hops_s + self.host_s
+        return self.base_s + self.overhead_s + self.hops_s + self.host_s
 
 
 #: What NCCL's tree delivers of its modelled bandwidth at medium sizes (tuning.cc
@@ -410,6 +414,8 @@ class NcclConfig:
     gpus_per_thread: int = 1
     cpu: str | None = None
     nic_path: str | None = None
+    host_per_gpu_s: float = HOST_LAUNCH_US * 1e-6
+    overhead_s: float = 0.0
 
     @classmethod
     def of(cls, network: Network) -> NcclConfig:
@@ -424,6 +430,8 @@ class NcclConfig:
             gpus_per_thread=int(nccl.get("gpus_per_thread", 1)),
             cpu=str(nccl["cpu"]) if nccl.get("cpu") is not None else None,
             nic_path=str(nccl["nic_path"]) if nccl.get("nic_path") is not None else None,
+            host_per_gpu_s=float(nccl.get("host_per_gpu", HOST_LAUNCH_US * 1e-6)),
+            overhead_s=float(nccl.get("overhead", 0.0)),
         )
 
     @property

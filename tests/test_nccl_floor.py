@@ -35,25 +35,35 @@ def with_nccl(**nccl: object) -> dict[str, object]:
     return {**ONE_HOST, "nccl": {"arch": "ampere", "channels": 16, **nccl}}
 
 
+#: The machine's own floor times of an ``nccl:`` block: none (the model's), and calibrated ones.
+MACHINE_TIMES = [{}, {"overhead": 3e-6, "host_per_gpu": 6.5e-6}]
+
+
 @pytest.mark.parametrize("topology", ["dgx-a100", "dgx-h100x2", "dgx1-v100", "pcie-gen4-8gpu"])
 @pytest.mark.parametrize("gpus_per_thread", [1, 8])
-def test_floor_is_the_sum_of_its_named_parts(topology: str, gpus_per_thread: int) -> None:
+@pytest.mark.parametrize("machine", MACHINE_TIMES)
+def test_floor_is_the_sum_of_its_named_parts(topology: str, gpus_per_thread: int,
+                                             machine: dict[str, float]) -> None:
     """For every (algorithm, protocol) NCCL weighs, the time of a one-byte-per-rank call is
-    base + hops + host, each from its source: base = tuning.cc baseLat of the release, host =
-    what the host's issue time (GPUs per thread x the per-GPU cost) leaves unhidden."""
+    base + overhead + hops + host, each from its source: base = tuning.cc baseLat of the
+    release, overhead = the block's (0 unless calibrated), host = what the host's issue time
+    (GPUs per thread x the per-GPU cost) leaves unhidden."""
     net = load_topology(topology)
-    meta = {**net.meta, "nccl": {**net.meta["nccl"], "gpus_per_thread": gpus_per_thread}}
+    meta = {**net.meta, "nccl": {**net.meta["nccl"], "gpus_per_thread": gpus_per_thread,
+                                 **machine}}
     net = net.rebuilt(meta=meta)
     model = NcclModel.of(net)
     version = str(meta["nccl"]["version"])  # type: ignore[index]
+    per_gpu = machine.get("host_per_gpu", HOST_LAUNCH_US * 1e-6)
     for collective in ("all_reduce", "all_gather", "broadcast"):
         call = make_call(collective, net, net.ranks)
         for name, protocol in model.candidates(call):
             floor = model.floor(call, name, protocol)
             assert floor.total_s == pytest.approx(sum(floor.parts.values()), rel=1e-12)
             assert floor.base_s == base_latency_s(name, protocol, version)
-            host = gpus_per_thread * HOST_LAUNCH_US * 1e-6
-            assert floor.host_s == pytest.approx(max(0.0, host - floor.base_s - floor.hops_s))
+            assert floor.overhead_s == machine.get("overhead", 0.0)
+            unhidden = gpus_per_thread * per_gpu - floor.base_s - floor.overhead_s - floor.hops_s
+            assert floor.host_s == pytest.approx(max(0.0, unhidden))
             timed = commsim.simulate(collective, net, net.ranks, algorithm=name,
                                      protocol=protocol, engine="des").time_s
             assert timed == pytest.approx(floor.total_s, rel=1e-9)
@@ -151,6 +161,40 @@ def test_gpus_per_thread_sets_the_host_part() -> None:
     assert small == pytest.approx(8 * HOST_LAUNCH_US * 1e-6, rel=1e-9)
     big = commsim.simulate("all_reduce", net, "1GiB").time_s
     assert big == pytest.approx(commsim.simulate("all_reduce", "dgx-a100", "1GiB").time_s)
+
+
+def test_the_machines_floor_times_add_to_every_size() -> None:
+    """An ``overhead`` in the block adds the same time to a call of every size (the GPUs'
+    own cost per call), and a ``host_per_gpu`` moves only what the host rules (-g 8's small
+    sizes); both load from YAML with units and are written back the same."""
+    from commsim.topology.dump import dump_yaml
+    from commsim.topology.loader import spec_from_dict
+
+    plain = load_topology(with_nccl())
+    slower = load_topology(with_nccl(overhead="2.5us"))
+    for size in ("8B", "1MiB", "1GiB"):
+        gap = (commsim.simulate("all_reduce", slower, size).time_s
+               - commsim.simulate("all_reduce", plain, size).time_s)
+        assert gap == pytest.approx(2.5e-6, rel=1e-6)
+    host = load_topology(with_nccl(gpus_per_thread=8, host_per_gpu="5us"))
+    assert commsim.simulate("all_reduce", host, 8).time_s == pytest.approx(40e-6, rel=1e-9)
+    big = commsim.simulate("all_reduce", host, "1GiB").time_s
+    assert big == pytest.approx(commsim.simulate("all_reduce", plain, "1GiB").time_s)
+    spec = spec_from_dict(with_nccl(overhead="2.5us", host_per_gpu="5us"))
+    assert "host_per_gpu: 5us" in dump_yaml(spec) and "overhead: 2.5us" in dump_yaml(spec)
+    assert spec_from_dict(with_nccl()).nccl.as_meta().keys().isdisjoint(  # type: ignore[union-attr]
+        {"overhead", "host_per_gpu"})
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ({"overhead": "-1us"}, "nccl.overhead: must not be negative"),
+    ({"overhead": 5}, "nccl.overhead: 5 has no unit"),
+    ({"overhead": "2s"}, "nccl.overhead: expected a time from 0 to 1s"),
+    ({"host_per_gpu": "fast"}, "nccl.host_per_gpu: not a time"),
+])
+def test_the_machines_floor_times_are_validated(value: dict[str, object], message: str) -> None:
+    with pytest.raises(commsim.SpecError, match=message):
+        load_topology(with_nccl(**value))
 
 
 def test_gpus_per_thread_is_validated() -> None:

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from commsim.errors import SpecError
+from commsim.topology.nccl_spec import TIME_KEYS
 from commsim.topology.spec import (
     CustomSpec,
     FlatSpec,
@@ -117,7 +118,11 @@ def spec_to_dict(spec: TopologySpec) -> dict[str, Any]:
     if spec.algorithms:
         data["algorithms"] = dict(spec.algorithms)
     if spec.nccl is not None:
-        data["nccl"] = spec.nccl.as_meta()
+        nccl = spec.nccl.as_meta()
+        for key in TIME_KEYS:
+            if key in nccl:
+                nccl[key] = format_time(float(nccl[key]))  # type: ignore[arg-type]
+        data["nccl"] = nccl
     if spec.device_info:
         data["device"] = json.loads(spec.device_info)
     if spec.sources:

@@ -25,7 +25,7 @@ from typing import Any
 from commsim import fields
 from commsim.errors import SpecError, describe
 from commsim.topology import server
-from commsim.topology.nccl_spec import NcclSpec
+from commsim.topology.nccl_spec import TIME_KEYS, NcclSpec
 from commsim.topology.spec import (
     CustomLinkSpec,
     CustomSpec,
@@ -85,7 +85,7 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
     if "nccl" in data:
         nccl = fields.mapping(data["nccl"], "nccl")
         fields.check_keys(nccl, (), ("arch", "channels", "version", "gpus_per_thread", "cpu",
-                                     "nic_path"), "nccl")
+                                     "nic_path", *TIME_KEYS), "nccl")
         default = NcclSpec()
         out["nccl"] = NcclSpec(
             arch=fields.string(nccl["arch"], "nccl.arch").lower()
@@ -102,6 +102,10 @@ def _common(data: Mapping[Any, Any]) -> dict[str, Any]:
             cpu=fields.string(nccl["cpu"], "nccl.cpu").lower() if "cpu" in nccl else None,
             nic_path=fields.string(nccl["nic_path"], "nccl.nic_path").lower()
             if "nic_path" in nccl else None,
+            host_per_gpu_s=fields.time(nccl["host_per_gpu"], "nccl.host_per_gpu")
+            if "host_per_gpu" in nccl else None,
+            overhead_s=fields.time(nccl["overhead"], "nccl.overhead")
+            if "overhead" in nccl else 0.0,
         )
     return out
 

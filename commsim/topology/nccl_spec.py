@@ -19,6 +19,10 @@ NCCL_CPUS = ("intel", "amd", "arm")
 #: switch (``pix``), several (``pxb``), NVLink-C2C to the CPU then its PCIe (``p2c``, Grace
 #: Hopper), through the CPU's PCIe host bridge (``phb``), across CPU sockets (``sys``).
 NCCL_NIC_PATHS = ("pix", "pxb", "p2c", "phb", "sys")
+#: The block's times (seconds in :meth:`NcclSpec.as_meta`, with a unit in YAML), each at most
+#: :data:`MAX_TIME_S`.
+TIME_KEYS = ("host_per_gpu", "overhead")
+MAX_TIME_S = 1.0
 
 
 def parse_nccl_version(text: str) -> tuple[int, int]:
@@ -48,7 +52,11 @@ class NcclSpec:
     hosts' CPU (``cpu``, one of :data:`NCCL_CPUS`, or None: not stated), which NCCL's tuner
     reads across nodes, and the path from a GPU to its NIC (``nic_path``, one of
     :data:`NCCL_NIC_PATHS`, or None: not stated, taken as within a PCIe switch), which decides
-    whether NCCL runs LL128 across nodes."""
+    whether NCCL runs LL128 across nodes. Two times describe the host and the GPUs' own
+    software where it differs from the model's: ``host_per_gpu_s`` (what one host thread
+    spends issuing a call per GPU it drives; None: the model's figure) and ``overhead_s``
+    (what every call costs on the GPUs beyond NCCL's model; 0 by default). Both are what
+    ``commsim calibrate`` fits of a machine's floor."""
 
     arch: str = "hopper"
     channels: int = 16
@@ -56,6 +64,8 @@ class NcclSpec:
     gpus_per_thread: int = 1
     cpu: str | None = None
     nic_path: str | None = None
+    host_per_gpu_s: float | None = None
+    overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         if self.arch not in NCCL_ARCHS:
@@ -74,6 +84,10 @@ class NcclSpec:
         if self.nic_path is not None and self.nic_path not in NCCL_NIC_PATHS:
             raise SpecError(f"nccl.nic_path: unknown path type {self.nic_path!r} "
                             f"(known: {', '.join(NCCL_NIC_PATHS)})")
+        for key in TIME_KEYS:
+            value = getattr(self, f"{key}_s")
+            if value is not None and not (0.0 <= value <= MAX_TIME_S):
+                raise SpecError(f"nccl.{key}: expected a time from 0 to 1s (got {value:g} s)")
 
     def as_meta(self) -> dict[str, object]:
         meta: dict[str, object] = {"arch": self.arch, "channels": self.channels,
@@ -83,4 +97,8 @@ class NcclSpec:
             meta["cpu"] = self.cpu
         if self.nic_path is not None:
             meta["nic_path"] = self.nic_path
+        if self.host_per_gpu_s is not None:
+            meta["host_per_gpu"] = self.host_per_gpu_s
+        if self.overhead_s:
+            meta["overhead"] = self.overhead_s
         return meta

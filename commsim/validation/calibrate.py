@@ -45,7 +45,7 @@ from commsim.topology.spec import (
     SwitchSpec,
     TopologySpec,
 )
-from commsim.validation.calibration import Calibration, at_bounds, rows_summary
+from commsim.validation.calibration import Calibration, at_bounds, rows_summary, undetermined
 from commsim.validation.measurements import Measurement
 from commsim.validation.parameters import BOUNDS, Param, reported, template_parameters
 from commsim.validation.solve import solve_log_linear
@@ -162,7 +162,7 @@ def calibrate(
     spec, template_name = _template(rows, template, hosts)
     placed = placed_hosts(hosts, placement)
     multi_host = _spans_hosts(spec, rows, algorithm, placed)
-    params, x, build = template_parameters(spec, multi_host, fit_gamma)
+    params, x, build = template_parameters(spec, multi_host, fit_gamma, gpus_per_thread)
     notes: list[str] = []
     if isinstance(spec, HierarchicalSpec) and not multi_host:
         notes.append("inter (network) link kept from the template: no row spans two hosts")
@@ -170,11 +170,12 @@ def calibrate(
                          protocol)
     if template is None:
         x = _initial_guess(rows, params, x, predict)
-    best_x, active = _fit(predict, params, x, progress)
-    for p, used in zip(params, active, strict=True):
-        if not used:
+    best_x, active, held = _fit_in_stages(predict, params, x, _Staged(progress),
+                                          template is not None, notes)
+    for p, used, kept in zip(params, active, held, strict=True):
+        if not used and not kept:
             notes.append(f"{p.name} not fitted: no row depends on it (kept at its start value)")
-    bounds = at_bounds(params, best_x, active)
+    bounds = at_bounds(params, best_x, active & ~held)
     fitted = build(best_x)
     fitted_by = f"fitted by commsim calibrate to {source or 'measurements'}"
     sources = (fitted_by,) if template is None else (*fitted.sources, fitted_by)
@@ -267,11 +268,56 @@ class _Predictor:
         return float(r @ r)
 
 
+class _Staged:
+    """One progress count over several fits: each reports its outer iterations after those
+    of the fits before it."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress, self.before, self.done = progress, 0, 0
+
+    def __call__(self, done: int, total: int) -> None:
+        self.done = done
+        if self.progress is not None:
+            self.progress(self.before + done, self.before + total)
+
+    def next_fit(self) -> None:
+        self.before, self.done = self.before + self.done, 0
+
+
+def _fit_in_stages(
+    predict: _Predictor, params: list[Param], x: np.ndarray, progress: _Staged,
+    has_template: bool, notes: list[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(best x, the parameters rows depend on, those held at the template's values).
+
+    The links first, the floor's times (``nccl`` class) as the template has them; then every
+    parameter from there, so the floor's times only ever improve on the links' fit. With a
+    template, a parameter the rows do not determine (:func:`undetermined`) is held at the
+    template's value and the rest refitted."""
+    floor = np.asarray([p.klass == "nccl" for p in params], dtype=bool)
+    best_x = x
+    if floor.any():
+        best_x, _ = _fit(predict, params, x, progress, floor)
+        progress.next_fit()
+    best_x, active = _fit(predict, params, best_x, progress)
+    held = np.zeros(len(x), dtype=bool)
+    while has_template and (new := undetermined(params, best_x, active & ~held)):
+        for i in new:
+            notes.append(f"{params[i].name} not determined by the rows (the fit took it to a "
+                         "bound): kept at the template's value")
+        held[new] = True
+        progress.next_fit()
+        best_x, active = _fit(predict, params, np.where(held, x, best_x), progress, held)
+    return best_x, active, held
+
+
 def _fit(
-    predict: _Predictor, params: list[Param], x: np.ndarray, progress: Progress | None
+    predict: _Predictor, params: list[Param], x: np.ndarray, progress: Progress | None,
+    held: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The best parameter vector found, and which parameters any row depends on (see the
-    module docstring: outer iterations re-measure J, the inner solve is :mod:`.solve`)."""
+    module docstring: outer iterations re-measure J, the inner solve is :mod:`.solve`);
+    ``held`` parameters keep their values in ``x``."""
     if not np.all(np.isfinite(x)):  # pragma: no cover - start values are finite
         raise SpecError("calibrate: non-finite start values")
     low = np.asarray([BOUNDS[p.kind][0] for p in params])
@@ -284,6 +330,8 @@ def _fit(
         base = predict(x, chosen)  # resolves auto once; the bumps keep these algorithms
         jac = np.zeros((len(predict.rows), len(x)))
         for c in range(len(x)):
+            if held is not None and held[c]:
+                continue
             bumped = x.copy()
             bumped[c] *= 1 + STEP
             jac[:, c] = (predict(bumped, chosen) - base) / (x[c] * STEP)

@@ -14,7 +14,7 @@ from commsim.topology.dump import dump_yaml, format_bandwidth, format_time
 from commsim.topology.spec import TopologySpec
 from commsim.units import format_size
 from commsim.validation.measurements import Measurement
-from commsim.validation.parameters import BOUNDS, Param
+from commsim.validation.parameters import BOUND_TOLERANCE, BOUNDS, Param
 from commsim.validation.validate import ValidationReport, summary_line
 
 
@@ -93,6 +93,8 @@ def _describe(name: str, value: float) -> str:
         return f"{name.removesuffix('_Bps')} {format_bandwidth(value)}"
     if name == "gamma_s_per_B":
         return f"gamma {format_time(value)}/B"
+    if name.endswith("_s"):
+        return f"{name.removesuffix('_s')} {format_time(value)}"
     return f"{name} {value:.6g}"
 
 
@@ -128,9 +130,8 @@ _NOUNS = {
     "gamma": "gamma",
     "latency_scale": "latency scale",
     "inverse_bandwidth_scale": "bandwidth scale",
+    "call_time": "time",
 }
-#: How close (relative, in the fitted variable) to a bound counts as on it.
-BOUND_TOLERANCE = 1e-6
 
 
 def at_bounds(params: list[Param], x: np.ndarray, active: np.ndarray) -> list[AtBound]:
@@ -145,6 +146,8 @@ def at_bounds(params: list[Param], x: np.ndarray, active: np.ndarray) -> list[At
         for side, bound in (("lower", low), ("upper", high)):
             if abs(value - bound) > BOUND_TOLERANCE * bound:
                 continue
+            if (p.kind, side) == ("call_time", "lower"):
+                continue  # none beyond the model's floor: a value, written as 0
             shown = bound
             if p.kind in ("inverse_bandwidth", "inverse_bandwidth_scale"):
                 side, shown = ("upper" if side == "lower" else "lower"), 1.0 / bound
@@ -160,6 +163,19 @@ def at_bounds(params: list[Param], x: np.ndarray, active: np.ndarray) -> list[At
                 )
             )
     return out
+
+
+#: Kinds whose lower bound stands for zero: a value the rows can ask for.
+_ZERO_AT_LOWER = ("latency", "call_time", "gamma")
+
+
+def undetermined(params: list[Param], x: np.ndarray, active: np.ndarray) -> list[int]:
+    """The fitted parameters of ``x`` on a bound that no measurement means (a bandwidth at
+    100 TB/s, a scale at 10^4, a latency at 10 s), not a time or gamma at zero: the rows do not
+    determine them, so a template's value is a better guess than the bound."""
+    sides = {b.parameter: b.side for b in at_bounds(params, x, active)}
+    return [i for i, p in enumerate(params)
+            if p.name in sides and not (p.kind in _ZERO_AT_LOWER and sides[p.name] == "lower")]
 
 
 def rows_summary(rows: Sequence[Measurement]) -> str:

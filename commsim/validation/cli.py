@@ -138,7 +138,8 @@ def add_parsers(sub: Any) -> None:
     calibrate = sub.add_parser(
         "calibrate",
         help="fit a topology's latencies and bandwidths to measurements",
-        description="Fit latency and bandwidth per link class to a measurements CSV or an "
+        description="Fit latency and bandwidth per link class (and, on a topology that runs "
+        "NCCL, the floor's overhead and host time per GPU) to a measurements CSV or an "
         "nccl-tests log and write a topology YAML that run, replay and validate accept.",
         epilog=_CALIBRATE_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,

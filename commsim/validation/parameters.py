@@ -15,6 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from commsim.errors import SpecError
+from commsim.nccl_tables import HOST_LAUNCH_US
+from commsim.topology.nccl_spec import NcclSpec
 from commsim.topology.spec import (
     CustomLinkSpec,
     CustomSpec,
@@ -32,7 +34,7 @@ class Param:
 
     name: str  # e.g. "intra.latency"
     kind: str  # "latency" (s), "inverse_bandwidth" (s/B), "gamma" (s/B), "latency_scale"...
-    klass: str  # the link class ("link", "intra", "inter", "links[0..3]", "gamma")
+    klass: str  # the link class ("link", "intra", "inter", "links[0..3]", "gamma", "nccl")
 
 
 #: Physical bounds of the fitted values (SI), so a parameter the data hardly constrains
@@ -43,7 +45,10 @@ BOUNDS = {
     "gamma": (1e-16, 1e-6),
     "latency_scale": (1e-4, 1e4),
     "inverse_bandwidth_scale": (1e-4, 1e4),
+    "call_time": (1e-9, 1e-3),
 }
+#: How close (relative, in the fitted variable) to a bound counts as on it.
+BOUND_TOLERANCE = 1e-6
 
 
 def _custom_classes(spec: CustomSpec) -> list[tuple[float, float]]:
@@ -56,9 +61,12 @@ def _custom_classes(spec: CustomSpec) -> list[tuple[float, float]]:
 
 
 def template_parameters(
-    spec: TopologySpec, multi_host: bool, fit_gamma: bool
+    spec: TopologySpec, multi_host: bool, fit_gamma: bool, gpus_per_thread: int | None = None
 ) -> tuple[list[Param], np.ndarray, Callable[[np.ndarray], TopologySpec]]:
-    """The fitted parameters of ``spec``, their start values, and ``x -> spec``."""
+    """The fitted parameters of ``spec``, their start values, and ``x -> spec``. A template
+    with an ``nccl:`` block also has its floor's machine-specific times fitted: the GPUs'
+    ``overhead`` per call and, where a host thread drives several GPUs (``gpus_per_thread``,
+    the run's, else the template's), the host's ``host_per_gpu``."""
     params: list[Param] = []
     start: list[float] = []
 
@@ -88,6 +96,11 @@ def template_parameters(
     if fit_gamma:
         params.append(Param("gamma_s_per_B", "gamma", "gamma"))
         start.append(max(spec.gamma_s_per_B, 1e-13))
+    nccl = spec.nccl
+    if nccl is not None:
+        for param, value in _floor_parameters(nccl, gpus_per_thread or nccl.gpus_per_thread):
+            params.append(param)
+            start.append(value)
 
     def build(x: np.ndarray) -> TopologySpec:
         values = {p.name: float(v) for p, v in zip(params, x, strict=True)}
@@ -113,33 +126,61 @@ def template_parameters(
             if "inter.latency_s" in values:
                 replace["inter"] = link("inter")
         elif isinstance(spec, CustomSpec):
-            links = []
-            for item in spec.links:
-                i = classes.index((item.latency_s, item.bandwidth_Bps))
-                a = values.get(f"links[{i}].latency_scale", 1.0)
-                b = values[f"links[{i}].bandwidth_scale"]
-                links.append(
-                    CustomLinkSpec(
-                        src=item.src,
-                        dst=item.dst,
-                        latency_s=item.latency_s * a,
-                        bandwidth_Bps=item.bandwidth_Bps / b,
-                        duplex=item.duplex,
-                    )
-                )
-            replace["links"] = tuple(links)
+            replace["links"] = _custom_built(spec, classes, values)
         if "gamma_s_per_B" in values:
             replace["gamma_s_per_B"] = values["gamma_s_per_B"]
+        if nccl is not None:
+            replace["nccl"] = _floor_built(nccl, values)
         return dataclasses.replace(spec, **replace)  # type: ignore[arg-type]
 
     return params, np.asarray(start, dtype=float), build
+
+
+def _custom_built(spec: CustomSpec, classes: list[tuple[float, float]],
+                  values: dict[str, float]) -> tuple[CustomLinkSpec, ...]:
+    """``spec``'s links, each class's latency and bandwidth scaled by its fitted factors."""
+    links = []
+    for item in spec.links:
+        i = classes.index((item.latency_s, item.bandwidth_Bps))
+        a = values.get(f"links[{i}].latency_scale", 1.0)
+        b = values[f"links[{i}].bandwidth_scale"]
+        links.append(CustomLinkSpec(src=item.src, dst=item.dst, latency_s=item.latency_s * a,
+                                    bandwidth_Bps=item.bandwidth_Bps / b, duplex=item.duplex))
+    return tuple(links)
+
+
+def _floor_parameters(nccl: NcclSpec, gpus_per_thread: int) -> list[tuple[Param, float]]:
+    """The floor's machine times of an ``nccl:`` block and their start values: the GPUs'
+    ``overhead`` per call, and the host's ``host_per_gpu`` where a thread drives several."""
+    low = BOUNDS["call_time"][0]
+    out = [(Param("nccl.overhead_s", "call_time", "nccl"), max(nccl.overhead_s, low))]
+    if gpus_per_thread > 1:
+        per_gpu = HOST_LAUNCH_US * 1e-6 if nccl.host_per_gpu_s is None else nccl.host_per_gpu_s
+        out.append((Param("nccl.host_per_gpu_s", "call_time", "nccl"), max(per_gpu, low)))
+    return out
+
+
+def _floor_built(nccl: NcclSpec, values: dict[str, float]) -> NcclSpec:
+    """``nccl`` with the floor's fitted times of ``values`` (a time at its bound as 0)."""
+    per_gpu = values.get("nccl.host_per_gpu_s")
+    return dataclasses.replace(
+        nccl, overhead_s=_zeroed(values["nccl.overhead_s"]),
+        host_per_gpu_s=nccl.host_per_gpu_s if per_gpu is None else _zeroed(per_gpu))
+
+
+def _zeroed(seconds: float) -> float:
+    """A fitted call time, at its lower bound (log space's zero) as 0."""
+    low = BOUNDS["call_time"][0]
+    return 0.0 if seconds <= low * (1 + BOUND_TOLERANCE) else seconds
 
 
 def reported(params: list[Param], x: np.ndarray) -> dict[str, float]:
     """Fitted values in SI for the report (bandwidths, not their inverses)."""
     out: dict[str, float] = {}
     for p, value in zip(params, x, strict=True):
-        if p.kind == "inverse_bandwidth":
+        if p.kind == "call_time":
+            out[p.name] = _zeroed(float(value))
+        elif p.kind == "inverse_bandwidth":
             out[p.name] = 1.0 / float(value)
         elif p.kind == "inverse_bandwidth_scale":
             out[p.name] = 1.0 / float(value)  # the factor bandwidths were multiplied by

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from commsim.api import simulate
 from commsim.collectives import Collective
 from commsim.errors import SpecError
 from commsim.topology import LinkSpec, load_topology, read_spec_file
+from commsim.topology.presets import topology_spec
 from commsim.validation.calibrate import calibrate
 from commsim.validation.calibration import write_topology
 from commsim.validation.measurements import Measurement, filter_rows, parse_sizes_flag
@@ -168,3 +171,43 @@ def test_the_floor_parts_no_link_moves_are_not_fitted_into_the_links() -> None:
     cal = calibrate(rows, "dgx-a100", algorithm="nccl", engine="analytic", gpus_per_thread=8)
     assert cal.report.median_abs_error_pct < 1.0
     assert not cal.at_bounds
+
+
+def test_recovers_the_machines_floor_times() -> None:
+    """Rows of nccl-tests ``-g 4`` generated on dgx-a100 with a 7 us overhead per call and
+    6 us of host time per GPU fit back to both from the plain preset (its floor has neither),
+    the links back to the preset's, and the file says so."""
+    preset = topology_spec("dgx-a100")
+    assert preset.nccl is not None
+    net = load_topology(dataclasses.replace(preset, nccl=dataclasses.replace(
+        preset.nccl, overhead_s=7e-6, host_per_gpu_s=6e-6)))
+    sizes = [2**k for k in range(3, 31, 3)]
+    rows = [Measurement(collective=Collective(c), ranks=4, nbytes=n,
+                        time_s=validate([Measurement(collective=Collective(c), ranks=4,
+                                                     nbytes=n, time_s=1.0)], net,
+                                        algorithm="nccl", engine="analytic",
+                                        gpus_per_thread=4).rows[0].predicted_time_s)
+            for c in ("all_reduce", "all_gather") for n in sizes]
+    cal = calibrate(rows, "dgx-a100", algorithm="nccl", engine="analytic", gpus_per_thread=4)
+    assert cal.parameters["nccl.overhead_s"] == pytest.approx(7e-6, rel=1e-3)
+    assert cal.parameters["nccl.host_per_gpu_s"] == pytest.approx(6e-6, rel=1e-3)
+    intra = preset.intra  # type: ignore[attr-defined]
+    assert cal.parameters["intra.latency_s"] == pytest.approx(intra.latency_s, rel=1e-3)
+    assert cal.parameters["intra.bandwidth_Bps"] == pytest.approx(intra.bandwidth_Bps, rel=1e-3)
+    assert cal.report.median_abs_error_pct < 0.1
+    assert "host_per_gpu: 6us" in cal.to_yaml() and "overhead: 7us" in cal.to_yaml()
+
+
+def test_a_bandwidth_the_rows_do_not_bound_is_kept_at_the_templates() -> None:
+    """Rows whose time does not grow with the size drive the bandwidth to its 100 TB/s bound,
+    which no machine has: with a template, the fit keeps the template's bandwidth, says so,
+    and refits the latency; without one, the bound is reported as before."""
+    rows = [Measurement(collective=Collective.ALL_REDUCE, ranks=4, nbytes=n, time_s=20e-6)
+            for n in SIZES]
+    template = {"kind": "switch", "ranks": 4, "link": {"latency": "1us", "bandwidth": "50GB/s"}}
+    cal = calibrate(rows, template)
+    assert cal.spec.link.bandwidth_Bps == 50e9  # type: ignore[union-attr]
+    assert "link.bandwidth_Bps not determined by the rows (the fit took it to a bound): kept " \
+           "at the template's value" in cal.notes
+    assert not cal.at_bounds and cal.parameters["link.latency_s"] > 1e-6
+    assert [b.parameter for b in calibrate(rows).at_bounds] == ["link.bandwidth_Bps"]
