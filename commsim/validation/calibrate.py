@@ -9,13 +9,19 @@ What is fitted are the parameters of the template's *link classes*:
   ``intra`` and its ``inter`` (the latter only when some row spans several hosts);
   custom: one class per distinct (latency, bandwidth) pair of its links, each scaled by a
   fitted factor (latency x a, 1/bandwidth x b), so a hand-built template keeps its shape;
-* optionally ``gamma`` (seconds per byte reduced; CPU reductions cost, GPU ones hardly).
+* optionally ``gamma`` (seconds per byte reduced; CPU reductions cost, GPU ones hardly);
+* a template with an ``nccl:`` block: its floor's machine times, ``overhead`` and (a run with
+  several GPUs per host thread) ``host_per_gpu``, fitted after the links (:func:`_fit_in_stages`).
+
+With a template, a parameter the fit takes to a bound no machine has (a bandwidth of 100 TB/s,
+a scale of 10^4) is held at the template's value and the rest fitted again.
 
 **Objective.** Least squares on ``log(predicted / measured)``: relative error, symmetric, so a
 4 KiB row counts as much as a 4 GiB one. **Optimizer.** A predicted time is linear in the time
 parameters ``x`` (latencies, inverse bandwidths, gamma) wherever the schedule's critical path,
 the link sharing and ``auto``'s choice of algorithm stay the same, plus a part no parameter
-moves (under NCCL's model: its launch latency and the host's issue time, docs/nccl.md):
+moves (under NCCL's model: its launch latency and, while not fitted, the floor's machine
+times, docs/nccl.md):
 ``t(x) = c + J x``. Each outer iteration measures ``J`` at the current ``x`` by finite
 differences (one prediction of every row per parameter), takes ``c = t(x) - J x``, and
 solves the smooth problem ``min sum (log(c + J x) - log t)^2`` over ``x > 0`` by damped
