@@ -177,11 +177,14 @@ def calibrate(
     if template is None:
         x = _initial_guess(rows, params, x, predict)
     best_x, active, held = _fit_in_stages(predict, params, x, _Staged(progress),
-                                          template is not None, notes)
+                                          template is not None)
     for p, used, kept in zip(params, active, held, strict=True):
-        if not used and not kept:
+        if kept:
+            notes.append(f"{p.name} not determined by the rows (the fit took it to a bound): "
+                         "kept at the template's value")
+        elif not used:
             notes.append(f"{p.name} not fitted: no row depends on it (kept at its start value)")
-    bounds = at_bounds(params, best_x, active & ~held)
+    bounds = at_bounds(params, best_x, active)
     fitted = build(best_x)
     fitted_by = f"fitted by commsim calibrate to {source or 'measurements'}"
     sources = (fitted_by,) if template is None else (*fitted.sources, fitted_by)
@@ -292,9 +295,10 @@ class _Staged:
 
 def _fit_in_stages(
     predict: _Predictor, params: list[Param], x: np.ndarray, progress: _Staged,
-    has_template: bool, notes: list[str],
+    has_template: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(best x, the parameters rows depend on, those held at the template's values).
+    """(best x, the parameters rows depend on, those held at the template's values; a held
+    parameter is not among the former).
 
     The links first, the floor's times (``nccl`` class) as the template has them; then every
     parameter from there, so the floor's times only ever improve on the links' fit. With a
@@ -307,13 +311,13 @@ def _fit_in_stages(
         progress.next_fit()
     best_x, active = _fit(predict, params, best_x, progress)
     held = np.zeros(len(x), dtype=bool)
-    while has_template and (new := undetermined(params, best_x, active & ~held)):
-        for i in new:
-            notes.append(f"{params[i].name} not determined by the rows (the fit took it to a "
-                         "bound): kept at the template's value")
+    while has_template and (new := undetermined(params, best_x, active)):
         held[new] = True
+        best_x, active = np.where(held, x, best_x), active & ~held
+        if not active.any():
+            break  # nothing left that the rows move: the template's values are the answer
         progress.next_fit()
-        best_x, active = _fit(predict, params, np.where(held, x, best_x), progress, held)
+        best_x, active = _fit(predict, params, best_x, progress, held)
     return best_x, active, held
 
 

@@ -165,8 +165,9 @@ def at_bounds(params: list[Param], x: np.ndarray, active: np.ndarray) -> list[At
     return out
 
 
-#: Kinds whose lower bound stands for zero: a value the rows can ask for.
-_ZERO_AT_LOWER = ("latency", "call_time", "gamma")
+#: Kinds whose lower bound stands for zero: a value the rows can ask for (a ``call_time`` at
+#: zero is not even reported by :func:`at_bounds`).
+_ZERO_AT_LOWER = ("latency", "gamma")
 
 
 def undetermined(params: list[Param], x: np.ndarray, active: np.ndarray) -> list[int]:

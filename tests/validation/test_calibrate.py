@@ -211,3 +211,18 @@ def test_a_bandwidth_the_rows_do_not_bound_is_kept_at_the_templates() -> None:
            "at the template's value" in cal.notes
     assert not cal.at_bounds and cal.parameters["link.latency_s"] > 1e-6
     assert [b.parameter for b in calibrate(rows).at_bounds] == ["link.bandwidth_Bps"]
+
+
+def test_a_template_whose_every_parameter_is_undetermined_is_kept_whole() -> None:
+    """A custom link without latency has one parameter, its bandwidth scale; rows far faster
+    than any bandwidth drive it to its bound. It is held at the template's and nothing is left
+    to refit: the template comes back, not a 'nothing to fit' error."""
+    rows = [Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=n, time_s=1e-12)
+            for n in SIZES]
+    template = {"kind": "custom", "devices": [{"name": "a"}, {"name": "b"}],
+                "links": [{"src": "a", "dst": "b", "latency": 0, "bandwidth": "10GB/s"}]}
+    cal = calibrate(rows, template)
+    assert cal.parameters == {"links[0].bandwidth_scale": 1.0}
+    assert cal.spec.links[0].bandwidth_Bps == 10e9  # type: ignore[union-attr]
+    assert cal.notes == ("links[0].bandwidth_scale not determined by the rows (the fit took it "
+                         "to a bound): kept at the template's value",)
