@@ -51,7 +51,7 @@ from _bias import bias_table, size_table
 from _spread import SPLIT, by_family, group_table, spread_table
 
 from commsim.nccl_tables import NcclConfig
-from commsim.topology.presets import load_topology, preset_names
+from commsim.topology.presets import load_topology
 from commsim.validation.calibrate import calibrate
 from commsim.validation.measurements import Measurement, filter_rows
 from commsim.validation.nccl_runs import how_driven, parse_nccl_tests_runs
@@ -68,13 +68,11 @@ BEGIN, END = "<!-- presets:begin -->", "<!-- presets:end -->"
 
 @dataclass(frozen=True)
 class Case:
-    """A log, the preset matching its hardware, and why; ``fallback`` is used (and said so)
-    while ``preset`` is not shipped yet."""
+    """A log, the preset matching its hardware, and why."""
 
     log: str
     preset: str
     why: str
-    fallback: str | None = None
     machine: str | None = None  # logs of one machine share it (the cross-collective mode)
     algorithm: str = "nccl"  # "ring" where the run forced NCCL_ALGO=RING
     #: The NCCL release the run used, where the log's provenance header names it (its image,
@@ -265,10 +263,8 @@ CASES = (
          "geforce-gen3-2gpu", "2 GeForce RTX 2080 Ti on one PCIe Gen3 switch, no NVLink, P2P not "
          "supported (NCCL's SHM transport)", machine="2 x RTX 2080 Ti (PCIe Gen3, no P2P)"),
     Case("gtx1080-pcie_2gpu_1node_macos_5collectives_nccl-osx-readme.txt", "pcie-gen3-2gpu",
-         "2 GeForce GTX 1080 on PCIe (a Mac), no NVLink, a macOS port of NCCL 2.5.7; P2P "
-         "exposed (its README); no PCIe Gen3 preset with P2P yet, so the PCIe box without "
-         "bridges",
-         fallback="pcie-gen4-8gpu", nccl="2.5.7", machine="2 x GTX 1080 (macOS NCCL port)"),
+         "2 GeForce GTX 1080 (PCIe Gen3 x16) in a Mac, no NVLink, a macOS port of NCCL 2.5.7; "
+         "P2P exposed (its README)", nccl="2.5.7", machine="2 x GTX 1080 (macOS NCCL port)"),
     Case("a100-sxm4-40gb_8gpu_1node_nvswitch_5collectives_superbench-fixture.txt", "dgx-a100",
          "8 A100-SXM4-40GB in one node: an HGX/DGX A100 board (NVSwitch)",
          machine="8 x A100-SXM4-40GB (superbench fixture)"),
@@ -329,14 +325,6 @@ class Result:
     nodes: int  # hosts the run spanned: its device lines, else the preset's first ranks
 
 
-def _preset(case: Case) -> str:
-    base = case.preset.split("+")[0]
-    base = re.sub(r"x\d+$", "", base)
-    if base in preset_names() or case.fallback is None:
-        return case.preset
-    return case.fallback
-
-
 def _thin(rows: list[Measurement], keep: int) -> list[Measurement]:
     """``keep`` sizes spread over the run (the --fast mode)."""
     sizes = sorted({r.nbytes for r in rows})
@@ -354,7 +342,7 @@ def run_cases(fast: bool, cases: Sequence[Case] = CASES) -> list[Result]:
         start = time.perf_counter()
         text = read_text(LOGS / case.log)
         runs = parse_nccl_tests_runs(text, case.log)
-        preset = _preset(case)
+        preset = case.preset
         for log in runs:
             rows = log.measurements()
             rows = _thin(rows, 4) if fast else rows
@@ -528,13 +516,11 @@ def mapping_table(results: list[Result]) -> list[list[str]]:
     """Per log: its preset, the algorithm, the NCCL release predicted with, and why."""
     table = [["log", "preset", "algorithm", "NCCL", "why"]]
     for case in CASES:
-        preset = _preset(case)
-        note = "" if preset == case.preset else f" (TODO: `{case.preset}` is not shipped yet)"
         logs = [r.log for r in results if r.case is case]
         printed = next((log.nccl_version for log in logs if log.nccl_version), None)
         release = (f"{printed} (printed)" if printed else case.nccl or
-                   f"{NcclConfig.of(load_topology(preset)).version} (preset)")
-        table.append([case.log.removesuffix(".txt"), f"`{preset}`{note}", case.algorithm,
+                   f"{NcclConfig.of(load_topology(case.preset)).version} (preset)")
+        table.append([case.log.removesuffix(".txt"), f"`{case.preset}`", case.algorithm,
                       release, case.why])
     for log, why in DUPLICATES.items():
         table.append([log.removesuffix(".txt"), "not counted", "–", "–", why])
