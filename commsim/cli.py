@@ -237,13 +237,17 @@ def _add_run_outputs(run: argparse.ArgumentParser) -> None:
 
 
 def _add_topologies_parser(sub: Any) -> None:
-    """``commsim topologies [--json]``."""
+    """``commsim topologies [NAME] [--json]``."""
     topo = sub.add_parser(
         "topologies",
         help="list the preset topologies",
-        description="List the preset topologies usable as --topology NAME.",
+        description="List the preset topologies usable as --topology NAME; with NAME, print "
+        "that preset's YAML file (to copy, or to start a file of your own with 'base: NAME').",
     )
-    topo.add_argument("--json", action="store_true", help="print a JSON list")
+    topo.add_argument("name", nargs="?", metavar="NAME",
+                      help="a preset: print its YAML file as shipped")
+    topo.add_argument("--json", action="store_true",
+                      help="print a JSON list (with NAME: that preset's object)")
     topo.set_defaults(handler=cmd_topologies)
 
 
@@ -333,10 +337,19 @@ def _preset_row(preset: object) -> dict[str, object]:
 
 
 def cmd_topologies(args: argparse.Namespace) -> int:
-    """``commsim topologies``: the presets, as a table or a JSON list."""
+    """``commsim topologies``: the presets, as a table or a JSON list; with a name, that
+    preset's YAML file (or its JSON object)."""
     from commsim.topology import list_presets
+    from commsim.topology.preset_files import preset_text
 
     rows = [_preset_row(p) for p in list_presets()]
+    if args.name is not None:
+        text = preset_text(args.name)
+        if args.json:
+            print(json.dumps(next(r for r in rows if r["name"] == args.name), indent=2))
+        else:
+            print(text, end="")
+        return EXIT_OK
     if args.json:
         print(json.dumps(rows, indent=2))
         return EXIT_OK

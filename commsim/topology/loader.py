@@ -26,6 +26,7 @@ from commsim import fields
 from commsim.errors import SpecError, describe
 from commsim.topology import server
 from commsim.topology.nccl_spec import TIME_KEYS, NcclSpec
+from commsim.topology.preset_files import with_base
 from commsim.topology.spec import (
     CustomLinkSpec,
     CustomSpec,
@@ -283,6 +284,7 @@ def spec_from_dict(data: object, source: str = "") -> TopologySpec:
 
 
 def _spec(data: object) -> TopologySpec:
+    data = with_base(data)
     if not isinstance(data, Mapping):
         raise SpecError(f"a topology must be a mapping with a 'kind' key (got {describe(data)})")
     known = ", ".join(sorted(KINDS))

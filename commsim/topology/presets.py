@@ -18,7 +18,6 @@ import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
-from importlib.resources import files
 from pathlib import Path
 
 from commsim.errors import SpecError
@@ -26,11 +25,9 @@ from commsim.gcpause import paused_gc
 from commsim.network import Network
 from commsim.topology import server
 from commsim.topology.build import build_network
-from commsim.topology.loader import parse_yaml, read_spec_file, spec_from_dict
+from commsim.topology.loader import read_spec_file, spec_from_dict
+from commsim.topology.preset_files import preset_data, preset_file_names
 from commsim.topology.spec import HierarchicalSpec, TopologySpec
-
-#: The package holding the preset YAML files.
-PRESET_PACKAGE = "commsim.presets"
 
 #: What ``load_topology`` accepts.
 TopologyRef = Network | TopologySpec | str | Path | Mapping[str, object]
@@ -49,19 +46,7 @@ class PresetInfo:
 
 def preset_names() -> list[str]:
     """Names of the shipped presets, sorted (without ``xN`` variants)."""
-    return list(_preset_names())
-
-
-@functools.lru_cache(maxsize=1)
-def _preset_names() -> tuple[str, ...]:
-    folder = files(PRESET_PACKAGE)
-    return tuple(
-        sorted(
-            entry.name[: -len(".yaml")]
-            for entry in folder.iterdir()
-            if entry.name.endswith(".yaml")
-        )
-    )
+    return list(preset_file_names())
 
 
 def _split_suffix(name: str, names: list[str]) -> tuple[str, str] | None:
@@ -72,19 +57,11 @@ def _split_suffix(name: str, names: list[str]) -> tuple[str, str] | None:
     return None
 
 
-# NOTE: presets are read-only package data and specs are frozen, so each file is parsed once
-# per process: YAML parsing was most of the time of a sweep that names its topology by preset
-# (benchmarks/sweep_throughput.py).
-@functools.cache
-def _preset_data(name: str) -> object:
-    source = f"preset {name!r}"
-    text = files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
-    return parse_yaml(text, source)
-
-
+# NOTE: specs are frozen, so each preset's is built once per process (its file is parsed once:
+# :func:`~commsim.topology.preset_files.preset_data`).
 @functools.cache
 def _read_preset(name: str) -> TopologySpec:
-    spec = spec_from_dict(_preset_data(name), f"preset {name!r}")
+    spec = spec_from_dict(preset_data(name), f"preset {name!r}")
     return dataclasses.replace(spec, name=name)
 
 
@@ -145,7 +122,7 @@ def _preset_spec(name: str) -> TopologySpec:
             f"(want xN with N >= 1, e.g. {base}x4)"
         )
     spec = _read_preset(base)
-    data = _preset_data(base)
+    data = preset_data(base)
     if isinstance(data, dict) and data.get("kind") == "server":  # N such servers
         more = server.with_nodes(data, int(count), f"[x{count}]")
         return dataclasses.replace(spec_from_dict(more, f"topology {name!r}"), name=name)
