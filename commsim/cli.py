@@ -342,13 +342,13 @@ def cmd_topologies(args: argparse.Namespace) -> int:
     from commsim.topology import list_presets
     from commsim.topology.preset_files import preset_text
 
+    if args.name is not None and not args.json:
+        print(preset_text(args.name), end="")
+        return EXIT_OK
     rows = [_preset_row(p) for p in list_presets()]
     if args.name is not None:
-        text = preset_text(args.name)
-        if args.json:
-            print(json.dumps(next(r for r in rows if r["name"] == args.name), indent=2))
-        else:
-            print(text, end="")
+        preset_text(args.name)  # an unknown name: one line, exit 2
+        print(json.dumps(next(r for r in rows if r["name"] == args.name), indent=2))
         return EXIT_OK
     if args.json:
         print(json.dumps(rows, indent=2))

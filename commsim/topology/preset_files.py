@@ -38,9 +38,6 @@ def preset_file_names() -> tuple[str, ...]:
                         if entry.name.endswith(".yaml")))
 
 
-# NOTE: presets are read-only package data, so each file is parsed once per process: YAML
-# parsing was most of the time of a sweep that names its topology by preset
-# (benchmarks/sweep_throughput.py). Callers must not modify what it returns.
 def preset_text(name: str) -> str:
     """The YAML file of preset ``name`` as shipped, comments and sources included."""
     if name not in preset_file_names():
@@ -48,6 +45,9 @@ def preset_text(name: str) -> str:
     return files(PRESET_PACKAGE).joinpath(f"{name}.yaml").read_text(encoding="utf-8")
 
 
+# NOTE: presets are read-only package data, so each file is parsed once per process: YAML
+# parsing was most of the time of a sweep that names its topology by preset
+# (benchmarks/sweep_throughput.py). Callers must not modify what it returns.
 @functools.cache
 def preset_data(name: str) -> object:
     """The parsed YAML of preset ``name`` (shared: not to be modified)."""

@@ -75,11 +75,13 @@ def test_null_removes_a_key_and_a_partial_block_keeps_the_rest() -> None:
 def test_the_description_says_what_was_edited_and_the_preset_is_untouched() -> None:
     """The description names the preset and the keys changed, unless the file gives its own;
     the shared, cached preset data is not modified by a merge."""
-    before = copy.deepcopy(preset_data("dgx-h100"))
+    before = {name: copy.deepcopy(preset_data(name)) for name in ("dgx-h100", "aws-p4d")}
     merged = with_base({"base": "dgx-h100", "nodes": 4, "inter": {"latency": "5us"}})
     assert isinstance(merged, dict)
     assert merged["description"].startswith("dgx-h100, edited (inter, nodes): DGX H100")
-    assert preset_data("dgx-h100") == before
+    load_topology(merged)
+    load_topology({"base": "aws-p4d", "nodes": 2, "nics": {"gpus": [[0, 1, 2, 3]]}})
+    assert {name: preset_data(name) for name in before} == before
     own = with_base({"base": "dgx-h100", "description": "ours"})
     assert isinstance(own, dict) and own["description"] == "ours"
 
