@@ -48,6 +48,8 @@ def yaml_documents(text: str, source: str) -> list[object]:
         return [d for d in yaml.load_all(text, Loader=StrictLoader) if d is not None]
     except SpecError as exc:
         raise SpecError(f"{source}: {exc}") from None
+    except RecursionError:  # the parser recurses once per level of nesting
+        raise SpecError(f"{source}: invalid YAML: nested too deeply") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

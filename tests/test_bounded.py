@@ -221,3 +221,33 @@ def test_long_routes_of_concurrent_messages_are_refused_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "concurrent messages over routes of about" in err
     assert main([*argv, "-a", "ring"]) == 0
+
+
+#: Nesting deeper than the YAML and JSON parsers recurse (about 1,000 levels).
+DEEP = 100_000
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "argv"),
+    [
+        ("t.yaml", "kind: ring\nranks: 2\nlink: " + "{a: " * DEEP + "1" + "}" * DEEP,
+         ["run", "all_reduce", "-s", "1MiB", "-t", "FILE"]),
+        ("b.yaml", "base: dgx-h100\nintra: " + "[" * DEEP + "]" * DEEP,
+         ["run", "all_reduce", "-s", "1MiB", "-t", "FILE"]),
+        ("w.yaml", "kind: ddp\nlayers: " + "[" * DEEP + "]" * DEEP,
+         ["replay", "FILE", "--topology", "dgx-h100"]),
+        ("trace.json", "[" * DEEP + "]" * DEEP, ["replay", "FILE", "--topology", "dgx-h100"]),
+        ("log.json", '{"results": ' + "[" * DEEP + "]" * DEEP + "}",
+         ["validate", "FILE", "--topology", "dgx-h100"]),
+    ],
+)
+def test_deeply_nested_files_are_refused_in_one_line(tmp_path: Path, name: str, text: str,
+                                                    argv: list[str]) -> None:
+    """YAML or JSON nested deeper than its parser recurses is bad input: one line naming the
+    file, exit 2 (before, the parser's RecursionError was an internal error)."""
+    path = tmp_path / name
+    path.write_text(text)
+    done = _run([str(path) if arg == "FILE" else arg for arg in argv])
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1 and "nested too deeply" in done.stderr
+    assert str(path) in done.stderr

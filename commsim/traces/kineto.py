@@ -266,6 +266,8 @@ def load_kineto(path: str | Path) -> KinetoTrace:
     except json.JSONDecodeError as exc:
         what = "truncated JSON" if exc.pos >= len(text.rstrip()) else "not valid JSON"
         raise _fail(source, f"{what} (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+    except RecursionError:  # the decoder recurses once per level of nesting
+        raise _fail(source, "not valid JSON (nested too deeply)") from None
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, Mapping):

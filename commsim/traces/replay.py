@@ -102,7 +102,7 @@ def is_trace_path(path: object) -> bool:
     if p.suffix.lower() == ".json" and p.is_file() and p.stat().st_size < _SMALL_JSON_BYTES:
         try:
             data = json.loads(p.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             return True  # let the trace reader say what is wrong with it
         return not (isinstance(data, dict) and "kind" in data and "traceEvents" not in data)
     return True

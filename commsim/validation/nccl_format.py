@@ -415,6 +415,8 @@ def scan_json(text: str, source: str) -> Scan:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ParseError(f"{source}: invalid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:  # the decoder recurses once per level of nesting
+        raise ParseError(f"{source}: invalid JSON (nested too deeply)") from None
     if not isinstance(data, dict) or not isinstance(data.get("results"), list):
         raise ParseError(f"{source}: JSON without a 'results' list: not nccl-tests -J output")
     scan = Scan(header_seen=True)
