@@ -80,9 +80,11 @@ def _parse(value: object, units: dict[str, float], what: str, name: str) -> floa
     if number < 0:
         raise SpecError(f"{label}must not be negative (got {describe(value)})")
     scale = units[unit]
-    if scale < 1:  # divide by the exact inverse: "5us" -> 5e-06 exactly, not 4.9999999999999996e-06
-        return number / round(1 / scale)
-    return number * scale
+    # divide by the exact inverse: "5us" -> 5e-06 exactly, not 4.9999999999999996e-06
+    result = number / round(1 / scale) if scale < 1 else number * scale
+    if not math.isfinite(result):  # "1e300GB/s": finite as written, not in bytes per second
+        raise SpecError(f"{label}too large (got {describe(value)})")
+    return result
 
 
 def parse_size(value: object, name: str = "") -> int:

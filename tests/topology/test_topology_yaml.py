@@ -113,6 +113,10 @@ def test_exact_message_for_zero_bandwidth(tmp_path: Path, monkeypatch: pytest.Mo
         (RING.replace("100GB/s", "fast"), "topo.yaml: link.bandwidth: "),
         (RING.replace("1us", "null"), "topo.yaml: link.latency: not a time (got nothing (null))"),
         (
+            RING.replace("100GB/s", "1e300GB/s"),
+            "topo.yaml: link.bandwidth: too large (got '1e300GB/s')",
+        ),
+        (
             RING.replace("ranks: 4", "ranks: 0"),
             "topo.yaml: ranks: must be a positive integer (got 0)",
         ),
