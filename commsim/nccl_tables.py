@@ -420,7 +420,12 @@ class NcclConfig:
     @classmethod
     def of(cls, network: Network) -> NcclConfig:
         """The configuration of ``network`` (all defaults without an ``nccl`` block)."""
-        nccl = network.meta.get("nccl")
+        return cls.from_meta(network.meta.get("nccl"))
+
+    @classmethod
+    def from_meta(cls, nccl: object) -> NcclConfig:
+        """The configuration an ``nccl`` block's meta describes (``NcclSpec.as_meta``; all
+        defaults where it is no mapping): a key it leaves out has the model's value."""
         if not isinstance(nccl, dict):
             return cls()
         return cls(

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commsim.errors import SpecError
-from commsim.nccl_tables import HOST_LAUNCH_US
+from commsim.nccl_tables import NcclConfig
 from commsim.topology.nccl_spec import NcclSpec
 from commsim.topology.spec import (
     CustomLinkSpec,
@@ -155,7 +155,7 @@ def _floor_parameters(nccl: NcclSpec, gpus_per_thread: int) -> list[tuple[Param,
     low = BOUNDS["call_time"][0]
     out = [(Param("nccl.overhead_s", "call_time", "nccl"), max(nccl.overhead_s, low))]
     if gpus_per_thread > 1:
-        per_gpu = HOST_LAUNCH_US * 1e-6 if nccl.host_per_gpu_s is None else nccl.host_per_gpu_s
+        per_gpu = NcclConfig.from_meta(nccl.as_meta()).host_per_gpu_s  # the model's if unset
         out.append((Param("nccl.host_per_gpu_s", "call_time", "nccl"), max(per_gpu, low)))
     return out
 
