@@ -25,6 +25,9 @@ from contextvars import ContextVar
 DEFAULT_FRACTION = 0.5
 #: What is assumed available where the system does not say (4 GiB).
 FALLBACK_BYTES = 4 << 30
+#: Work needing at most this much fits without asking the system (:func:`fits`): reading
+#: ``/proc/meminfo`` costs about 10 us, which a fit's thousands of small simulations add up.
+SMALL_BYTES = 64 << 20
 
 _LIMIT: ContextVar[int | None] = ContextVar("commsim_memory_budget", default=None)
 
@@ -65,6 +68,22 @@ def memory_budget() -> int:
     :data:`DEFAULT_FRACTION` of :func:`available_bytes`."""
     limit = _LIMIT.get()
     return limit if limit is not None else int(available_bytes() * DEFAULT_FRACTION)
+
+
+def fits(need: int | float) -> bool:
+    """Whether work needing ``need`` bytes is within :func:`memory_budget`; the system is
+    asked only beyond :data:`SMALL_BYTES` (unless ``--max-memory`` set the budget).
+
+    >>> with limited(1 << 10):
+    ...     fits(1 << 10), fits(1 << 11)
+    (True, False)
+    >>> fits(1 << 20)
+    True
+    """
+    limit = _LIMIT.get()
+    if limit is not None:
+        return need <= limit
+    return need <= SMALL_BYTES or need <= memory_budget()
 
 
 def budget_source() -> str:

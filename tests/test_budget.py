@@ -9,7 +9,16 @@ import sys
 
 import pytest
 
-from commsim.budget import DEFAULT_FRACTION, available_bytes, budget_source, limited, memory_budget
+from commsim import budget
+from commsim.budget import (
+    DEFAULT_FRACTION,
+    SMALL_BYTES,
+    available_bytes,
+    budget_source,
+    fits,
+    limited,
+    memory_budget,
+)
 from commsim.cli import main
 
 
@@ -84,3 +93,19 @@ def test_an_address_space_limit_bounds_the_default_budget() -> None:
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           timeout=120, check=True)
     assert 0 < int(done.stdout) <= 2 << 30
+
+
+def test_small_work_fits_without_asking_the_system(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to SMALL_BYTES nothing reads the system's memory; beyond, the budget decides; under
+    --max-memory its value decides whatever the size."""
+    def unreadable() -> int:
+        raise AssertionError("the system was asked")
+
+    monkeypatch.setattr(budget, "_system_available", unreadable)
+    assert fits(0) and fits(SMALL_BYTES)
+    with pytest.raises(AssertionError, match="asked"):
+        fits(SMALL_BYTES + 1)
+    monkeypatch.setattr(budget, "_system_available", lambda: 4 * SMALL_BYTES)
+    assert fits(2 * SMALL_BYTES) and not fits(2 * SMALL_BYTES + 1)
+    with limited(1024):
+        assert fits(1024) and not fits(1025)

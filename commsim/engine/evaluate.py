@@ -14,11 +14,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commsim.algorithms import Algorithm, build_schedule, get_algorithm
+from commsim.algorithms import Algorithm, get_algorithm
 from commsim.algorithms.base import Call
 from commsim.algorithms.estimate import estimate_des_bytes, estimate_transfers
 from commsim.algorithms.innetwork import network_for
-from commsim.budget import memory_budget, over_budget
+from commsim.algorithms.memo import memo_schedule
+from commsim.budget import fits, memory_budget, over_budget
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing
 from commsim.engine.exact import full_des_forced, time_schedule
@@ -85,10 +86,10 @@ def check_des_size(call: Call, algo: Algorithm, chunks: int, limit: int | None =
     if transfers > limit:
         raise SpecError(f"{what}, more than the {limit:.0e} the discrete-event "
                         f"engine runs in seconds: {options}")
-    need, budget = estimate_des_bytes(transfers), memory_budget()
-    if need > budget:
-        raise SpecError(f"{what} and {over_budget(need, budget)}: {options}, or a larger "
-                        "--max-memory")
+    need = estimate_des_bytes(transfers)
+    if not fits(need):
+        raise SpecError(f"{what} and {over_budget(need, memory_budget())}: {options}, or a "
+                        "larger --max-memory")
 
 
 def _small(call: Call, algo: Algorithm, chunks: int) -> bool:
@@ -96,7 +97,7 @@ def _small(call: Call, algo: Algorithm, chunks: int) -> bool:
     :data:`SYMMETRY_MIN_TRANSFERS` and within the memory budget)."""
     transfers = estimate_transfers(call, algo.name, chunks)
     return (transfers < SYMMETRY_MIN_TRANSFERS
-            and estimate_des_bytes(transfers) <= memory_budget())
+            and fits(estimate_des_bytes(transfers)))
 
 
 def evaluate(call: Call, network: Network, algorithm: str, engine: str,
@@ -119,14 +120,14 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
                 else symmetric_note(call, view, algo.name))
         if note is None:  # the DES runs (or its exact uncontended evaluation)
             check_des_size(call, algo, chunks, max_transfers)
-            schedule = build_schedule(call, algo.name)
+            schedule = memo_schedule(call, algo.name)
             timing = time_schedule(schedule, view, MAX_DES_TRANSFERS)
             return Evaluation(timing.time_s, chunks, view, schedule, timing)
         time_s = predict(call, view, algo.name)  # a symmetric ring's DES is its closed form
     if not records:
         return Evaluation(time_s, chunks, view, note=note)
     check_des_size(call, algo, chunks, max_transfers)
-    schedule = build_schedule(call, algo.name)
+    schedule = memo_schedule(call, algo.name)
     timing = time_schedule(schedule, view, MAX_DES_TRANSFERS)
     if abs(timing.time_s - time_s) > RECORDS_RTOL * max(time_s, 1e-30):
         raise SpecError(

@@ -27,7 +27,7 @@ True
 from __future__ import annotations
 
 from commsim.algorithms.base import Call
-from commsim.budget import memory_budget, over_budget
+from commsim.budget import fits, memory_budget, over_budget
 from commsim.errors import SpecError
 
 #: Seconds one cell of a piece table costs (an upper figure; see the module docstring).
@@ -81,13 +81,13 @@ def check_form_size(call: Call, name: str, chunks: int, hosts: int | None = None
     pieces (ranks on ``hosts`` hosts) would take more than :data:`MAX_FORM_S` or more memory
     than the budget."""
     seconds, nbytes = form_cost(call, name, chunks, hosts)
-    budget = memory_budget() if nbytes else 0  # NOTE: it reads /proc/meminfo, 9 us a call
-    if seconds <= MAX_FORM_S and nbytes <= budget:
+    fit = fits(nbytes)
+    if seconds <= MAX_FORM_S and fit:
         return
     what = (f"the closed form of {name} {call.collective.value} on {call.ranks} ranks in "
             f"{chunks} pieces would take about {seconds:.3g} s")
-    if nbytes > budget:
-        what += f" and {over_budget(nbytes, budget)}"
+    if not fit:
+        what += f" and {over_budget(nbytes, memory_budget())}"
     else:
         what += f", more than the {MAX_FORM_S:g} s it is allowed"
     raise SpecError(f"{what}: use fewer --chunks or fewer --ranks")
