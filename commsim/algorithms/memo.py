@@ -5,7 +5,8 @@ algorithm only, never of the links' latencies or bandwidths. A fit (``commsim ca
 times the same calls on thousands of networks that differ only in those, so it would build
 every schedule thousands of times; :func:`memo_schedule` builds each once. The memo holds at
 most :data:`MEMO_TRANSFERS` transfers, the least recently used schedules going first, and a
-kept schedule's columns are made read-only, so no caller can change what another is given.
+kept schedule's columns are made read-only, so no caller can change what another is given;
+a lock keeps it whole when threads (a Dask worker's) lower calls at once.
 
 >>> from commsim.algorithms.base import Call
 >>> from commsim.collectives import Collective
@@ -16,6 +17,7 @@ True
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 
 from commsim.algorithms import build_schedule
@@ -29,33 +31,38 @@ MEMO_LARGEST = MEMO_TRANSFERS // 4
 
 _kept: OrderedDict[tuple[Call, str], Schedule] = OrderedDict()
 _held = [0]  # transfers kept now
+_lock = threading.Lock()
 
 
 def memo_schedule(call: Call, algorithm: str) -> Schedule:
     """:func:`~commsim.algorithms.build_schedule` of ``call`` by ``algorithm``, built once
     while it stays among the recently used."""
     key = (call, algorithm)
-    schedule = _kept.get(key)
-    if schedule is not None:
-        _kept.move_to_end(key)
-        return schedule
+    with _lock:
+        schedule = _kept.get(key)
+        if schedule is not None:
+            _kept.move_to_end(key)
+            return schedule
     schedule = build_schedule(call, algorithm)
     size = len(schedule)
     if size > MEMO_LARGEST:
         return schedule
     _freeze(schedule)
-    _kept[key] = schedule
-    _held[0] += size
-    while _held[0] > MEMO_TRANSFERS:
-        _, dropped = _kept.popitem(last=False)
-        _held[0] -= len(dropped)
+    with _lock:
+        if key not in _kept:
+            _kept[key] = schedule
+            _held[0] += size
+        while _held[0] > MEMO_TRANSFERS:
+            _, dropped = _kept.popitem(last=False)
+            _held[0] -= len(dropped)
     return schedule
 
 
 def forget() -> None:
     """Empty the memo."""
-    _kept.clear()
-    _held[0] = 0
+    with _lock:
+        _kept.clear()
+        _held[0] = 0
 
 
 def _freeze(schedule: Schedule) -> None:

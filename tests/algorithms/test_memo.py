@@ -4,6 +4,7 @@ once, what it keeps cannot be changed, and it holds no more than its bound."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -58,3 +59,20 @@ def test_a_schedule_beyond_the_largest_kept_is_built_each_time(
     first = memo.memo_schedule(_call(8), "ring")
     assert memo.memo_schedule(_call(8), "ring") is not first
     assert first.columns.nbytes.flags.writeable
+
+
+def test_threads_lowering_at_once_keep_the_memo_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Many threads asking for calls that push each other out: every answer is the call's
+    schedule, and the memo's count of what it holds stays true and within its bound."""
+    size = len(build_schedule(_call(4), "ring"))
+    monkeypatch.setattr(memo, "MEMO_TRANSFERS", 3 * size)
+    sizes = [1 << k for k in range(10, 16)]
+
+    def work(offset: int) -> list[bool]:
+        return [memo.memo_schedule(_call(4, sizes[(offset + i) % 6]), "ring").nbytes
+                == sizes[(offset + i) % 6] for i in range(60)]
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        answers = [ok for oks in pool.map(work, range(4)) for ok in oks]
+    assert all(answers) and len(answers) == 240
+    assert memo._held[0] == sum(len(s) for s in memo._kept.values()) <= 3 * size
