@@ -4,9 +4,10 @@ A schedule is a function of the call (collective, ranks, bytes, root, pieces, ho
 algorithm only, never of the links' latencies or bandwidths. A fit (``commsim calibrate``)
 times the same calls on thousands of networks that differ only in those, so it would build
 every schedule thousands of times; :func:`memo_schedule` builds each once. The memo holds at
-most :data:`MEMO_TRANSFERS` transfers, the least recently used schedules going first, and a
-kept schedule's columns are made read-only, so no caller can change what another is given;
-a lock keeps it whole when threads (a Dask worker's) lower calls at once.
+most :data:`MEMO_TRANSFERS` transfers, the least recently used schedules going first. A kept
+schedule is kept as columns with each transfer's level (its DAG depth, where the builder gave
+none), made read-only, so no caller can change what another is given; a lock keeps the memo
+whole when threads (a Dask worker's) lower calls at once.
 
 >>> from commsim.algorithms.base import Call
 >>> from commsim.collectives import Collective
@@ -19,10 +20,11 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from dataclasses import replace
 
 from commsim.algorithms import build_schedule
 from commsim.algorithms.base import Call
-from commsim.schedule import Schedule, TransferView
+from commsim.schedule import Schedule
 
 #: The most transfers the memo keeps, all schedules together (tens of bytes each as columns).
 MEMO_TRANSFERS = 500_000
@@ -47,7 +49,7 @@ def memo_schedule(call: Call, algorithm: str) -> Schedule:
     size = len(schedule)
     if size > MEMO_LARGEST:
         return schedule
-    _freeze(schedule)
+    schedule = _kept_form(schedule)
     with _lock:
         if key not in _kept:
             _kept[key] = schedule
@@ -65,12 +67,17 @@ def forget() -> None:
         _held[0] = 0
 
 
-def _freeze(schedule: Schedule) -> None:
-    """Make a schedule's column arrays read-only (its transfer objects are already)."""
-    if not isinstance(schedule.transfers, TransferView):
-        return
+def _kept_form(schedule: Schedule) -> Schedule:
+    """``schedule`` as the memo keeps it: its columns, with each transfer's level (its depth in
+    the DAG where the builder gave none, which every exact evaluation would compute again),
+    read-only."""
     cols = schedule.columns
+    if cols.level is None:
+        cols = replace(cols, level=cols.depths())
     for array in (cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce, cols.dep_ptr,
                   cols.dep_idx, cols.level):
         if array is not None:
             array.flags.writeable = False
+    return Schedule.of_columns(schedule.collective, schedule.algorithm, schedule.ranks,
+                               schedule.nbytes, schedule.root, schedule.chunks, cols,
+                               schedule.endpoints)

@@ -76,3 +76,12 @@ def test_threads_lowering_at_once_keep_the_memo_whole(monkeypatch: pytest.Monkey
         answers = [ok for oks in pool.map(work, range(4)) for ok in oks]
     assert all(answers) and len(answers) == 240
     assert memo._held[0] == sum(len(s) for s in memo._kept.values()) <= 3 * size
+
+
+def test_a_kept_schedule_carries_its_dag_levels() -> None:
+    """A builder that gives no levels (the double binary tree) has them computed once, when
+    kept: each transfer's depth in its dependency DAG."""
+    built = build_schedule(_call(8), "double_binary_tree")
+    kept = memo.memo_schedule(_call(8), "double_binary_tree")
+    assert built.columns.level is None and kept.columns.level is not None
+    assert kept.columns.level.tolist() == built.columns.depths().tolist()
