@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from commsim.budget import budget_source, memory_budget
+from commsim.budget import budget_source, fits, memory_budget
 from commsim.checker.holdings import Replay, bits, extent, initial, names, one_rank, rank_words
 from commsim.checker.races import check_races
 from commsim.collectives import Collective, segment
@@ -85,8 +85,8 @@ def _check_fits(schedule: Schedule, cells: int, moved: int) -> None:
     the per-cell records would exceed the memory budget (:mod:`commsim.budget`)."""
     need = ((schedule.ranks + schedule.endpoints) * cells * rank_words(schedule.ranks) * 8 * 2
             + moved * 8 * 48)  # measured: ~230 MB peak for a 512-rank ring (523,264 moved)
-    budget = memory_budget()
-    if need > budget:
+    if not fits(need):
+        budget = memory_budget()
         raise SpecError(
             f"checking {schedule.algorithm} {schedule.collective.value} on {schedule.ranks} "
             f"ranks ({len(schedule)} transfers, {cells} byte ranges) would take about "

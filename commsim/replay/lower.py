@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from commsim.algorithms.estimate import estimate_des_bytes
-from commsim.budget import memory_budget, over_budget
+from commsim.budget import fits, memory_budget, over_budget
 from commsim.engine.tasks import NETWORK, Items, simulate_items
 from commsim.errors import SpecError
 from commsim.network import Network
@@ -139,11 +139,12 @@ class _Lowering:
 
 def _check_memory(items: int, ranks: int) -> None:
     """SpecError, in one line, once the step's items would not fit the memory budget."""
-    need, budget = estimate_des_bytes(items), memory_budget()
-    if need > budget:
+    need = estimate_des_bytes(items)
+    if not fits(need):
         raise SpecError(
             f"the step's simulation would hold more than {items} items (compute, launches and "
-            f"every transfer of its collectives) on {ranks} ranks, {over_budget(need, budget)}: "
+            f"every transfer of its collectives) on {ranks} ranks, "
+            f"{over_budget(need, memory_budget())}: "
             "fewer layers, units, micro-batches or ranks"
         )
 
