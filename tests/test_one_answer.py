@@ -29,12 +29,12 @@ SIZES = (4096, 1 << 20, 256 << 20)
 #: A one-GPU server preset (``pcie-v100``) is a node of a cluster: it runs as two of them.
 PRESETS = [p.name if p.ranks > 1 else f"{p.name}x2" for p in list_presets()] + ["dgx-h100x2"]
 RTOL = 1e-9
-#: One preset of each kind of path from a call to its files (writing every preset's traces
-#: took two minutes of the suite, 90% of it on presets that repeat one of these paths): an
-#: NVSwitch node under NCCL; per-pair NVLink (hybrid cube-mesh); GPUs joined through host
-#: memory (no P2P); NVLink bridges beside PCIe (no LL128); hosts whose all_reduce is NCCL's
-#: composed trees (no schedule: refused in one line); one GPU per host, over the network; more
-#: ranks than the DES ranks candidates for (72); a TPU torus (no NCCL).
+#: One preset of each kind of path from a call to its files (writing every preset's files
+#: took over two minutes of the suite, three quarters of it on presets that repeat one of
+#: these paths): an NVSwitch node under NCCL; per-pair NVLink (hybrid cube-mesh); GPUs joined
+#: through host memory (no P2P); NVLink bridges beside PCIe (no LL128); hosts whose all_reduce
+#: is NCCL's composed trees (no schedule: refused in one line); one GPU per host, over the
+#: network; more ranks than the DES ranks candidates for (72); a TPU torus (no NCCL).
 FILE_OUTPUT_PRESETS = ["dgx-a100", "dgx1-v100", "geforce-gen4-8gpu", "pcie-nvbridge-8gpu",
                        "dgx-h100x2", "pcie-v100x2", "gb200-nvl72", "tpu-v4-64"]
 
