@@ -119,12 +119,6 @@ def _printed_times(text: str) -> list[str]:
     return re.findall(r'"time_s": [^,\n]+|^\s+\d+\s+\S+\s+\d+\s+\S+', text, re.M)
 
 
-def test_file_output_presets_are_presets() -> None:
-    """The presets the file-output test runs on exist (a renamed preset fails here, not by
-    shrinking that test's coverage)."""
-    assert set(FILE_OUTPUT_PRESETS) <= set(PRESETS)
-
-
 @pytest.mark.parametrize("preset", FILE_OUTPUT_PRESETS)
 def test_file_outputs_never_change_a_printed_time(
     preset: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
