@@ -25,6 +25,8 @@ from commsim.timing import (
     runs_nccl,
 )
 from commsim.topology import load_topology
+from commsim.topology.degrade import apply_what_if
+from commsim.topology.what_if import WhatIfSource
 from commsim.units import parse_size
 
 __all__ = [
@@ -51,6 +53,7 @@ def simulate(
     chunks: int | None = None,
     engine: Engine | str = "des",
     protocol: str = "auto",
+    what_if: WhatIfSource | None = None,
 ) -> Result:
     """Simulate one collective: :class:`~commsim.timing.Timer`'s answer for this call.
 
@@ -76,11 +79,17 @@ def simulate(
         choice of algorithm; elsewhere plain alpha-beta. ``LL``, ``LL128`` or ``Simple``:
         that protocol (on any topology). ``none``: plain alpha-beta everywhere, ``auto`` the
         fastest algorithm.
+    what_if
+        A what-if file (a path, its mapping or a parsed :class:`WhatIf`): the machine with
+        those links degraded or failed (:mod:`commsim.topology.degrade`). Call again without
+        it for the healthy machine.
 
     The result's :meth:`~commsim.results.Result.transfers` are the records of the same
     evaluation (for ``engine="analytic"``, of a simulation that gives the same time).
     """
     network = load_topology(topology)
+    if what_if is not None:
+        network = apply_what_if(network, what_if)[0]
     group = None
     if ranks is not None and network.with_ranks(ranks) is not network:
         group = tuple(range(ranks))

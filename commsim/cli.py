@@ -133,7 +133,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _add_run_parser(sub: Any) -> None:
     """``commsim run COLLECTIVE``: what to simulate, then how, then what to write."""
-    from commsim.cliargs import add_topology
+    from commsim.cliargs import add_topology, add_what_if
 
     run = sub.add_parser(
         "run",
@@ -158,6 +158,7 @@ def _add_run_parser(sub: Any) -> None:
         help="bytes of the full buffer (nccl-tests' size), e.g. 1GiB or 1KiB:1GiB:4",
     )
     _add_run_how(run)
+    add_what_if(run)
     _add_run_outputs(run)
     run.set_defaults(handler=cmd_run)
 
@@ -248,6 +249,9 @@ def _add_topologies_parser(sub: Any) -> None:
                       help="a preset: print its YAML file as shipped")
     topo.add_argument("--json", action="store_true",
                       help="print a JSON list (with NAME: that preset's object)")
+    topo.add_argument("--links", action="store_true",
+                      help="with NAME (a preset or a topology file): print every link's label, "
+                      "one a line, as a what-if file's patterns match them")
     topo.set_defaults(handler=cmd_topologies)
 
 
@@ -279,27 +283,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     """``commsim run``: simulate each size, write the requested files, print table or JSON."""
     from commsim.api import simulate
     from commsim.export import write_trace, write_transfers_csv
-    from commsim.table import format_table
+    from commsim.table import format_healthy, format_table
     from commsim.topology import load_topology
+    from commsim.topology.degrade import apply_what_if
     from commsim.units import parse_size_range
 
     many = ":" in args.size  # a range, even one that yields a single size, gives a list
     sizes = parse_size_range(args.size, "--size")
-    network = load_topology(args.topology)
-    results = [
-        simulate(
-            args.collective,
-            network,
-            nbytes,
-            algorithm=args.algorithm,
-            root=args.root,
-            ranks=args.ranks,
-            chunks=args.chunks,
-            engine=args.engine,
-            protocol=args.protocol,
-        )
-        for nbytes in sizes
-    ]
+    healthy_network = load_topology(args.topology)
+    network, what_if = (apply_what_if(healthy_network, args.what_if)
+                        if args.what_if is not None else (healthy_network, None))
+
+    def run_on(net: object) -> list[Any]:
+        return [simulate(args.collective, net, nbytes, algorithm=args.algorithm,  # type: ignore[arg-type]
+                         root=args.root, ranks=args.ranks, chunks=args.chunks,
+                         engine=args.engine, protocol=args.protocol)
+                for nbytes in sizes]
+
+    results = run_on(network)
+    healthy = run_on(healthy_network) if what_if is not None else None
     # File outputs read the records of the same evaluations: they never change a time, and a
     # result without records (NCCL's composed estimates) fails here, before anything is written.
     if args.transfers or args.trace or (args.plot and not many):
@@ -320,9 +322,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         fig.savefig(args.plot, dpi=100, metadata={"Software": None})
     if args.json:
         rows = [r.to_dict() for r in results]
+        if healthy is not None and what_if is not None:
+            rows = [{**row, "what_if": what_if.name, "healthy": h.to_dict(),
+                     "slowdown": r.time_s / h.time_s if h.time_s > 0 else None}
+                    for row, r, h in zip(rows, results, healthy, strict=True)]
         print(json.dumps(rows if many else rows[0], indent=2))
     else:
         print(format_table(results, root=args.root))
+        if healthy is not None and what_if is not None:
+            print(format_healthy(healthy, results, what_if.name))
     return EXIT_OK
 
 
@@ -342,6 +350,16 @@ def cmd_topologies(args: argparse.Namespace) -> int:
     from commsim.topology import list_presets
     from commsim.topology.preset_files import preset_text
 
+    if args.links:
+        from commsim.errors import SpecError
+        from commsim.topology import load_topology
+        from commsim.topology.degrade import link_labels
+
+        if args.name is None:
+            raise SpecError("--links: name a preset or a topology file")
+        labels = link_labels(load_topology(args.name))
+        print(json.dumps(labels, indent=2) if args.json else "\n".join(labels))
+        return EXIT_OK
     if args.name is not None and not args.json:
         print(preset_text(args.name), end="")
         return EXIT_OK

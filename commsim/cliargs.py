@@ -36,6 +36,15 @@ def add_topology(
     )
 
 
+def add_what_if(parser: argparse.ArgumentParser) -> None:
+    """Add ``--what-if FILE``: a degraded machine, reported beside the healthy one."""
+    parser.add_argument(
+        "--what-if", default=None, metavar="FILE",
+        help="a what-if file (links degraded or failed, slow ranks, jitter; docs/what-if.md): "
+        "run on the degraded machine and report the healthy one beside it",
+    )  # fmt: skip
+
+
 def plot_formats() -> list[str]:
     """The file suffixes matplotlib can save a figure as (``png``, ``pdf``, ``svg``, ...)."""
     from matplotlib.figure import Figure

@@ -15,13 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol as Interface
 
+import numpy as np
+
+from commsim.algorithms import get_algorithm
 from commsim.algorithms.calls import make_call
+from commsim.algorithms.estimate import estimate_transfers
 from commsim.collectives import Collective
 from commsim.engine.evaluate import Evaluation, evaluate
 from commsim.errors import SpecError
+from commsim.links import link_columns
 from commsim.nccl_caps import tree_cap_Bps
 from commsim.nccl_tables import NcclConfig, Protocol, active_channels, nvls_tree_loop_bytes
 from commsim.network import Network
+from commsim.topology.degrade import META_KEY
 
 #: The composed algorithm of NCCL's trees across hosts (see :meth:`ComposedTimer.hierarchical`).
 PIPELINED = "hierarchical_pipelined"
@@ -34,6 +40,15 @@ RAIL_TREE = "double_binary_tree"
 #: transfer for the double binary tree among 512 to 4096 hosts of dgx-h100 on two cores, so
 #: this keeps a composed DES within seconds; beyond it the call is refused in one line.
 MAX_PHASE_DES_TRANSFERS = 50_000
+#: On a degraded machine (a what-if) no phase stands for the others and a failed NIC's traffic
+#: shares a peer's: a phase of more transfers than this is timed by its closed form (the worst
+#: hop; concurrent messages' shares of a link), since its contended DES would take seconds
+#: per phase on thousands of ranks.
+DEGRADED_PHASE_DES_TRANSFERS = 8192
+#: The note of a composed candidate on a degraded machine some of whose phases were beyond the
+#: DES's size without a symmetric representative.
+DEGRADED_NOTE = ("degraded phases of more than 8192 transfers were timed by their closed forms "
+                 "(the worst hop: exact for rings whose hops share no link)")
 #: The note of a composed candidate some of whose phases' DES times were had by symmetry.
 COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops sharing no link were "
                  "timed from one representative rank (exact)")
@@ -103,6 +118,8 @@ class ComposedTimer:
         else:
             time_s = self.in_network(name, ranks, nbytes, protocol)
         symmetric = self.engine == "des" and any(self.notes)
+        if DEGRADED_NOTE in self.notes:
+            return Evaluation(time_s, 1, self.model.network, note=DEGRADED_NOTE)
         return Evaluation(time_s, 1, self.model.network,
                           note=COMPOSED_NOTE if symmetric else None)
 
@@ -122,12 +139,13 @@ class ComposedTimer:
         groups = self.model.hosts(ranks)
         if len(groups) < 2 or len({len(g) for g in groups}) != 1:
             raise SpecError(f"{PIPELINED} needs several hosts with as many ranks each")
-        host, rail = self._host_and_rail(ranks)
+        hosts, rails = self._hosts_and_rails(ranks)
         scale = self.model.tree_scale("tree", protocol.name, nbytes)
 
         def phases(n: int) -> tuple[float, float]:
-            a = self._host_rings(host, n, protocol, "tree", scale)
-            b = self._rail(rail, max(n // len(host), 1), protocol, ranks, "tree", scale)
+            a = max(self._host_rings(host, n, protocol, "tree", scale) for host in hosts)
+            b = max(self._rail(rail, max(n // len(hosts[0]), 1), protocol, ranks, "tree", scale)
+                    for rail in rails)
             return a, b
 
         return _pipelined(phases, nbytes, ranks)
@@ -139,17 +157,19 @@ class ComposedTimer:
         (nvls) or a ring reduce-scatter plus all-gather (collnet), and network phase ``B``
         each rail's all-reduce of ``nbytes / L``: among the hosts (nvls, :meth:`_rail`) or
         reduced inside the fabric switch (collnet)."""
-        host, rail = self._host_and_rail(ranks)
+        hosts, rails = self._hosts_and_rails(ranks)
+        host = hosts[0]
 
         def phases(n: int) -> tuple[float, float]:
             rail_bytes = max(n // len(host), 1)
             if name == "nvls":
-                a = self._run(Collective.ALL_REDUCE, host, n, "nvls", protocol, family="nvls")
-                b = self._rail(rail, rail_bytes, protocol, ranks, name)
+                a = max(self._run(Collective.ALL_REDUCE, h, n, "nvls", protocol, family="nvls")
+                        for h in hosts)
+                b = max(self._rail(rail, rail_bytes, protocol, ranks, name) for rail in rails)
             else:
-                a = self._host_rings(host, n, protocol, name)
-                b = self._run(Collective.ALL_REDUCE, rail, rail_bytes, "collnet", protocol,
-                              self._rail_share(ranks), family=name)
+                a = max(self._host_rings(h, n, protocol, name) for h in hosts)
+                b = max(self._run(Collective.ALL_REDUCE, rail, rail_bytes, "collnet", protocol,
+                                  self._rail_share(ranks), family=name) for rail in rails)
             return a, b
 
         loop = 0
@@ -159,10 +179,19 @@ class ComposedTimer:
                                         len(self.model.hosts(ranks)), config.version)
         return _pipelined(phases, nbytes, ranks, loop)
 
-    def _host_and_rail(self, ranks: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """The ranks of the first host, and the rail of each host's first rank."""
+    def _hosts_and_rails(self, ranks: int
+                         ) -> tuple[list[tuple[int, ...]], list[tuple[int, ...]]]:
+        """The hosts (their ranks) and the rails (the k-th rank of every host) whose phases
+        are timed: on a machine built alike, the first of each stands for all; on a degraded
+        one (a what-if), every host and rail whose links differ, since the slowest of them
+        paces the call (:func:`distinct_groups`)."""
         groups = self.model.hosts(ranks)
-        return tuple(groups[0]), tuple(g[0] for g in groups)
+        hosts = [tuple(g) for g in groups]
+        rails = [tuple(g[k] for g in groups) for k in range(len(groups[0]))]
+        network = self.model.network
+        if META_KEY not in network.meta:
+            return hosts[:1], rails[:1]
+        return distinct_groups(network, hosts), distinct_groups(network, rails)
 
     def _host_rings(self, host: tuple[int, ...], nbytes: int, protocol: Protocol, family: str,
                     scale: float = 1.0) -> float:
@@ -210,7 +239,29 @@ class ComposedTimer:
             ranks = self.model.ring_order(len(ranks))
         net = self.model.phase_network(ranks, protocol, family, channels, active, collective,
                                        scale=scale)
-        done = evaluate(make_call(collective, net, nbytes), net, name, self.engine,
-                        max_transfers=MAX_PHASE_DES_TRANSFERS)
-        self.notes.append(done.note)
+        call = make_call(collective, net, nbytes)
+        engine = self.engine
+        if (engine == "des" and META_KEY in self.model.network.meta
+                and estimate_transfers(call, name, get_algorithm(name).default_chunks(call))
+                > DEGRADED_PHASE_DES_TRANSFERS):
+            engine = "analytic"  # a degraded ring's hops may differ: no representative
+        done = evaluate(call, net, name, engine, max_transfers=MAX_PHASE_DES_TRANSFERS)
+        self.notes.append(DEGRADED_NOTE if engine != self.engine else done.note)
         return done.time_s
+
+
+def distinct_groups(network: Network, groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
+    """The first of every set of rank groups whose devices' links (those with an end on one
+    of them) have the same count, latencies and bandwidths: the groups that can time
+    differently on a degraded network."""
+    ends = network.end_columns()
+    values = link_columns(network.links)
+    devices = network.rank_device_array()
+    seen: dict[bytes, tuple[int, ...]] = {}
+    for group in groups:
+        mine = devices[list(group)]
+        at = np.flatnonzero(np.isin(ends.src, mine) | np.isin(ends.dst, mine))
+        pairs = np.stack([values.latency_s[at], values.bandwidth_Bps[at]], axis=1)
+        key = np.array(sorted(map(tuple, pairs.tolist())), dtype=np.float64).tobytes()
+        seen.setdefault(key, group)
+    return list(seen.values())

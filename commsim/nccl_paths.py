@@ -15,6 +15,7 @@ from commsim.nccl_caps import bandwidth_factor, bus_cap, ll128_cap, ll_max_bw
 from commsim.nccl_tables import NcclConfig, Protocol, hop_factor
 from commsim.network import DerivedLinks, LinkColumns, Network
 from commsim.schedule import Schedule
+from commsim.topology.degrade import META_KEY
 
 #: Hops of each kind (within a host, across hosts) :func:`ring_hop_scales` samples.
 MAX_HOPS = 64
@@ -43,6 +44,29 @@ def ring_channels(network: Network, ranks: int) -> int:
     per_host = dict(zip(nic_hosts.tolist(), nics.tolist(), strict=True))
     return min(min(count, per_host.get(host, 0) or count)
                for host, count in zip(host_ids.tolist(), counts.tolist(), strict=True))
+
+
+def rail_floor_Bps(network: Network) -> np.ndarray:
+    """For every link into or out of the fabric (a rail: a NIC's port), the bandwidth of the
+    slowest rail of its host in the same direction; NaN for the other links. NCCL splits a
+    call evenly over its channels, one NIC each, so its rings cross a host at the pace of its
+    slowest NIC (a NIC at half speed halves them all); on a healthy machine every rail of a
+    host is alike and this is each link's own bandwidth."""
+    ends = network.end_columns()
+    kind, host = network.device_columns()[:2]
+    fabric = (kind == "switch") & (host < 0)
+    up, down = fabric[ends.dst] & ~fabric[ends.src], fabric[ends.src] & ~fabric[ends.dst]
+    bandwidth = network.link_values(np.arange(len(ends.src))).bandwidth_Bps
+    floor = np.full(len(ends.src), np.nan)
+    for rails, side in ((up, ends.src), (down, ends.dst)):
+        at = np.flatnonzero(rails)
+        if not at.size:
+            continue
+        hosts = host[side[at]]
+        slowest = np.full(int(hosts.max(initial=0)) + 2, np.inf)
+        np.minimum.at(slowest, hosts, bandwidth[at])
+        floor[at] = slowest[hosts]
+    return floor
 
 
 def network_links(network: Network) -> frozenset[int]:
@@ -294,9 +318,13 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     times = np.array([per_class[cls][1] for cls in LINK_CLASSES], dtype=np.float64)
     spread_at = np.array(sorted(spread), dtype=np.int64)
     spread_Bps = np.array([spread[i] for i in spread_at.tolist()], dtype=np.float64)
+    # several channels cross a host on its NICs together, at the slowest one's pace
+    rails = rail_floor_Bps(network) if channels > 1 and META_KEY in network.meta else None
 
     def scaled(links: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cls, base = codes[at], links.bandwidth_Bps
+        if rails is not None:
+            base = np.where(np.isnan(rails[at]), base, np.fmin(rails[at], base))
         if spread:
             pos = np.minimum(np.searchsorted(spread_at, at), len(spread_at) - 1)
             base = np.where(spread_at[pos] == at, spread_Bps[pos], base)

@@ -65,3 +65,16 @@ def format_table(results: Sequence[Result], *, root: int | None = None) -> str:
     notes = dict.fromkeys(r.note for r in results if r.note)
     lines.extend(f"# note: {note}" for note in notes)
     return "\n".join(lines)
+
+
+def format_healthy(healthy: Sequence[Result], degraded: Sequence[Result], what_if: str) -> str:
+    """The healthy machine's rows under a what-if's table, and how much slower each size
+    runs with the what-if."""
+    width = max(ALGORITHM_WIDTH, *(len(r.label) for r in healthy))
+    lines = [f"# the healthy machine (without what-if {what_if!r}):"]
+    lines.extend(format_row(r, width) for r in healthy)
+    lines.extend(
+        f"# {h.nbytes} B: {d.time_s / h.time_s:.3f}x the healthy time" if h.time_s > 0
+        else f"# {h.nbytes} B: no time either way"
+        for h, d in zip(healthy, degraded, strict=True))
+    return "\n".join(lines)

@@ -17,7 +17,7 @@ from commsim.algorithms.innetwork import COLLNET, NVLS, parts
 from commsim.algorithms.plan import Range, split
 from commsim.engine import closed_forms as cf
 from commsim.engine.closed_forms import Hop
-from commsim.engine.pairs import UNIFORM_KINDS, PairCosts
+from commsim.engine.pairs import UNIFORM_KINDS, PairCosts, alike_kind, touched_ranks
 from commsim.errors import SpecError
 from commsim.network import Network
 
@@ -98,9 +98,12 @@ def switch_gather(blocks: list[Range], chunks: int, up: Hop, down: Hop) -> float
 def _port_ranks(network: Network, groups: list[list[int]], ranks: int) -> list[int]:
     """The ranks whose switch ports are looked up: on the kinds whose hosts (and ports) are
     alike by construction, one host's; elsewhere every rank."""
-    kind = network.meta.get("kind")
+    kind = alike_kind(network)
     alike = kind in UNIFORM_KINDS or (kind == "hierarchical" and len(groups) > 1)
-    return list(groups[0]) if alike else list(range(ranks))
+    if not alike:
+        return list(range(ranks))
+    touched = touched_ranks(network)  # a degraded machine's touched ranks stand for themselves
+    return sorted({*groups[0], *touched[touched < ranks].tolist()})
 
 
 def _port_hops(network: Network, switches: tuple[int, ...],

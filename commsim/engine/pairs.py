@@ -18,6 +18,7 @@ import numpy as np
 from commsim.engine.closed_forms import Hop, Ints
 from commsim.errors import SpecError
 from commsim.network import Network
+from commsim.topology.degrade import DEVICES_KEY, META_KEY
 
 #: Pair kinds whose every pair of distinct ranks costs the same, by construction.
 UNIFORM_KINDS = frozenset({"fully_connected", "switch"})
@@ -27,6 +28,26 @@ MAX_LOOKUPS = 4096
 MAX_CROSSINGS = 200_000_000
 #: Routes sampled to estimate how many links a phase's messages cross.
 CROSSING_SAMPLE = 64
+#: On a degraded network (a what-if), at most this many pairs are looked up per phase: one
+#: slow link makes its pairs the worst, and an even sample may miss them.
+MAX_DEGRADED_LOOKUPS = 65536
+
+
+def alike_kind(network: Network) -> object:
+    """The kind whose pairs are alike by construction (``meta["kind"]``), or None on a
+    degraded network (:mod:`commsim.topology.degrade`) of a kind whose every pair stands for
+    every other. (A degraded ``hierarchical`` network keeps its kind: one pair per class
+    stands for the pairs of ranks that no changed link touches, :func:`touched_ranks`.)"""
+    kind = network.meta.get("kind")
+    return None if META_KEY in network.meta and kind in UNIFORM_KINDS else kind
+
+
+def touched_ranks(network: Network) -> np.ndarray:
+    """The ranks whose devices are an end of a link a what-if changed (none when healthy)."""
+    touched = network.meta.get(DEVICES_KEY)
+    if not touched:
+        return np.empty(0, dtype=np.int64)
+    return np.flatnonzero(np.isin(network.rank_device_array(), np.asarray(touched)))
 
 T = TypeVar("T")
 
@@ -43,11 +64,12 @@ class PairCosts:
     def __init__(self, network: Network, ranks: int, hosts: tuple[int, ...] | None) -> None:
         self.network = network
         self.gamma = network.gamma_s_per_B
-        self.kind = network.meta.get("kind")
+        self.kind = alike_kind(network)
         #: The host of each rank as given (a memo key), and as an array.
         self.host_ids = hosts
         self.hosts = None if hosts is None else np.asarray(hosts, dtype=np.int64)
         self.ranks = ranks
+        self.touched = touched_ranks(network)
         self._classes: dict[bool, tuple[float, float]] = {}
         self._memo: dict[object, object] = {}
 
@@ -110,11 +132,16 @@ class PairCosts:
             same = self.hosts[src] == self.hosts[dst]
             flags = [flag for flag in (False, True) if (same == flag).any()]
             costs = [self._class(flag, src, dst, same) for flag in flags]
+            if self.touched.size:  # a degraded pair stands only for itself
+                hit = np.isin(src, self.touched) | np.isin(dst, self.touched)
+                pairs = np.unique(src[hit] * self.ranks + dst[hit])
+                costs += [self._cost(int(k) // self.ranks, int(k) % self.ranks) for k in pairs]
             alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
         else:
             pairs = np.unique(src * self.ranks + dst)
-            if pairs.size > MAX_LOOKUPS:
-                pairs = pairs[np.linspace(0, pairs.size - 1, MAX_LOOKUPS).astype(np.int64)]
+            most = MAX_LOOKUPS if self.kind is not None else MAX_DEGRADED_LOOKUPS
+            if pairs.size > most:
+                pairs = pairs[np.linspace(0, pairs.size - 1, most).astype(np.int64)]
             costs = [self._cost(int(k) // self.ranks, int(k) % self.ranks) for k in pairs]
             alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
         return Hop(alpha, beta, self.gamma)

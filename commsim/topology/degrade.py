@@ -1,0 +1,222 @@
+"""Apply a what-if (:mod:`commsim.topology.what_if`) to a network: the same machine with some
+links slower, later or failed, and NCCL's block changed.
+
+Changed links keep their ends and labels (a :class:`~commsim.links.DerivedLinks` view, so the
+routes and every structural value are shared with the healthy network). Failed links are
+taken out: the degraded network has only the links that remain, and its router
+(:class:`FailoverRouter`) keeps the healthy route of every pair whose route survives and
+finds the fewest-hop route that remains for the others. On a GPU server that is what NCCL
+does when a NIC is gone: the GPU's traffic crosses NVLink to a peer GPU and leaves through
+that GPU's NIC (PXN), and the host's rings run on the NICs that remain. A failure that leaves
+some rank without a route to another is a one-line error naming the cut.
+
+>>> from commsim.topology import load_topology
+>>> from commsim.topology.what_if import what_if_from_dict
+>>> net = load_topology("dgx-h100x2")
+>>> slow = degrade(net, what_if_from_dict({"links": {"gpu3->fabric": {"failed": True}}}))
+>>> [slow.links[i].label for i in slow.route(3, 8)]
+['gpu3->nvswitch0', 'nvswitch0->gpu0', 'gpu0->fabric', 'fabric->gpu8']
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from fnmatch import fnmatchcase
+from os import PathLike
+from typing import Any
+
+import numpy as np
+
+from commsim.devices import Device, device_columns
+from commsim.errors import SpecError
+from commsim.links import DerivedLinks, Link, LinkColumns, link_columns
+from commsim.network import Network, shortest_path_router
+from commsim.topology.what_if import WhatIf, WhatIfSource, load_what_if
+
+#: The ``meta`` key a degraded network carries: the what-if's name. Code that assumes a
+#: kind's hosts and links are alike by construction (one representative pair per class)
+#: reads it and looks at every pair instead.
+META_KEY = "what_if"
+#: The ``meta`` key of the devices at either end of a changed or failed link (sorted), so that
+#: code which times one representative pair per class also times the pairs they touch.
+DEVICES_KEY = "what_if_devices"
+
+
+def link_labels(network: Network) -> list[str]:
+    """Every link's label, in link order (``gpu3->fabric``; ``src->dst`` device names where
+    a builder gave none)."""
+    names = [d.name for d in network.devices]
+    ends = network.end_columns()
+    return [link.label or f"{names[s]}->{names[d]}"
+            for link, s, d in zip(network.ends(), ends.src.tolist(), ends.dst.tolist(),
+                                  strict=True)]
+
+
+def degrade(network: Network, what_if: WhatIf) -> Network:
+    """``network`` as ``what_if`` changes it (only its links and NCCL block; the compute
+    factors are read by replay and plan). A pattern that matches no link, or failures that
+    disconnect ranks, are SpecErrors naming them."""
+    meta = {**network.meta, META_KEY: what_if.name}
+    if what_if.nccl:
+        meta["nccl"] = _nccl_block(network, what_if)
+    devices = _devices(network, what_if)
+    if not what_if.links:
+        return Network(network.name, devices, network.links, network.rank_devices,
+                       network.gamma_s_per_B, network.router, meta)
+    latency, bandwidth, failed = _link_values(network, what_if)
+    meta[DEVICES_KEY] = _touched(network, latency, bandwidth, failed)
+    if not failed.any():
+        def change(base: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return latency[at], bandwidth[at]
+
+        return Network(network.name, devices, DerivedLinks(network.links, change),
+                       network.rank_devices, network.gamma_s_per_B, network.router, meta)
+    keep = np.flatnonzero(~failed)
+    index = np.full(len(failed), -1, dtype=np.int64)
+    index[keep] = np.arange(len(keep))
+    healthy = network.ends()
+    links = tuple(Link(healthy[i].src, healthy[i].dst, latency[i], bandwidth[i],
+                       healthy[i].label) for i in keep.tolist())
+    degraded = Network(network.name, devices, links, network.rank_devices,
+                       network.gamma_s_per_B, FailoverRouter(network, index), meta)
+    _check_connected(degraded, network, np.flatnonzero(failed))
+    return degraded
+
+
+def apply_what_if(network: Network, source: WhatIfSource) -> tuple[Network, WhatIf]:
+    """Load the what-if ``source`` (a file, a mapping or a :class:`WhatIf`) and apply it to
+    ``network``: the degraded network and the what-if. Errors name the file."""
+    what_if = load_what_if(source)
+    try:
+        return degrade(network, what_if), what_if
+    except SpecError as exc:
+        if isinstance(source, str | PathLike):
+            raise SpecError(f"{source}: {exc}") from None
+        raise
+
+
+def _link_values(network: Network, what_if: WhatIf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every link's latency and bandwidth under the what-if, and which have failed; the
+    changes in file order (a later entry acts on what an earlier one left)."""
+    labels = link_labels(network)
+    columns = link_columns(network.links)
+    latency = columns.latency_s.copy()
+    bandwidth = columns.bandwidth_Bps.copy()
+    failed = np.zeros(len(labels), dtype=bool)
+    for change in what_if.links:
+        hit = np.fromiter((fnmatchcase(label, change.pattern) for label in labels), bool,
+                          len(labels))
+        if not hit.any():
+            raise SpecError(
+                f"links.{change.pattern}: matches no link of topology {network.name!r} "
+                f"('commsim topologies {network.name} --links' lists them)")
+        if change.failed:
+            failed |= hit
+        if change.bandwidth_factor is not None:
+            bandwidth[hit] *= change.bandwidth_factor
+        if change.bandwidth_Bps is not None:
+            bandwidth[hit] = change.bandwidth_Bps
+        latency[hit] += change.added_latency_s
+    return latency, bandwidth, failed
+
+
+def _touched(network: Network, latency: np.ndarray, bandwidth: np.ndarray,
+             failed: np.ndarray) -> tuple[int, ...]:
+    """The devices at either end of a link the what-if changes."""
+    columns = link_columns(network.links)
+    changed = failed | (latency != columns.latency_s) | (bandwidth != columns.bandwidth_Bps)
+    return tuple(np.unique(np.concatenate([columns.src[changed], columns.dst[changed]])).tolist())
+
+
+def _nccl_block(network: Network, what_if: WhatIf) -> dict[str, object]:
+    """The network's ``nccl`` block with the what-if's keys set (``nvls`` is not NCCL's
+    block: it turns the host switches' reduction off, :func:`_devices`)."""
+    block = network.meta.get("nccl")
+    out: dict[str, Any] = dict(block) if isinstance(block, dict) else {}
+    for key, value in what_if.nccl:
+        if key != "nvls":
+            out[key] = value
+    if "version" in out:
+        from commsim.topology.nccl_spec import parse_nccl_version
+
+        parse_nccl_version(str(out["version"]))
+    return out
+
+
+def _devices(network: Network, what_if: WhatIf) -> Any:
+    """The devices, with NVLink SHARP off (``nccl: {nvls: false}``): the switches of a host
+    no longer reduce (a fabric's, SHARP's, still does)."""
+    if dict(what_if.nccl).get("nvls", True):
+        return network.devices
+    columns = device_columns(network.devices)
+    return tuple(
+        Device(d.name, d.kind, d.host, None if host >= 0 else d.reduction_Bps)
+        for d, host in zip(network.devices, columns.host.tolist(), strict=True))
+
+
+class FailoverRouter:
+    """The healthy network's route where it survives the failures, else the fewest hops over
+    the links that remain (:func:`~commsim.network.shortest_path_router`: ties by the lowest
+    link index). ``index[k]`` is healthy link ``k``'s index among the remaining links, -1 for
+    a failed one."""
+
+    __slots__ = ("healthy", "index")
+
+    def __init__(self, healthy: Network, index: np.ndarray) -> None:
+        self.healthy, self.index = healthy, index
+
+    def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
+        path = self.healthy.router(self.healthy, src, dst)
+        mapped = self.index[list(path)] if path else np.empty(0, dtype=np.int64)
+        if (mapped < 0).any():
+            return shortest_path_router(network, src, dst)
+        return tuple(mapped.tolist())
+
+    def paths(self, network: Network, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
+        """The healthy router's vectorised routes where none crosses a failed link (None
+        otherwise: the routes are then looked up pair by pair)."""
+        paths = getattr(self.healthy.router, "paths", None)
+        found = paths(self.healthy, src, dst) if paths is not None else None
+        if found is None:
+            return None
+        mapped = self.index[np.asarray(found, dtype=np.int64)]
+        return None if (mapped < 0).any() else mapped
+
+
+def _reach(out: list[list[int]], ends: np.ndarray, start: int) -> np.ndarray:
+    """The devices reachable from ``start`` over the links ``out`` (per device, link ids
+    whose far ends are ``ends``)."""
+    seen = np.zeros(len(out), dtype=bool)
+    seen[start] = True
+    queue = deque([start])
+    while queue:
+        for link in out[queue.popleft()]:
+            nxt = int(ends[link])
+            if not seen[nxt]:
+                seen[nxt] = True
+                queue.append(nxt)
+    return seen
+
+
+def _check_connected(degraded: Network, healthy: Network, failed: np.ndarray) -> None:
+    """SpecError naming the failed links and a rank they cut off, when some rank can no
+    longer reach rank 0 or be reached from it."""
+    ends = degraded.end_columns()
+    devices = degraded.rank_device_array()
+    forward = _reach(degraded.out_links, ends.dst, int(devices[0]))
+    backward_out: list[list[int]] = [[] for _ in degraded.devices]
+    for link, dst in enumerate(ends.dst.tolist()):
+        backward_out[dst].append(link)
+    backward = _reach(backward_out, ends.src, int(devices[0]))
+    cut = np.flatnonzero(~(forward[devices] & backward[devices]))
+    if not cut.size:
+        return
+    labels = link_labels(healthy)
+    named = [labels[i] for i in failed.tolist()]
+    shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
+    rank = int(cut[0])
+    names = [d.name for d in degraded.devices]
+    raise SpecError(
+        f"what-if: the failed links ({shown}) cut rank {rank} ({names[devices[rank]]}) off "
+        f"from rank 0 ({names[devices[0]]}): no route remains"
+        + (f", nor for {cut.size - 1} other ranks" if cut.size > 1 else ""))
