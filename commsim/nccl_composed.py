@@ -40,14 +40,9 @@ RAIL_TREE = "double_binary_tree"
 #: transfer for the double binary tree among 512 to 4096 hosts of dgx-h100 on two cores, so
 #: this keeps a composed DES within seconds; beyond it the call is refused in one line.
 MAX_PHASE_DES_TRANSFERS = 50_000
-#: On a degraded machine (a what-if) no phase stands for the others and a failed NIC's traffic
-#: shares a peer's: a phase of more transfers than this is timed by its closed form (the worst
-#: hop; concurrent messages' shares of a link), since its contended DES would take seconds
-#: per phase on thousands of ranks.
-DEGRADED_PHASE_DES_TRANSFERS = 8192
 #: The note of a composed candidate on a degraded machine some of whose phases were beyond the
 #: DES's size without a symmetric representative.
-DEGRADED_NOTE = ("degraded phases of more than 8192 transfers were timed by their closed forms "
+DEGRADED_NOTE = ("degraded phases beyond the simulator's size were timed by their closed forms "
                  "(the worst hop: exact for rings whose hops share no link)")
 #: The note of a composed candidate some of whose phases' DES times were had by symmetry.
 COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops sharing no link were "
@@ -191,7 +186,8 @@ class ComposedTimer:
         network = self.model.network
         if META_KEY not in network.meta:
             return hosts[:1], rails[:1]
-        return distinct_groups(network, hosts), distinct_groups(network, rails)
+        return (distinct_groups(network, hosts, within_host=True),
+                distinct_groups(network, rails))
 
     def _host_rings(self, host: tuple[int, ...], nbytes: int, protocol: Protocol, family: str,
                     scale: float = 1.0) -> float:
@@ -243,25 +239,42 @@ class ComposedTimer:
         engine = self.engine
         if (engine == "des" and META_KEY in self.model.network.meta
                 and estimate_transfers(call, name, get_algorithm(name).default_chunks(call))
-                > DEGRADED_PHASE_DES_TRANSFERS):
-            engine = "analytic"  # a degraded ring's hops may differ: no representative
+                > MAX_PHASE_DES_TRANSFERS):
+            # a degraded ring's hops may differ, so no representative stands for it; its
+            # closed form (the worst hop) is its DES where its hops share no link
+            engine = "analytic"
         done = evaluate(call, net, name, engine, max_transfers=MAX_PHASE_DES_TRANSFERS)
         self.notes.append(DEGRADED_NOTE if engine != self.engine else done.note)
         return done.time_s
 
 
-def distinct_groups(network: Network, groups: list[tuple[int, ...]]) -> list[tuple[int, ...]]:
-    """The first of every set of rank groups whose devices' links (those with an end on one
-    of them) have the same count, latencies and bandwidths: the groups that can time
+def distinct_groups(network: Network, groups: list[tuple[int, ...]], *,
+                    within_host: bool = False) -> list[tuple[int, ...]]:
+    """The first of every set of rank groups whose ranks' devices have the same links (those
+    with an end on the device, or with ``within_host`` those of a host phase, both ends on the
+    device's host: their count, latencies and bandwidths): the groups that can time
     differently on a degraded network."""
+    keys = network.derived(("rank_link_keys", within_host),
+                           lambda: _rank_link_keys(network, within_host))
+    seen: dict[tuple[bytes, ...], tuple[int, ...]] = {}
+    for group in groups:
+        seen.setdefault(tuple(sorted(keys[r] for r in group)), group)
+    return list(seen.values())
+
+
+def _rank_link_keys(network: Network, within_host: bool) -> list[bytes]:
+    """Per rank, the sorted (latency, bandwidth) of its device's links, as bytes."""
     ends = network.end_columns()
     values = link_columns(network.links)
-    devices = network.rank_device_array()
-    seen: dict[bytes, tuple[int, ...]] = {}
-    for group in groups:
-        mine = devices[list(group)]
-        at = np.flatnonzero(np.isin(ends.src, mine) | np.isin(ends.dst, mine))
-        pairs = np.stack([values.latency_s[at], values.bandwidth_Bps[at]], axis=1)
-        key = np.array(sorted(map(tuple, pairs.tolist())), dtype=np.float64).tobytes()
-        seen.setdefault(key, group)
-    return list(seen.values())
+    keep = np.ones(len(ends.src), dtype=bool)
+    if within_host:
+        host = network.device_hosts()
+        keep = (host[ends.src] == host[ends.dst]) & (host[ends.src] >= 0)
+    at = np.concatenate([np.flatnonzero(keep)] * 2)
+    device = np.concatenate([ends.src[keep], ends.dst[keep]])
+    order = np.lexsort((values.bandwidth_Bps[at], values.latency_s[at], device))
+    device, at = device[order], at[order]
+    bounds = np.searchsorted(device, np.arange(len(network.devices) + 1))
+    pairs = np.stack([values.latency_s[at], values.bandwidth_Bps[at]], axis=1)
+    return [pairs[bounds[d]:bounds[d + 1]].tobytes()
+            for d in network.rank_device_array().tolist()]

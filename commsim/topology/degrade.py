@@ -20,7 +20,6 @@ some rank without a route to another is a one-line error naming the cut.
 
 from __future__ import annotations
 
-from collections import deque
 from fnmatch import fnmatchcase
 from os import PathLike
 from typing import Any
@@ -29,7 +28,7 @@ import numpy as np
 
 from commsim.devices import Device, device_columns
 from commsim.errors import SpecError
-from commsim.links import DerivedLinks, Link, LinkColumns, link_columns
+from commsim.links import DerivedLinks, LinkColumns, LinkTable, link_columns
 from commsim.network import Network, shortest_path_router
 from commsim.topology.what_if import WhatIf, WhatIfSource, load_what_if
 
@@ -63,7 +62,8 @@ def degrade(network: Network, what_if: WhatIf) -> Network:
     if not what_if.links:
         return Network(network.name, devices, network.links, network.rank_devices,
                        network.gamma_s_per_B, network.router, meta)
-    latency, bandwidth, failed = _link_values(network, what_if)
+    labels = link_labels(network)
+    latency, bandwidth, failed = _link_values(network, what_if, labels)
     meta[DEVICES_KEY] = _touched(network, latency, bandwidth, failed)
     if not failed.any():
         def change(base: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -74,9 +74,10 @@ def degrade(network: Network, what_if: WhatIf) -> Network:
     keep = np.flatnonzero(~failed)
     index = np.full(len(failed), -1, dtype=np.int64)
     index[keep] = np.arange(len(keep))
-    healthy = network.ends()
-    links = tuple(Link(healthy[i].src, healthy[i].dst, latency[i], bandwidth[i],
-                       healthy[i].label) for i in keep.tolist())
+    ends = network.end_columns()
+    kept = tuple(labels[i] for i in keep.tolist())
+    links = LinkTable(LinkColumns(ends.src[keep], ends.dst[keep], latency[keep], bandwidth[keep]),
+                      kept.__getitem__)
     degraded = Network(network.name, devices, links, network.rank_devices,
                        network.gamma_s_per_B, FailoverRouter(network, index), meta)
     _check_connected(degraded, network, np.flatnonzero(failed))
@@ -95,10 +96,10 @@ def apply_what_if(network: Network, source: WhatIfSource) -> tuple[Network, What
         raise
 
 
-def _link_values(network: Network, what_if: WhatIf) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _link_values(network: Network, what_if: WhatIf, labels: list[str]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every link's latency and bandwidth under the what-if, and which have failed; the
     changes in file order (a later entry acts on what an earlier one left)."""
-    labels = link_labels(network)
     columns = link_columns(network.links)
     latency = columns.latency_s.copy()
     bandwidth = columns.bandwidth_Bps.copy()
@@ -183,18 +184,17 @@ class FailoverRouter:
         return None if (mapped < 0).any() else mapped
 
 
-def _reach(out: list[list[int]], ends: np.ndarray, start: int) -> np.ndarray:
-    """The devices reachable from ``start`` over the links ``out`` (per device, link ids
-    whose far ends are ``ends``)."""
-    seen = np.zeros(len(out), dtype=bool)
+def _reach(src: np.ndarray, dst: np.ndarray, devices: int, start: int) -> np.ndarray:
+    """The devices reachable from ``start`` over the directed links ``src -> dst``, a
+    frontier at a time (as many numpy passes as the longest fewest-hop route)."""
+    seen = np.zeros(devices, dtype=bool)
     seen[start] = True
-    queue = deque([start])
-    while queue:
-        for link in out[queue.popleft()]:
-            nxt = int(ends[link])
-            if not seen[nxt]:
-                seen[nxt] = True
-                queue.append(nxt)
+    frontier = seen.copy()
+    while frontier.any():
+        nxt = np.zeros(devices, dtype=bool)
+        nxt[dst[frontier[src]]] = True
+        frontier = nxt & ~seen
+        seen |= frontier
     return seen
 
 
@@ -203,11 +203,9 @@ def _check_connected(degraded: Network, healthy: Network, failed: np.ndarray) ->
     longer reach rank 0 or be reached from it."""
     ends = degraded.end_columns()
     devices = degraded.rank_device_array()
-    forward = _reach(degraded.out_links, ends.dst, int(devices[0]))
-    backward_out: list[list[int]] = [[] for _ in degraded.devices]
-    for link, dst in enumerate(ends.dst.tolist()):
-        backward_out[dst].append(link)
-    backward = _reach(backward_out, ends.src, int(devices[0]))
+    count = len(degraded.devices)
+    forward = _reach(ends.src, ends.dst, count, int(devices[0]))
+    backward = _reach(ends.dst, ends.src, count, int(devices[0]))
     cut = np.flatnonzero(~(forward[devices] & backward[devices]))
     if not cut.size:
         return
