@@ -97,9 +97,11 @@ class GoodputSpec:
         for flag, rate in (("--failures-per-gpu-hour", self.failures_per_gpu_hour),
                            ("--failures-per-node-hour", self.failures_per_node_hour)):
             if not (math.isfinite(rate) and 0 <= rate <= MAX_RATE_PER_HOUR):
-                raise SpecError(f"{flag}: must be between 0 and {MAX_RATE_PER_HOUR:g} (got {rate!r})")
+                raise SpecError(
+                    f"{flag}: must be between 0 and {MAX_RATE_PER_HOUR:g} (got {rate!r})")
         if self.checkpoint_bytes < 0:
-            raise SpecError(f"--checkpoint-bytes: must not be negative (got {self.checkpoint_bytes})")
+            raise SpecError(
+                f"--checkpoint-bytes: must not be negative (got {self.checkpoint_bytes})")
         if self.writers not in WRITERS:
             raise SpecError(f"writers: {self.writers!r} is not one of {', '.join(WRITERS)}")
         for flag, bw in (("--write-bandwidth", self.write_Bps), ("--read-bandwidth", self.read_Bps),
