@@ -43,7 +43,7 @@ a node is out, ``R`` never overlaps training after its own failure::
     n_j = (1 - lam R) e^{-lam b/2}
 
 >>> round(young_interval(1 / 36000, 60), 1), round(best_interval(1 / 36000, 60, 0), 1)
-(2078.5, 2020.9)
+(2078.5, 2038.7)
 """
 
 from __future__ import annotations
