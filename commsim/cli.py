@@ -70,6 +70,9 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "plan": ("commsim.plan.cli", "add_parser",
              "search TP/CP/PP/DP, micro-batch, schedule and recompute for a model (capacity "
              "planning)"),
+    "goodput": ("commsim.goodput.cli", "add_parser",
+                "expected fraction of wall time that trains under failures, and the best "
+                "checkpoint interval"),
 }
 
 

@@ -157,6 +157,29 @@ def _sweep(rng: random.Random, f: dict[str, Pool]) -> list[str]:
     return argv + (["--json"] if rng.random() < 0.6 else [])
 
 
+def _goodput(rng: random.Random, f: dict[str, Pool]) -> list[str]:
+    """Good and bad counts, times, sizes, bandwidths, rates, intervals and run counts."""
+    values = {"--gpus": (["8", "1024", "16384"], ["0", "-8", "x", "1e99"]),
+              "--step-time": (["5.5s", "800ms", "2"], ["-1s", "5parsecs", "0"]),
+              "--checkpoint-bytes": (["2TB", "140GB", "0"], ["-1TB", "2PiB", "big"])}  # fmt: skip
+    argv = ["goodput"]
+    for flag, options in values.items():
+        if rng.random() < 0.95:
+            argv += [flag, _pick(rng, options)]
+    argv += _maybe(rng, "--model", (["llama3-8b", "gpt3-1.3b"], ["gpt5", ""]), 0.1)
+    argv += _maybe(rng, "--write-bandwidth", (["100GB/s", "400Gbps"], ["-1GB/s", "0", "x"]))
+    argv += _maybe(rng, "--failures-per-gpu-hour", (["2e-5", "1e-4", "0"], ["-1", "nan", "2"]))
+    argv += _maybe(rng, "--failures-per-node-hour", (["1e-4"], ["-1e-4"]), 0.2)
+    argv += _maybe(rng, "--restart-time", (["10min", "1h", "0"], ["-1min", "soon"]))
+    argv += _maybe(rng, "--interval", (["auto", "500steps", "30min"], ["0steps", "x", "1us"]))
+    argv += _maybe(rng, "--simulate", (["2", "5"], ["0", "1", "10000000", "x"]), 0.3)
+    argv += _maybe(rng, "--tokens", (["1T"], ["-1T"]), 0.2)
+    argv += _maybe(rng, "--tokens-per-step", (["4M"], ["0"]), 0.2)
+    argv += rng.choice([[], [], ["--sharded"], ["--rank0"], ["--sharded", "--rank0"], ["--async"],
+                        ["--elastic"], ["--elastic", "--spare-wait", "2h"]])
+    return argv + (["--json"] if rng.random() < 0.6 else [])
+
+
 def _junk(rng: random.Random, f: dict[str, Pool]) -> list[str]:
     tokens = ["run", "replay", "--size", "-s", "--json", "--topology", "-t", "bound", "fsdp",
               "topologies", "--", "-x", "1KiB", "dgx-h100", "--world-size", "0",
@@ -172,7 +195,8 @@ def _measure(rng: random.Random, f: dict[str, Pool]) -> list[str]:
 
 
 MAKERS = [_run] * 6 + [_replay] * 2 + [_bound, _validate, _validate, _calibrate, _sweep,
-                                        _junk, _measure, lambda r, f: ["topologies", "--json"]]
+                                        _junk, _measure, lambda r, f: ["topologies", "--json"],
+                                        _goodput, _goodput]
 
 
 @contextmanager
@@ -207,7 +231,7 @@ def _check_answer(argv: list[str], out: str) -> None:
 
 def test_random_cli_calls_end_in_a_clean_answer_or_one_line_error(tmp_path, capsys) -> None:
     """300 seeded random calls (run, replay, bound, validate, calibrate, sweep, measure,
-    topologies, junk argv) over good and malformed topologies, workloads, grids and logs:
+    goodput, topologies, junk argv) over good and malformed topologies, workloads, grids and logs:
     never a traceback or an internal error, never a hang; exit 2 is exactly one stderr line,
     exit 0 comes with output that parses."""
     files = _files(tmp_path)

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("timing",),
     ("api", "export", "table"),
     ("replay",),
-    ("traces", "validation", "measure", "sweep", "plots", "plan"),
+    ("traces", "validation", "measure", "sweep", "plots", "plan", "goodput"),
     ("cli", "__main__", "__init__"),
 )
 #: Modules that sit above their package's layer: each package's command line.
