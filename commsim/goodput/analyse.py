@@ -60,6 +60,7 @@ class Analysis:
         s, c = self.spec, self.cost
         out: dict[str, Any] = {
             "gpus": s.gpus, "nodes": s.nodes, "step_time_s": s.step_time_s,
+            "step_source": s.step_source,
             "failures_per_day": s.rate_per_s * 86400, "mtbf_s": _mtbf(s),
             "checkpoint_bytes": s.checkpoint_bytes, "writers": s.writers,
             "async": s.async_checkpoint, "checkpoint_s": c.blocking_s,

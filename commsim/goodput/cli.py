@@ -15,6 +15,7 @@ from commsim.errors import SpecError
 from commsim.goodput.analyse import Analysis, Policy, analyse
 from commsim.goodput.checkpoint import model_checkpoint_bytes
 from commsim.goodput.spec import GoodputSpec
+from commsim.goodput.step import Step, elastic_step, planned_step, replayed_step
 from commsim.plan.memory import DATA_PARALLEL
 from commsim.units import parse_bandwidth, parse_count, parse_size, parse_time
 
@@ -44,7 +45,14 @@ def add_parser(sub: Any) -> None:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--gpus", metavar="N", help="GPUs of the job (required)")
     p.add_argument("--gpus-per-node", metavar="N", default="8", help="GPUs per node (default 8)")
-    p.add_argument("--step-time", metavar="TIME", help="one training step, e.g. 5.5s (required)")
+    p.add_argument("--step-time", metavar="TIME", help="one training step, e.g. 5.5s (or from "
+                   "--workload, or from --model with --topology and --global-batch)")
+    p.add_argument("--topology", "-t", metavar="FILE|PRESET", help="with --model and "
+                   "--global-batch: the step of plan's fastest configuration on --gpus GPUs of "
+                   "it (and, with --elastic, on a node fewer); with --workload: its replay")
+    p.add_argument("--global-batch", metavar="B", help="sequences per step, for the plan")
+    p.add_argument("--workload", metavar="FILE", help="a replay workload: its step time on "
+                   "--topology")
     what = p.add_mutually_exclusive_group()
     what.add_argument("--checkpoint-bytes", metavar="SIZE", help="one checkpoint, e.g. 2TB")
     what.add_argument("--model", metavar="M", help="a catalogue model or model file: the "
@@ -145,17 +153,48 @@ def _checkpoint(args: argparse.Namespace) -> tuple[int, str]:
     return parse_size(args.checkpoint_bytes, "--checkpoint-bytes"), writers
 
 
+def _steps(args: argparse.Namespace, gpus: int, per_node: int
+           ) -> tuple[Step, float | None, int | None]:
+    """The step (a number, or from a replay or a plan), the elastic step (given, or the plan
+    on a node fewer with --elastic), and tokens per step (given, or the plan's)."""
+    given = [flag for flag, value in (("--step-time", args.step_time),
+                                      ("--workload", args.workload),
+                                      ("--global-batch", args.global_batch)) if value is not None]
+    if len(given) != 1:
+        raise SpecError("goodput: give one of --step-time, --workload (with --topology) or "
+                        "--model with --topology and --global-batch"
+                        + (f" (got {', '.join(given)})" if given else ""))
+    elastic = (None if args.elastic_step_time is None
+               else parse_time(args.elastic_step_time, "--elastic-step-time"))
+    if args.step_time is not None:
+        return Step(time_s=parse_time(args.step_time, "--step-time"), source="given"), \
+            elastic, None
+    if args.topology is None:
+        raise SpecError(f"goodput: {given[0]} needs --topology")
+    if args.workload is not None:
+        return replayed_step(args.workload, args.topology), elastic, None
+    if args.model is None:
+        raise SpecError("goodput: --global-batch needs --model (the model to plan)")
+    batch = _int(args.global_batch, "--global-batch")
+    step = planned_step(args.model, args.topology, global_batch=batch, gpus=gpus)
+    if elastic is None and args.elastic and gpus > per_node:
+        elastic = elastic_step(args.model, args.topology, global_batch=batch, gpus=gpus,
+                               gpus_per_node=per_node, full=step).time_s
+    return step, elastic, step.tokens
+
+
 def spec_from_args(args: argparse.Namespace) -> GoodputSpec:
     """The flags as a :class:`GoodputSpec` (each parse error names its flag)."""
-    for flag, value in (("--gpus", args.gpus), ("--step-time", args.step_time)):
-        if value is None:
-            raise SpecError(f"goodput: {flag} is required")
-    step = parse_time(args.step_time, "--step-time")
+    if args.gpus is None:
+        raise SpecError("goodput: --gpus is required")
+    gpus = _int(args.gpus, "--gpus")
+    per_node = _int(args.gpus_per_node, "--gpus-per-node")
     nbytes, writers = _checkpoint(args)
+    found, elastic_step, planned_tokens = _steps(args, gpus, per_node)
+    step = found.time_s
     write = parse_bandwidth(args.write_bandwidth, "--write-bandwidth")
-    elastic_step = args.elastic_step_time
     return GoodputSpec(
-        gpus=_int(args.gpus, "--gpus"), gpus_per_node=_int(args.gpus_per_node, "--gpus-per-node"),
+        gpus=gpus, gpus_per_node=per_node, step_source=found.source,
         step_time_s=step, checkpoint_bytes=nbytes, writers=writers, write_Bps=write,
         read_Bps=write if args.read_bandwidth is None
         else parse_bandwidth(args.read_bandwidth, "--read-bandwidth"),
@@ -168,11 +207,11 @@ def spec_from_args(args: argparse.Namespace) -> GoodputSpec:
         requeue_s=parse_time(args.requeue_time, "--requeue-time"),
         interval_s=_interval(args.interval, step),
         tokens=None if args.tokens is None else parse_count(args.tokens, "--tokens"),
-        tokens_per_step=None if args.tokens_per_step is None
+        tokens_per_step=(planned_tokens if args.tokens is not None else None)
+        if args.tokens_per_step is None
         else parse_count(args.tokens_per_step, "--tokens-per-step"),
         spare_wait_s=parse_time(args.spare_wait, "--spare-wait"),
-        elastic_step_time_s=None if elastic_step is None
-        else parse_time(elastic_step, "--elastic-step-time"),
+        elastic_step_time_s=elastic_step,
     )
 
 
@@ -221,7 +260,8 @@ def text(a: Analysis) -> str:
     mtbf = f", one every {_duration(1 / s.rate_per_s)}" if s.rate_per_s > 0 else ""
     lines = [
         f"# commsim goodput: {s.gpus:,} GPUs ({s.nodes:,} nodes of {s.gpus_per_node}), "
-        f"step {s.step_time_s:g} s",
+        f"step {s.step_time_s:g} s" + ("" if s.step_source == "given"
+                                        else f" ({s.step_source})"),
         f"# failures: {s.failures_per_gpu_hour:g} per GPU-hour + {s.failures_per_node_hour:g} "
         f"per node-hour = {s.rate_per_s * 86400:.2f} per day{mtbf}",
         f"# checkpoint: {s.checkpoint_bytes / 1e12:,.3f} TB, {s.writers} writes "

@@ -68,6 +68,8 @@ class GoodputSpec:
         ``--elastic``: how long a lost node takes to come back (a spare, a repair), and the
         step time on one node fewer (None: the same work on ``nodes - 1`` nodes,
         ``step_time_s x nodes / (nodes - 1)``).
+    step_source
+        ``given``, or the plan configuration or workload replay the step was timed from.
     """
 
     gpus: int
@@ -89,6 +91,8 @@ class GoodputSpec:
     tokens_per_step: float | None = None
     spare_wait_s: float = HOUR_S
     elastic_step_time_s: float | None = None
+    #: Where the step time comes from: ``given``, or the plan or replay that timed it.
+    step_source: str = "given"
 
     def __post_init__(self) -> None:
         _count(self.gpus, "--gpus", MAX_GPUS)

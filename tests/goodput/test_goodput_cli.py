@@ -97,3 +97,52 @@ def test_missing_required_flags(capsys, drop):
     i = BASE.index(drop)
     code, _, err = _run(capsys, *BASE[:i], *BASE[i + 2:])
     assert code == 2 and err.count("\n") == 1 and drop in err
+
+
+def test_step_from_plan_and_elastic_from_the_plan_on_fewer_replicas(capsys):
+    """--model with --topology and --global-batch takes the step of plan's fastest fitting
+    configuration; --elastic times the run on the replicas left after a node is lost."""
+    from commsim.plan import plan
+
+    code, out, _ = _run(capsys, "goodput", "--gpus", "16", "--model", "llama2-7b",
+                        "-t", "dgx-h100x2", "--global-batch", "64", "--elastic", "--json")
+    assert code == 0
+    data = json.loads(out)
+    best = next(e for e in plan("llama2-7b", "dgx-h100x2", global_batch=64, gpus=16,
+                                top=1).result.configs if e.fits)
+    assert data["step_time_s"] == best.record["step_time_s"]
+    assert data["step_source"].startswith("plan: ") and "on 16 GPUs" in data["step_source"]
+    group = best.record["tp"] * best.record["cp"] * best.record["pp"]
+    replicas = max(d for d in range(1, 8 // group + 1) if 64 % d == 0)
+    fewer = next(e for e in plan("llama2-7b", "dgx-h100x2", global_batch=64,
+                                 gpus=group * replicas, top=1).result.configs if e.fits)
+    # elastic_slowdown: the fraction of full speed the elastic run loses
+    assert data["elastic_slowdown"] == pytest.approx(
+        1 - data["step_time_s"] / fewer.record["step_time_s"])
+
+
+def test_step_from_a_replayed_workload(capsys, tmp_path):
+    """--workload with --topology takes the replayed step time."""
+    from commsim.replay import replay
+
+    path = tmp_path / "ddp.yaml"
+    path.write_text("kind: ddp\nlayers: 4\nforward_time: 1ms\nbackward_time: 2ms\n"
+                    "grad_bytes: 25MiB\n")
+    code, out, _ = _run(capsys, "goodput", "--gpus", "16", "-t", "dgx-h100x2", "--workload",
+                        str(path), "--checkpoint-bytes", "100GB", "--json")
+    assert code == 0
+    assert json.loads(out)["step_time_s"] == replay(path, "dgx-h100x2").metrics.step_time_s
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--step-time", "2s", "--global-batch", "8"], "got --step-time, --global-batch"),
+    (["--global-batch", "8", "--model", "llama2-7b"], "needs --topology"),
+    (["--global-batch", "8", "-t", "dgx-h100x2"], "needs --model"),
+    (["--workload", "nowhere.yaml", "-t", "dgx-h100x2"], "nowhere.yaml"),
+])
+def test_step_sources_are_checked(capsys, argv, named):
+    """One step source, with what it needs: anything else is one line naming it."""
+    base = ["goodput", "--gpus", "16"] + ([] if "--model" in argv else
+                                         ["--checkpoint-bytes", "1TB"])
+    code, out, err = _run(capsys, *base, *argv)
+    assert code == 2 and err.count("\n") == 1 and named in err
