@@ -55,6 +55,14 @@ def degrade(network: Network, what_if: WhatIf) -> Network:
     """``network`` as ``what_if`` changes it (only its links and NCCL block; the compute
     factors are read by replay and plan). A pattern that matches no link, or failures that
     disconnect ranks, are SpecErrors naming them."""
+    degraded = _degrade_links(network, what_if)
+    if dict(what_if.nccl).get("p2p", True):
+        return degraded
+    return _without_p2p(degraded)
+
+
+def _degrade_links(network: Network, what_if: WhatIf) -> Network:
+    """:func:`degrade` but for ``nccl: {p2p: false}``."""
     meta = {**network.meta, META_KEY: what_if.name}
     if what_if.nccl:
         meta["nccl"] = _nccl_block(network, what_if)
@@ -135,7 +143,7 @@ def _nccl_block(network: Network, what_if: WhatIf) -> dict[str, object]:
     block = network.meta.get("nccl")
     out: dict[str, Any] = dict(block) if isinstance(block, dict) else {}
     for key, value in what_if.nccl:
-        if key != "nvls":
+        if key not in ("nvls", "p2p"):
             out[key] = value
     if "version" in out:
         from commsim.topology.nccl_spec import parse_nccl_version
@@ -153,6 +161,55 @@ def _devices(network: Network, what_if: WhatIf) -> Any:
     return tuple(
         Device(d.name, d.kind, d.host, None if host >= 0 else d.reduction_Bps)
         for d, host in zip(network.devices, columns.host.tolist(), strict=True))
+
+
+def _without_p2p(network: Network) -> Network:
+    """``network`` without GPU peer-to-peer (``nccl: {p2p: false}``, NCCL_P2P_DISABLE=1):
+    two GPUs of one host exchange through host memory, NCCL's SHM transport. Their route
+    goes up to the host's CPU nearest the sender and down to the receiver
+    (:class:`HostMemoryRouter`; NCCL's ``paths.cc`` routes such a pair through the CPU the
+    same way). A host with two or more GPUs and no CPU device is a SpecError naming it."""
+    columns = device_columns(network.devices)
+    kinds = [str(d.kind) for d in network.devices]
+    hosts = columns.host.tolist()
+    cpus: dict[int, list[int]] = {}
+    for index, (kind, host) in enumerate(zip(kinds, hosts, strict=True)):
+        if kind == "cpu" and host >= 0:
+            cpus.setdefault(host, []).append(index)
+    gpus = [i for i, kind in enumerate(kinds) if kind == "gpu" and hosts[i] >= 0]
+    via: dict[int, int] = {}
+    for gpu in gpus:
+        near = cpus.get(hosts[gpu])
+        if not near:
+            if sum(hosts[g] == hosts[gpu] for g in gpus) < 2:
+                continue
+            raise SpecError(
+                f"nccl.p2p: false sends a host's GPU traffic through host memory, but "
+                f"topology {network.name!r} has no CPU device on the host of "
+                f"{network.devices[gpu].name}")
+        via[gpu] = min(near, key=lambda cpu: (len(network.router(network, gpu, cpu)), cpu))
+    touched = sorted({*network.meta.get(DEVICES_KEY, ()), *via, *via.values()})  # type: ignore[misc]
+    meta = {**network.meta, DEVICES_KEY: tuple(touched)}
+    return Network(network.name, network.devices, network.links, network.rank_devices,
+                   network.gamma_s_per_B, HostMemoryRouter(network.router, via, hosts), meta)
+
+
+class HostMemoryRouter:
+    """Routes without GPU peer-to-peer: a GPU's traffic to another GPU of its host goes
+    through ``via[src]`` (the CPU holding the host memory it is staged in), each half by the
+    ``inner`` router; every other pair as ``inner`` routes it."""
+
+    __slots__ = ("hosts", "inner", "via")
+
+    def __init__(self, inner: Any, via: dict[int, int], hosts: list[int]) -> None:
+        self.inner, self.via, self.hosts = inner, via, hosts
+
+    def __call__(self, network: Network, src: int, dst: int) -> tuple[int, ...]:
+        cpu = self.via.get(src)
+        if cpu is None or dst not in self.via or self.hosts[src] != self.hosts[dst] \
+                or src == dst:
+            return tuple(self.inner(network, src, dst))
+        return (*self.inner(network, src, cpu), *self.inner(network, cpu, dst))
 
 
 class FailoverRouter:

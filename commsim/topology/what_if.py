@@ -11,7 +11,9 @@ A what-if names changes to a healthy topology (``docs/what-if.md``):
 * ``jitter``: ``{distribution, sigma, seed}``, a seeded compute factor per rank drawn from a
   named distribution (replay and plan);
 * ``nccl``: keys of the topology's ``nccl:`` block set as given (the host's issue time, an
-  overhead per call, the release), for faults of the software rather than the links.
+  overhead per call, the release), for faults of the software rather than the links;
+  ``nvls: false`` (the host switches no longer reduce) and ``p2p: false`` (no GPU
+  peer-to-peer: GPUs of one host exchange through host memory, as ``NCCL_P2P_DISABLE=1``).
 
 This module parses and validates the file into a :class:`WhatIf`; applying it to a network
 is :func:`commsim.topology.degrade.degrade`. A what-if is a transform of the machine and of
@@ -44,7 +46,7 @@ KEYS = ("links", "ranks", "jitter", "nccl", "name")
 LINK_KEYS = ("bandwidth", "latency", "failed")
 RANK_KEYS = ("compute",)
 #: The keys of ``nccl:`` a what-if may set (the rest describe the hardware, which ``links`` does).
-NCCL_KEYS = ("host_per_gpu", "overhead", "version", "channels", "nvls")
+NCCL_KEYS = ("host_per_gpu", "overhead", "version", "channels", "nvls", "p2p")
 #: The named jitter distributions: the factor a rank's compute is multiplied by.
 #: ``lognormal``: exp(N(0, sigma)); ``normal``: 1 + |N(0, sigma)| (a rank is never faster
 #: than healthy); ``uniform``: U(1, 1 + sigma).
@@ -262,7 +264,7 @@ def _nccl(value: object) -> tuple[tuple[str, object], ...]:
             out.append((key, fields.time(raw, path)))
         elif key == "channels":
             out.append((key, fields.positive_int(raw, path)))
-        elif key == "nvls":
+        elif key in ("nvls", "p2p"):
             out.append((key, fields.boolean(raw, path)))
         else:
             out.append((key, str(raw)))

@@ -30,10 +30,14 @@ algorithm: nccl-tests logs are predicted the way NCCL runs them (--algorithm ncc
         the fastest); CSVs with auto (the topology's algorithms: mapping, else the fastest).
 engine: des (default) predicts each row exactly as 'commsim run' times it; auto simulates calls
         of up to 64 ranks with the DES and larger ones with the closed forms; each row says which.
+diagnose: --diagnose (nccl-tests logs) also times the log on faulty variants of the topology
+        (p2p-off, nvlink-unused, fewer-nics, slow-nics, socket, nvls-off, host-launch), ranks
+        them by median |error| and says which explains the log, or healthy.
 
 examples:
   commsim validate nccl-tests all_reduce.log --topology dgx-h100x2 --plot ar.png
   commsim validate m.csv --topology fitted.yaml --sizes 64KiB:1MiB --json
+  commsim validate nccl-tests slow.log --topology dgx-h100x2 --placement log --diagnose
 """
 
 _CALIBRATE_EPILOG = """\
@@ -133,6 +137,14 @@ def add_parsers(sub: Any) -> None:
     validate.add_argument(
         "--plot", metavar="FILE.png", default=None, help="plot measured vs predicted busbw"
     )
+    validate.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="nccl-tests logs: also rank faulty variants of the topology (causes) by how "
+        "well each explains the log, beside the topology as it is (healthy)",
+    )
+    validate.add_argument("--quiet", "-q", action="store_true",
+                          help="no progress bar on stderr (--diagnose)")
     validate.set_defaults(handler=cmd_validate)
 
     calibrate = sub.add_parser(
@@ -173,6 +185,7 @@ class _Loaded:
     gpus_per_thread: int | None = None  # the log's nGpus (nccl-tests -g), when all runs agree
     nccl_version: str | None = None  # the NCCL release the log prints, when all runs agree
     protocol: str = "auto"  # the one protocol the log's NCCL_PROTO allows, when all runs agree
+    kind: str = "nccl-tests"  # or "csv"
 
 
 def _looks_like_csv(path: Path) -> bool:
@@ -245,7 +258,7 @@ def _load(args: argparse.Namespace) -> _Loaded:
 
         protocol = canonical_protocol(args.protocol)
     return _Loaded(rows=rows, source=str(path), notes=notes, hosts=hosts, partial=partial,
-                   gpus_per_thread=gpus, nccl_version=version, protocol=protocol)
+                   gpus_per_thread=gpus, nccl_version=version, protocol=protocol, kind=kind)
 
 
 def _load_log(
@@ -294,34 +307,54 @@ def _nonempty(rows: list[Any], flag: str) -> None:
 
 # -- commands ------------------------------------------------------------------------------
 def cmd_validate(args: argparse.Namespace) -> int:
-    """``commsim validate``: predict each row, print the table (or JSON), plot if asked."""
+    """``commsim validate``: predict each row, print the table (or JSON), plot if asked; with
+    ``--diagnose``, the ranked causes after it."""
     from commsim.validation.validate import format_report, validate
 
     check_output("--plot", args.plot, plot=True)
     loaded = _load(args)
-    report = validate(
-        loaded.rows,
-        args.topology,
-        algorithm=args.algorithm,
-        engine=args.engine or "des",
-        source=loaded.source,
-        notes=loaded.notes,
-        gpus_per_thread=loaded.gpus_per_thread,
-        nccl_version=loaded.nccl_version,
-        protocol=loaded.protocol,
-        hosts=loaded.hosts,
-        placement=args.placement,
-    )
+    if args.diagnose and loaded.kind != "nccl-tests":
+        raise SpecError(f"--diagnose: only for nccl-tests logs (its causes are faults of a "
+                        f"machine running NCCL), not the CSV {loaded.source!r}")
+    settings: dict[str, Any] = dict(
+        algorithm=args.algorithm, engine=args.engine or "des", source=loaded.source,
+        notes=loaded.notes, gpus_per_thread=loaded.gpus_per_thread,
+        nccl_version=loaded.nccl_version, protocol=loaded.protocol, hosts=loaded.hosts,
+        placement=args.placement)
+    diagnosis = _diagnose(loaded, args, settings) if args.diagnose else None
+    report = diagnosis.healthy.report if diagnosis else validate(loaded.rows, args.topology,
+                                                                 **settings)
     if args.plot is not None:
         from commsim.validation.plot import save_plot
 
         save_plot(report, args.plot, title=Path(loaded.source).name)
     if args.json:
-        print(json.dumps(report.to_dict(), indent=2))
+        out = report.to_dict()
+        if diagnosis is not None:
+            out["verdict"] = diagnosis.verdict
+            out["diagnosis"] = [f.to_dict() for f in diagnosis.findings]
+            out["not_applicable"] = {name: why for name, why in diagnosis.skipped}
+        print(json.dumps(out, indent=2))
     else:
         print(format_report(report))
+        if diagnosis is not None:
+            from commsim.validation.diagnose import format_diagnosis
+
+            print(format_diagnosis(diagnosis))
     _say_partial(loaded)
     return 0
+
+
+def _diagnose(loaded: _Loaded, args: argparse.Namespace, settings: dict[str, Any]) -> Any:
+    """The diagnosis of the loaded log, with a progress bar (on a terminal, unless -q)."""
+    from commsim.progress import Progress
+    from commsim.validation.diagnose import diagnose
+
+    bar = Progress("diagnose", "variant", enabled=not args.quiet)
+    try:
+        return diagnose(loaded.rows, args.topology, progress=bar.update_to, **settings)
+    finally:
+        bar.close()
 
 
 def _say_partial(loaded: _Loaded) -> None:

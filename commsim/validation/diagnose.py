@@ -1,0 +1,406 @@
+"""Diagnosis of a measured log: which fault of the machine explains it best.
+
+``commsim validate nccl-tests LOG --topology PRESET --diagnose`` predicts the log on the preset
+as it is (``healthy``) and on faulty variants of it that real clusters show, each a what-if
+(:mod:`commsim.topology.what_if`) built from the network's own links, applied with
+:func:`~commsim.topology.degrade.degrade` and timed by the same :func:`validate` as the healthy
+preset. The causes (:data:`CAUSES`, with the published figures they use):
+
+* ``p2p-off``: no GPU peer-to-peer (a container or VM without it, ``NCCL_P2P_DISABLE``): the
+  GPUs of a host exchange through host memory (``nccl: {p2p: false}``);
+* ``nvlink-unused``: NVLink links not used: GPU-to-GPU traffic over PCIe (the NVLink links
+  failed, so the routes that remain are PCIe's);
+* ``fewer-nics``: half of every host's NICs (its odd ones) not in use, or all but one;
+* ``slow-nics``: every NIC at 1/2 or 1/4 of its rate;
+* ``socket``: NCCL's socket transport instead of RDMA (no network plugin): every NIC at one
+  TCP stream's rate, 25 Gb/s, and a kernel TCP hop's latency, 10 us one way;
+* ``nvls-off``: NVLink SHARP off (``nccl: {nvls: false}``);
+* ``host-launch``: the host's issue time per GPU 2x and 4x nccl-tests issue #123's 4 us.
+
+A cause that does not apply to the machine as the log ran (no NVLink, no CPU device, one
+host, no reducing NVSwitch, one NIC per host) is skipped and says why. The verdict
+(:func:`verdict`) is ``healthy`` unless the best cause clearly explains the log better: the
+healthy preset's median |error| is above :data:`HEALTHY_PCT` and the cause's at most
+:data:`RATIO` of it. The same rule applies to every log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from commsim.collectives import Collective
+from commsim.errors import SpecError
+from commsim.network import Network
+from commsim.topology.degrade import degrade, link_labels
+from commsim.topology.presets import TopologyRef, load_topology
+from commsim.topology.what_if import what_if_from_dict
+from commsim.validation.measurements import Measurement
+from commsim.validation.validate import ValidationReport, placed_hosts, validate
+
+#: Above this median |error| a log is not as the model predicts clean runs: the floor under
+#: any model's error (docs/validation.md: runs the model cannot tell apart differ by 14.4%
+#: below 1 MiB and 17.7% at 1 MiB and above, at the median), rounded up.
+HEALTHY_PCT = 20.0
+#: A cause is the verdict only where its median |error| is at most this part of the healthy
+#: preset's: it explains at least half of what the preset misses.
+RATIO = 0.5
+#: One TCP stream of NCCL's socket transport: NCCL's docs (NCCL_SOCKET_NTHREADS: "for generic
+#: 100G networks, this value can be manually set to 4"; default 1) put one helper thread at
+#: about a quarter of 100 Gb/s.
+SOCKET_BPS = 25e9 / 8
+#: A kernel TCP hop, one way: netperf TCP_RR round trips of about 20 us on 25-100 GbE; half
+#: added to each direction's NIC link (a hop between hosts crosses two).
+SOCKET_LATENCY_S = 5e-6
+#: nccl-tests issue #123's host issue time per GPU (commsim.nccl_tables.HOST_LAUNCH_US), in s.
+HOST_LAUNCH_S = 4e-6
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Machine:
+    """The healthy network and where the log's ranks run on it: each rank's host and device
+    (the placement :func:`validate` uses)."""
+
+    network: Network
+    rank_hosts: tuple[int, ...]
+    rank_devices: tuple[int, ...]
+    collectives: frozenset[Collective]
+
+    @property
+    def hosts(self) -> list[int]:
+        return sorted(set(self.rank_hosts))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Variant:
+    """One faulty machine: its cause, severity ``level`` ("" for one level) and what-if."""
+
+    cause: str
+    level: str
+    what_if: dict[str, Any]
+
+
+#: A cause's variants for a machine, or the reason it does not apply.
+Builder = Callable[[Machine], "tuple[Variant, ...] | str"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Cause:
+    """A named fault: a one-line explanation and how to build its variants."""
+
+    name: str
+    explanation: str
+    build: Builder = field(repr=False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Finding:
+    """A variant (or the healthy preset) timed on the log."""
+
+    cause: str
+    level: str
+    explanation: str
+    what_if: dict[str, Any]
+    report: ValidationReport
+
+    @property
+    def median_abs_error_pct(self) -> float:
+        return self.report.median_abs_error_pct
+
+    def to_dict(self) -> dict[str, object]:
+        """The ``diagnosis`` entry of ``--json``."""
+        return {"cause": self.cause, "level": self.level or None,
+                "median_abs_error_pct": self.median_abs_error_pct,
+                "median_abs_error_pct_below_1MiB": self.report.median_abs_error_pct_below_1MiB,
+                "median_abs_error_pct_above_1MiB": self.report.median_abs_error_pct_above_1MiB,
+                "explanation": self.explanation, "what_if": self.what_if}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Diagnosis:
+    """Every finding, the verdict first, then by median |error|; the causes skipped."""
+
+    findings: tuple[Finding, ...]
+    skipped: tuple[tuple[str, str], ...]
+
+    @property
+    def verdict(self) -> str:
+        return self.findings[0].cause
+
+    @property
+    def healthy(self) -> Finding:
+        return next(f for f in self.findings if f.cause == "healthy")
+
+
+# -- the machine's parts ---------------------------------------------------------------------
+def _kinds(net: Network) -> tuple[list[str], list[int]]:
+    hosts = net.device_hosts().tolist()
+    return [str(d.kind) for d in net.devices], [int(h) for h in hosts]
+
+
+def _ends(net: Network) -> list[tuple[int, int, str]]:
+    ends = net.end_columns()
+    return list(zip(ends.src.tolist(), ends.dst.tolist(), link_labels(net), strict=True))
+
+
+def _nic_links(m: Machine) -> dict[int, list[tuple[int, list[str]]]]:
+    """Per host of the log, its NICs: (the host-side device, the labels of both directions
+    of its link to the fabric), in device order. A NIC link joins a device of a host to one
+    of no host (the fabric)."""
+    _, hosts = _kinds(m.network)
+    used = set(m.hosts)
+    nics: dict[int, dict[int, list[str]]] = {}
+    for src, dst, label in _ends(m.network):
+        for near, far in ((src, dst), (dst, src)):
+            if hosts[near] >= 0 and hosts[far] < 0 and hosts[near] in used:
+                nics.setdefault(hosts[near], {}).setdefault(near, []).append(label)
+    return {h: sorted(d.items()) for h, d in sorted(nics.items())}
+
+
+def _links(labels: Sequence[str], change: dict[str, object]) -> dict[str, Any]:
+    return {"links": {label: dict(change) for label in labels}}
+
+
+# -- the causes ------------------------------------------------------------------------------
+def _p2p_off(m: Machine) -> tuple[Variant, ...] | str:
+    kinds, hosts = _kinds(m.network)
+    if len(m.rank_hosts) == len(set(m.rank_hosts)):
+        return "one GPU per host: no traffic between the GPUs of a host"
+    shared = {h for h in m.rank_hosts if m.rank_hosts.count(h) > 1}
+    if not all(any(k == "cpu" and hosts[i] == h for i, k in enumerate(kinds)) for h in shared):
+        return "no CPU device (host memory) on the hosts of the log"
+    net = m.network
+    pairs = [(a, b) for a in m.rank_devices for b in m.rank_devices
+             if a != b and hosts[a] == hosts[b]]
+    if all(any(kinds[net.links[k].dst] == "cpu" for k in net.router(net, a, b))
+           for a, b in pairs):
+        return "the GPUs already exchange through host memory (the preset has no P2P)"
+    return (Variant(cause="p2p-off", level="", what_if={"nccl": {"p2p": False}}),)
+
+
+def _nvlink_unused(m: Machine) -> tuple[Variant, ...] | str:
+    kinds, hosts = _kinds(m.network)
+    names = [d.name for d in m.network.devices]
+    used = set(m.rank_devices)
+
+    def nvlink(a: int, b: int) -> bool:
+        ends = (a, b)
+        return (all(kinds[e] == "gpu" for e in ends) and a in used and b in used) or any(
+            "nvswitch" in names[e] and hosts[e] >= 0 for e in ends)
+
+    labels = [label for src, dst, label in _ends(m.network) if nvlink(src, dst)]
+    if not labels:
+        return "no NVLink between the log's GPUs"
+    if not any("pcie" in names[d] for d in range(len(names))):
+        return "no PCIe path between GPUs to fall back to"
+    return (Variant(cause="nvlink-unused", level="", what_if=_links(labels, {"failed": True})),)
+
+
+def _fewer_nics(m: Machine) -> tuple[Variant, ...] | str:
+    nics = _nic_links(m)
+    if len(nics) < 2:
+        return "the log's ranks are on one host"
+    if min(len(n) for n in nics.values()) < 2:
+        return "one NIC per host"
+    odd = [label for host in nics.values() for k, (_, ls) in enumerate(host) if k % 2
+           for label in ls]
+    rest = [label for host in nics.values() for _, ls in host[1:] for label in ls]
+    variants = [Variant(cause="fewer-nics", level="half", what_if=_links(odd, {"failed": True}))]
+    if len(rest) > len(odd):
+        variants.append(Variant(cause="fewer-nics", level="one",
+                                what_if=_links(rest, {"failed": True})))
+    return tuple(variants)
+
+
+def _all_nic_labels(m: Machine) -> list[str] | str:
+    nics = _nic_links(m)
+    if len(nics) < 2:
+        return "the log's ranks are on one host"
+    return [label for host in nics.values() for _, ls in host for label in ls]
+
+
+def _slow_nics(m: Machine) -> tuple[Variant, ...] | str:
+    labels = _all_nic_labels(m)
+    if isinstance(labels, str):
+        return labels
+    return tuple(Variant(cause="slow-nics", level=f"1/{d}",
+                         what_if=_links(labels, {"bandwidth": 1 / d})) for d in (2, 4))
+
+
+def _socket(m: Machine) -> tuple[Variant, ...] | str:
+    labels = _all_nic_labels(m)
+    if isinstance(labels, str):
+        return labels
+    index = {label: i for i, label in enumerate(link_labels(m.network))}
+    at = np.asarray([index[label] for label in labels], dtype=np.int64)
+    rates = m.network.link_values(at).bandwidth_Bps.tolist()
+    links: dict[str, Any] = {}
+    for label, rate in zip(labels, rates, strict=True):
+        change: dict[str, object] = {"latency": f"{SOCKET_LATENCY_S * 1e6:g}us"}
+        if rate > SOCKET_BPS:
+            change["bandwidth"] = f"{SOCKET_BPS * 8 / 1e9:g}Gbps"
+        links[label] = change
+    return (Variant(cause="socket", level="", what_if={"links": links}),)
+
+
+def _nvls_off(m: Machine) -> tuple[Variant, ...] | str:
+    hosts = m.network.device_hosts()
+    if not any(hosts[s] >= 0 for s in m.network.reduction_switches):
+        return "no NVSwitch that reduces (NVLS)"
+    if Collective.ALL_REDUCE not in m.collectives:
+        return "NVLS serves all_reduce only, and the log has none"
+    return (Variant(cause="nvls-off", level="", what_if={"nccl": {"nvls": False}}),)
+
+
+def _host_launch(m: Machine) -> tuple[Variant, ...] | str:
+    if not isinstance(m.network.meta.get("nccl"), dict):
+        return "the topology does not run NCCL's model (no nccl: block)"
+    return tuple(Variant(cause="host-launch", level=f"{k}x",
+                         what_if={"nccl": {"host_per_gpu": f"{HOST_LAUNCH_S * k * 1e6:g}us"}})
+                 for k in (2, 4))
+
+
+CAUSES: tuple[Cause, ...] = (
+    Cause(name="p2p-off", build=_p2p_off,
+          explanation="no GPU peer-to-peer: the GPUs of a host exchange through host memory"),
+    Cause(name="nvlink-unused", build=_nvlink_unused,
+          explanation="NVLink not used: GPU-to-GPU traffic over PCIe"),
+    Cause(name="fewer-nics", build=_fewer_nics,
+          explanation="fewer NICs in use: half of every host's, or one"),
+    Cause(name="slow-nics", build=_slow_nics,
+          explanation="the NICs deliver 1/2 or 1/4 of their rate"),
+    Cause(name="socket", build=_socket,
+          explanation="NCCL's socket transport, not RDMA (no network plugin): 25 Gb/s, +10 us"),
+    Cause(name="nvls-off", build=_nvls_off,
+          explanation="NVLink SHARP off: the NVSwitch no longer reduces"),
+    Cause(name="host-launch", build=_host_launch,
+          explanation="the host issues each call slower: 2x or 4x 4 us per GPU"),
+)
+
+
+# -- the diagnosis ---------------------------------------------------------------------------
+def machine_of(network: Network, rows: Sequence[Measurement], hosts: Sequence[int] | None,
+               placement: str) -> Machine:
+    """Where the rows' ranks run on ``network``, as :func:`validate` places them."""
+    most = max(r.ranks for r in rows)
+    place = placed_hosts(hosts, placement)
+    placed = network.on_hosts(place) if place is not None and len(place) == most else None
+    if placed is None:
+        placed = network.with_ranks(min(most, network.ranks))
+    rank_hosts = placed.rank_hosts() or (0,) * placed.ranks
+    return Machine(network=network, rank_hosts=tuple(rank_hosts),
+                   rank_devices=tuple(placed.rank_devices),
+                   collectives=frozenset(r.collective for r in rows))
+
+
+def variants_of(machine: Machine) -> tuple[tuple[Variant, ...], tuple[tuple[str, str], ...]]:
+    """Every cause's variants for ``machine``, and the causes skipped with the reason."""
+    variants: list[Variant] = []
+    skipped: list[tuple[str, str]] = []
+    for cause in CAUSES:
+        built = cause.build(machine)
+        if isinstance(built, str):
+            skipped.append((cause.name, built))
+        else:
+            variants.extend(built)
+    return tuple(variants), tuple(skipped)
+
+
+def verdict(healthy_pct: float, best_pct: float) -> bool:
+    """Whether a cause of median |error| ``best_pct`` explains a log whose healthy preset
+    misses it by ``healthy_pct``: the rule of the module docstring."""
+    return healthy_pct > HEALTHY_PCT and best_pct <= RATIO * healthy_pct
+
+
+def diagnose(
+    rows: Sequence[Measurement],
+    topology: TopologyRef,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+    **settings: Any,
+) -> Diagnosis:
+    """Time ``rows`` on ``topology`` as it is and on each cause's variants (the module
+    docstring), ranked: the verdict first, then by median |error|.
+
+    ``settings`` are :func:`validate`'s keywords (``algorithm``, ``engine``, ``source``,
+    ``protocol``, ``gpus_per_thread``, ``nccl_version``, ``hosts``, ``placement``), applied
+    to every variant alike. ``progress(done, total)`` is called after each variant.
+
+    Raises
+    ------
+    SpecError
+        What :func:`validate` raises; and where no cause applies to the machine as the log
+        ran, naming each cause's reason.
+    """
+    if not rows:
+        raise SpecError("no measured rows to diagnose (check --sizes / --collectives)")
+    network = load_topology(topology)
+    healthy_report = validate(rows, network, **settings)
+    machine = machine_of(network, rows, settings.get("hosts"), settings.get("placement", "log"))
+    variants, skipped = variants_of(machine)
+    if not variants:
+        reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
+        raise SpecError(f"--diagnose: no cause applies to topology {network.name!r} as the "
+                        f"log ran ({reasons})")
+    explain = {c.name: c.explanation for c in CAUSES}
+    findings = [Finding(cause="healthy", level="", explanation="the preset as it is",
+                        what_if={}, report=healthy_report)]
+    for done, variant in enumerate(variants, 1):
+        name = f"{variant.cause}{'-' + variant.level if variant.level else ''}"
+        what_if = what_if_from_dict(variant.what_if, name=name)
+        try:
+            degraded = degrade(network, what_if)
+        except SpecError as exc:
+            skipped += ((variant.cause, str(exc)),)
+            continue
+        findings.append(Finding(cause=variant.cause, level=variant.level,
+                                explanation=explain[variant.cause],
+                                what_if=what_if.as_dict(),
+                                report=validate(rows, degraded, **settings)))
+        if progress is not None:
+            progress(done, len(variants))
+    return Diagnosis(findings=_ranked(findings), skipped=skipped)
+
+
+def _ranked(findings: list[Finding]) -> tuple[Finding, ...]:
+    """The verdict first (the best cause where :func:`verdict` holds, else healthy), then
+    the others by median |error| (ties in catalogue order)."""
+    order = sorted(enumerate(findings), key=lambda p: (p[1].median_abs_error_pct, p[0]))
+    ranked = [f for _, f in order]
+    healthy = findings[0]
+    best = next(f for f in ranked if f.cause != "healthy") if len(ranked) > 1 else healthy
+    first = best if verdict(healthy.median_abs_error_pct, best.median_abs_error_pct) \
+        else healthy
+    return (first, *(f for f in ranked if f is not first))
+
+
+def _name(finding: Finding) -> str:
+    return f"{finding.cause} ({finding.level})" if finding.level else finding.cause
+
+
+def format_diagnosis(diagnosis: Diagnosis) -> str:
+    """The ranked causes, their median |error| and explanation, the causes skipped and the
+    verdict: what ``--diagnose`` prints after the table."""
+    healthy = diagnosis.healthy.median_abs_error_pct
+    width = max(len(_name(f)) for f in diagnosis.findings)
+    lines = ["#", "# diagnosis: the preset as it is (healthy) and faulty variants of it, "
+             "each timed on every row",
+             f"# {'cause':<{width}}  {'median |error|':>14}  explanation"]
+    lines += [f"# {_name(f):<{width}}  {f.median_abs_error_pct:>13.1f}%  {f.explanation}"
+              for f in diagnosis.findings]
+    lines += [f"# not applicable: {name}: {why}" for name, why in diagnosis.skipped]
+    top = diagnosis.findings[0]
+    if top.cause == "healthy":
+        best = diagnosis.findings[1] if len(diagnosis.findings) > 1 else top
+        why = (f"{healthy:.1f}% is within the model's error on clean runs ({HEALTHY_PCT:g}%)"
+               if healthy <= HEALTHY_PCT else
+               f"no cause halves the preset's {healthy:.1f}% (best: {_name(best)}, "
+               f"{best.median_abs_error_pct:.1f}%)")
+        lines.append(f"# verdict: healthy ({why})")
+    else:
+        lines.append(f"# verdict: {_name(top)}: {top.median_abs_error_pct:.1f}% where the "
+                     f"preset as it is gives {healthy:.1f}%")
+    return "\n".join(lines)
