@@ -4,8 +4,9 @@ recompute trains a model fastest on a machine's GPUs, and does it fit in memory?
 One module per concept: :mod:`.models` (catalogue and model files), :mod:`.device` (the
 topology's ``device:`` block), :mod:`.compute` (FLOPs and the wave-roofline GEMM curve),
 :mod:`.memory` (states, activations, buffers), :mod:`.timing` (collectives timed once per
-shape), :mod:`.evaluate` and :mod:`.costs` (one pipeline's exact step), :mod:`.search`, and
-:mod:`.cli`. See docs/planning.md.
+shape), :mod:`.evaluate` and :mod:`.costs` (one pipeline's exact step), :mod:`.search`,
+:mod:`.straggler` (a what-if's slow GPUs and the healthy step beside), and :mod:`.cli`. See
+docs/planning.md.
 
 >>> out = plan("gpt3-1.3b", "dgx-a100", global_batch=64, space=SearchSpace(tp=(1,), pp=(1,),
 ...            cp=(1,), micro_batch=(4,), data_parallel=("ddp",), recompute=("none",)))
