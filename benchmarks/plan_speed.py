@@ -6,8 +6,10 @@ Llama 3 70B over 512 H100 (``dgx-h100x64``, the issue's target: an answer in <= 
 the default pruning, its collectives timed by the default closed forms (``--engine
 analytic``) and as ``replay`` times them (``--engine auto``: the DES up to 64 ranks); and
 GPT-3 6.7B over 64 A100 with ``--top 0`` (every configuration that fits is timed: the
-evaluation rate without pruning). Wall and CPU seconds: on a shared machine the CPU time is
-the steadier figure.
+evaluation rate without pruning); and the 70B search again under a what-if with one slow GPU
+(rank 100 at 1.2x: every configuration's stages at their slowest rank's pace, the top 10 timed
+again on the healthy machine). Wall and CPU seconds: on a shared machine the CPU time is the
+steadier figure.
 """
 
 from __future__ import annotations
@@ -21,23 +23,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from commsim.plan import plan  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
 
+#: One slow GPU: the what-if of the last case.
+SLOW_GPU = {"name": "slow-gpu", "ranks": {100: {"compute": 1.2}}}
 CASES = (
-    ("llama3-70b", "dgx-h100x64", 1024, 10, "analytic"),
-    ("llama3-70b", "dgx-h100x64", 1024, 10, "auto"),
-    ("gpt3-6.7b", "dgx-a100x8", 512, 0, "analytic"),
+    ("llama3-70b", "dgx-h100x64", 1024, 10, "analytic", None),
+    ("llama3-70b", "dgx-h100x64", 1024, 10, "auto", None),
+    ("gpt3-6.7b", "dgx-a100x8", 512, 0, "analytic", None),
+    ("llama3-70b", "dgx-h100x64", 1024, 10, "analytic", SLOW_GPU),
 )
 
 
 def main() -> None:
-    for model, preset, batch, top, engine in CASES:
+    for model, preset, batch, top, engine, what_if in CASES:
         load_topology(preset)  # build (and cache) the network outside the timing
         t0, c0 = time.perf_counter(), time.process_time()
-        out = plan(model, preset, global_batch=batch, top=top, engine=engine)
+        out = plan(model, preset, global_batch=batch, top=top, engine=engine, what_if=what_if)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         r = out.result
         timed = len(r.configs)
         best = r.configs[0]
-        print(f"{model} on {preset} (global batch {batch}, --top {top}, --engine {engine}): "
+        also = "" if what_if is None else f", --what-if {what_if['name']}"
+        print(f"{model} on {preset} (global batch {batch}, --top {top}, --engine {engine}{also}): "
               f"{wall:.2f} s ({cpu:.2f} s CPU); "
               f"{r.considered} configurations considered ({r.considered / wall:,.0f}/s), "
               f"{timed} timed ({timed / wall:,.0f}/s); best: {best.config.label()} "

@@ -57,6 +57,15 @@ def _files(tmp: Path) -> dict[str, Pool]:
         "garbage.txt": text.replace("sum      -1", "sum      -1 ?", 3),
         "noise.txt": "Segmentation fault (core dumped)\n",
         "blob.bin": "\x00\x01\x02" * 50,
+        "slow.yaml": "ranks:\n  1: {compute: 1.5}\n",
+        "jitter.yaml": "jitter: {distribution: normal, sigma: 0.1, seed: 3}\n",
+        "later.yaml": "links:\n  '*': {latency: 1us}\nranks:\n  0: {compute: 2}\n",
+        "far.yaml": "ranks:\n  999: {compute: 1.5}\n",
+        "zero.yaml": "ranks:\n  1: {compute: 0}\n",
+        "dist.yaml": "jitter: {distribution: cauchy, sigma: 0.1}\n",
+        "cut-all.yaml": "links:\n  '*': {failed: true}\n",
+        "typo.yaml": "links:\n  'gpu0->nowhere': {bandwidth: 0.5}\n",
+        "nothing.yaml": "name: nothing\n",
     }
     for name, body in files.items():
         (tmp / name).write_text(body, encoding="utf-8")
@@ -76,6 +85,9 @@ def _files(tmp: Path) -> dict[str, Pool]:
         "log": (paths("log.txt"), paths("cut.txt", "garbage.txt", "noise.txt", "blob.bin",
                                         "missing.txt", "empty.yaml")),
         "out": (paths("o.json"), [str(tmp / "no" / "dir" / "o.json"), str(tmp)]),
+        "what_if": (paths("slow.yaml", "jitter.yaml", "later.yaml"),
+                    paths("far.yaml", "zero.yaml", "dist.yaml", "cut-all.yaml", "typo.yaml",
+                          "nothing.yaml", "broken.yaml", "empty.yaml", "missing.yaml")),
     }  # fmt: skip
 
 
@@ -90,9 +102,9 @@ INTS = (["1", "2", "4"], ["0", "-1", "999", "x", "2.5"])
 BAD = 0.15
 
 
-def _pick(rng: random.Random, values: tuple[list[str], list[str]]) -> str:
+def _pick(rng: random.Random, values: tuple[list[str], list[str]], bad_p: float = BAD) -> str:
     good, bad = values
-    return rng.choice(bad if rng.random() < BAD else good)
+    return rng.choice(bad if rng.random() < bad_p else good)
 
 
 def _maybe(rng: random.Random, flag: str, values: object, p: float = 0.3) -> list[str]:
@@ -120,7 +132,24 @@ def _run(rng: random.Random, f: dict[str, Pool]) -> list[str]:
 def _replay(rng: random.Random, f: dict[str, Pool]) -> list[str]:
     argv = ["replay", _pick(rng, f["workload"]), "--topology", _pick(rng, f["topology"])]
     argv += _maybe(rng, "--plot", f["out"], 0.1) + _maybe(rng, "--step", ["1", "last"], 0.1)
+    argv += _what_if(rng, f, 0.4)
     return argv + (["--json"] if rng.random() < 0.6 else [])
+
+
+def _what_if(rng: random.Random, f: dict[str, Pool], p: float) -> list[str]:
+    """``--what-if FILE`` with probability ``p``, a malformed file 40% of the time."""
+    return ["--what-if", _pick(rng, f["what_if"], 0.4)] if rng.random() < p else []
+
+
+def _plan(rng: random.Random, f: dict[str, Pool]) -> list[str]:
+    """A small model on one host, a few axes (a plan takes about a second), often a what-if."""
+    topology = (["dgx-a100", "dgx-h100"], [f["topology"][0][4], *f["topology"][1][:2]])
+    argv = ["plan", _pick(rng, (["gpt3-1.3b"], ["nope", f["workload"][1][1]])),
+            "--topology", _pick(rng, topology),
+            "--global-batch", _pick(rng, (["16", "32"], ["0", "x", "7"])),
+            "--tp", "1,2", "--pp", "1,2", "--cp", "1", "--micro-batch", "1,2"]
+    argv += _maybe(rng, "--top", INTS, 0.3) + _what_if(rng, f, 0.6)
+    return argv + rng.choice([["--json"], ["--csv"], []])
 
 
 def _bound(rng: random.Random, f: dict[str, Pool]) -> list[str]:
@@ -194,7 +223,7 @@ def _measure(rng: random.Random, f: dict[str, Pool]) -> list[str]:
     return ["measure", *bad, *_maybe(rng, "--out", f["out"][0])]
 
 
-MAKERS = [_run] * 6 + [_replay] * 2 + [_bound, _validate, _validate, _calibrate, _sweep,
+MAKERS = [_run] * 6 + [_replay] * 2 + [_plan, _bound, _validate, _validate, _calibrate, _sweep,
                                         _junk, _measure, lambda r, f: ["topologies", "--json"],
                                         _goodput, _goodput]
 
@@ -230,13 +259,15 @@ def _check_answer(argv: list[str], out: str) -> None:
 
 
 def test_random_cli_calls_end_in_a_clean_answer_or_one_line_error(tmp_path, capsys) -> None:
-    """300 seeded random calls (run, replay, bound, validate, calibrate, sweep, measure,
-    goodput, topologies, junk argv) over good and malformed topologies, workloads, grids and logs:
+    """300 seeded random calls (run, replay, plan, bound, validate, calibrate, sweep, measure,
+    goodput, topologies, junk argv) over good and malformed topologies, workloads, grids, logs
+    and what-if files (--what-if on replay and plan):
     never a traceback or an internal error, never a hang; exit 2 is exactly one stderr line,
     exit 0 comes with output that parses."""
     files = _files(tmp_path)
     rng = random.Random(SEED)
     statuses = []
+    what_ifs = set()  # (command, a good file answered / a bad file refused)
     for case in range(CASES):
         argv = rng.choice(MAKERS)(rng, files)
         with _alarm(HANG_S):
@@ -250,4 +281,11 @@ def test_random_cli_calls_end_in_a_clean_answer_or_one_line_error(tmp_path, caps
         else:
             _check_answer(argv, out)
         statuses.append(status)
+        if "--what-if" in argv:
+            name = Path(argv[argv.index("--what-if") + 1]).name
+            good = name in {Path(g).name for g in files["what_if"][0]}
+            if status == 0 or name in err:
+                what_ifs.add((argv[0], good, status))
     assert statuses.count(0) >= 20 and statuses.count(2) >= 40  # both paths are exercised
+    assert {(c, True, 0) for c in ("replay", "plan")} <= what_ifs
+    assert {(c, False, 2) for c in ("replay", "plan")} <= what_ifs

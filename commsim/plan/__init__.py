@@ -4,8 +4,9 @@ recompute trains a model fastest on a machine's GPUs, and does it fit in memory?
 One module per concept: :mod:`.models` (catalogue and model files), :mod:`.device` (the
 topology's ``device:`` block), :mod:`.compute` (FLOPs and the wave-roofline GEMM curve),
 :mod:`.memory` (states, activations, buffers), :mod:`.timing` (collectives timed once per
-shape), :mod:`.evaluate` and :mod:`.costs` (one pipeline's exact step), :mod:`.search`, and
-:mod:`.cli`. See docs/planning.md.
+shape), :mod:`.evaluate` and :mod:`.costs` (one pipeline's exact step), :mod:`.search`,
+:mod:`.straggler` (a what-if's slow GPUs and the healthy step beside), and :mod:`.cli`. See
+docs/planning.md.
 
 >>> out = plan("gpt3-1.3b", "dgx-a100", global_batch=64, space=SearchSpace(tp=(1,), pp=(1,),
 ...            cp=(1,), micro_batch=(4,), data_parallel=("ddp",), recompute=("none",)))
@@ -26,8 +27,11 @@ from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.models import ModelSpec, load_model
 from commsim.plan.search import PlanResult, SearchSpace, run_search
 from commsim.plan.stack import MEGATRON_2021, Stack
+from commsim.plan.straggler import beside_healthy, compute_factors, note
 from commsim.timing import ENGINE_CHOICES
 from commsim.topology import load_topology
+from commsim.topology.degrade import apply_what_if
+from commsim.topology.what_if import WhatIf, WhatIfSource
 
 __all__ = ["MEGATRON_2021", "PlanOutcome", "SearchSpace", "Stack", "plan"]
 
@@ -47,10 +51,14 @@ class PlanOutcome:
     global_batch: int
     result: PlanResult
     stack: Stack = dataclasses.field(default_factory=Stack)
+    what_if: WhatIf | None = None  #: the what-if the plan ran under (None: healthy)
 
     def to_dict(self) -> dict[str, Any]:
-        """The contract's JSON: model, topology, gpus, global_batch, seq, configs, rejected."""
+        """The contract's JSON: model, topology, gpus, global_batch, seq, configs, rejected
+        (and ``what_if``, its name, under a what-if)."""
+        head = {} if self.what_if is None else {"what_if": self.what_if.name}
         return {
+            **head,
             "model": self.model.name,
             "topology": self.network.name,
             "device": self.device.name,
@@ -74,6 +82,10 @@ class PlanOutcome:
         """The ranked configurations as a text table (``top`` rows; 0: all)."""
         head = (f"{'#':>3} {'config':44s} {'step':>9} {'tokens/s':>10} {'model':>6} "
                 f"{'hw':>6} {'MFU':>5} {'exp.comm':>8} {'bubble':>6} {'memory':>9} fits")
+        if self.what_if is not None:
+            head += f" {'healthy':>9} {'slower':>6}"
+            if self.what_if.changes_compute:
+                head += "  slowest rank"
         lines = [
             f"{self.model.name} ({self.model.params / 1e9:.1f}B, seq {self.model.seq}) on "
             f"{self.gpus} x {self.device.name} ({self.network.name}), global batch "
@@ -81,9 +93,11 @@ class PlanOutcome:
             f"{len(self.result.rejected)} rejected of {self.result.considered}",
             "TFLOP/s per GPU: model (6N + attention) and hardware (with recompute)"
             + ("" if self.stack == Stack() else f"; stack: {self.stack.label()}"),
-            head,
         ]
         rows = self.result.configs if top == 0 else self.result.configs[:top]
+        if self.what_if is not None:
+            lines += note(self.what_if, [e.record for e in rows])
+        lines.append(head)
         for i, e in enumerate(rows, 1):
             r = e.record
             lines.append(
@@ -92,8 +106,22 @@ class PlanOutcome:
                 f"{r['hardware_tflops_per_gpu']:>6.1f} {r['mfu']:>5.1%} "
                 f"{r['exposed_comm_s']:>7.3f}s {r['bubble_fraction']:>6.1%} "
                 f"{r['peak_memory_bytes'] / 2**30:>5.1f} GiB {'yes' if e.fits else 'NO'}"
+                + ("" if self.what_if is None else _beside(r))
             )
         return "\n".join(lines)
+
+
+def _beside(r: dict[str, Any]) -> str:
+    """A ranked row's what-if columns: the healthy step, the slowdown, the slowest rank and
+    where it sits (stage, replica)."""
+    slower = "" if r["slowdown"] is None else f"{r['slowdown']:.3f}x"
+    base = r["healthy_step_time_s"]
+    out = f" {'-':>9}" if base is None else f" {base:>8.3f}s"
+    out += f" {slower:>6}"
+    if "slowest_rank" in r:
+        out += (f"  {r['slowest_rank']} (x{r['slowest_compute_factor']:.3g}, stage "
+                f"{r['slowest_rank_stage']}, dp {r['slowest_rank_replica']})")
+    return out
 
 
 def plan(
@@ -109,6 +137,7 @@ def plan(
     progress: bool = False,
     stack: Stack | None = None,
     engine: str = "analytic",
+    what_if: WhatIfSource | None = None,
 ) -> PlanOutcome:
     """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`) under the
     software ``stack`` (:mod:`.stack`; default: fused attention, sequence parallelism,
@@ -116,14 +145,20 @@ def plan(
     default: the timing layer's closed forms, fast), ``des`` or ``auto`` (as ``replay`` times
     them: the DES up to 64 ranks).
 
-    ``progress`` draws a tqdm bar on stderr (only on a terminal).
+    ``progress`` draws a tqdm bar on stderr (only on a terminal). ``what_if`` (a file, its
+    mapping or a parsed :class:`~commsim.topology.what_if.WhatIf`, docs/what-if.md) plans on
+    the degraded machine, each stage at its slowest rank's compute factor, and adds the
+    healthy machine's step beside each configuration's (:mod:`.straggler`).
     """
     from commsim.errors import SpecError
 
     spec = load_model(model) if isinstance(model, str) else model
     if seq is not None:
         spec = dataclasses.replace(spec, seq=seq)
-    network = load_topology(topology)
+    healthy = network = load_topology(topology)
+    parsed = None
+    if what_if is not None:
+        network, parsed = apply_what_if(network, what_if)
     device = network_device(network, gpu_memory)
     if engine not in ENGINE_CHOICES:
         raise SpecError(f"--engine {engine!r}: unknown (known: {', '.join(ENGINE_CHOICES)})")
@@ -133,6 +168,9 @@ def plan(
         raise SpecError(f"--global-batch {global_batch}: above 2^40, the largest batch the "
                         "search factors (its micro-batches are the batch's divisors)")
     n = network.ranks if gpus is None else gpus
+    factors = None
+    if parsed is not None:
+        factors = compute_factors(parsed, min(n, network.ranks), what_if)
     bar = None
     if progress:
         from tqdm import tqdm
@@ -144,9 +182,12 @@ def plan(
             space=space or SearchSpace(), top=top,
             progress=bar.update if bar is not None else None,
             total=(lambda t: setattr(bar, "total", t)) if bar is not None else None,
-            stack=stack or Stack(), engine=engine,
+            stack=stack or Stack(), engine=engine, factors=factors,
         )
     finally:
         if bar is not None:
             bar.close()
-    return PlanOutcome(spec, network, device, n, global_batch, result, stack or Stack())
+    if parsed is not None:
+        beside_healthy(result, spec, device, healthy, engine=engine, stack=stack or Stack(),
+                       factors=factors, top=top)
+    return PlanOutcome(spec, network, device, n, global_batch, result, stack or Stack(), parsed)

@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Any
 
+from commsim.cliargs import add_what_if
 from commsim.errors import SpecError
 from commsim.plan.compute import RECOMPUTE
 from commsim.plan.config import SCHEDULES
@@ -35,6 +36,7 @@ examples:
   commsim plan llama3-70b --topology dgx-h100x64 --global-batch 1024
   commsim plan gpt3-175b --topology dgx-a100x96 --global-batch 1536 --tp 8 --json
   commsim plan model.yaml --topology dgx-h100x4 --global-batch 64 --gpu-memory 40GiB --csv
+  commsim plan llama3-8b --topology dgx-h100x4 --global-batch 256 --what-if slow-gpu.yaml
 """
 
 CSV_COLUMNS = (
@@ -76,6 +78,7 @@ def add_parser(sub: Any) -> None:
                    "or auto (as replay: the DES up to 64 ranks)")
     p.add_argument("--gpu-memory", metavar="SIZE", help="override the device memory (80GiB)")
     p.add_argument("--top", metavar="K", default="10", help="rows to print and keep (default 10)")
+    add_what_if(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print every configuration as JSON")
     out.add_argument("--csv", action="store_true", help="print every configuration as CSV")
@@ -161,20 +164,30 @@ def cmd_plan(args: argparse.Namespace) -> int:
         gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
         space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
         stack=named_stack(args.stack, args.attention), engine=args.engine.strip().lower(),
+        what_if=args.what_if,
     )
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))
     elif args.csv:
-        sys.stdout.write(to_csv(outcome.result))
+        extra = () if outcome.what_if is None else WHAT_IF_COLUMNS
+        sys.stdout.write(to_csv(outcome.result, extra))
     else:
         print(outcome.table(top))
     return 0
 
 
-def to_csv(result: PlanResult) -> str:
-    """Every configuration: the ranked ones, then the rejected ones with their reason."""
+#: The columns a what-if adds to the CSV (before ``reason``; stage_compute_factors, a list,
+#: only in --json).
+WHAT_IF_COLUMNS = ("healthy_step_time_s", "slowdown", "slowest_rank", "slowest_compute_factor",
+                   "slowest_rank_stage", "slowest_rank_replica")
+
+
+def to_csv(result: PlanResult, extra: tuple[str, ...] = ()) -> str:
+    """Every configuration: the ranked ones, then the rejected ones with their reason
+    (``extra``: more record keys, e.g. :data:`WHAT_IF_COLUMNS`, before the reason)."""
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, CSV_COLUMNS, extrasaction="ignore", lineterminator="\n")
+    columns = (*CSV_COLUMNS[:-1], *extra, CSV_COLUMNS[-1])
+    writer = csv.DictWriter(buf, columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for e in result.configs:
         writer.writerow({**e.record, "reason": ""})

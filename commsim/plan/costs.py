@@ -16,6 +16,14 @@ all of its own under DDP, ``1/(dp cp)`` of them under ZeRO and FSDP); with a blo
 
 Data-parallel replicas differ only in where their ranks sit; replicas whose groups and sends
 have the same times are evaluated once.
+
+Under a what-if's slow ranks and jitter (:func:`stage_factors`), each stage computes at the
+pace of its slowest rank over every replica: its TP and CP ranks synchronise at every
+layer's collectives, and the data-parallel reduction (or FSDP gather) of a stage waits for
+the slowest replica's. One slow GPU thus slows its stage in every replica, and through the
+pipeline's sends the other stages wait for it. With one slow rank (or the slowest ranks of
+all stages in one replica) that is the step exactly; with jitter spread over replicas it is
+an upper bound (each replica's own slow stages, all in one pipeline).
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
@@ -86,6 +96,29 @@ class StepEstimate:
         return max(0.0, 1.0 - (self.compute_s + self.exposed_comm_s) / self.step_time_s)
 
 
+def stage_factors(cfg: PlanConfig, factors: np.ndarray) -> tuple[float, ...]:
+    """Per stage, the largest compute factor among its ranks of every replica (``factors``:
+    one per rank of the ``cfg.world`` ranks, laid out ``[TP, CP, PP, DP]``).
+
+    >>> cfg = PlanConfig(tp=2, cp=1, pp=2, dp=2, micro_batch=1, schedule="1f1b", chunks=1,
+    ...                  data_parallel="ddp", recompute="none")
+    >>> stage_factors(cfg, np.array([1, 1, 1, 1.3, 1, 1, 1, 1]))  # rank 3: TP 1, stage 1
+    (1.0, 1.3)
+    """
+    grid = np.asarray(factors[:cfg.world], dtype=np.float64).reshape(cfg.dp, cfg.pp, -1)
+    return tuple(grid.max(axis=(0, 2)).tolist())
+
+
+def slowest_rank(cfg: PlanConfig, factors: np.ndarray) -> dict[str, int | float]:
+    """The rank with the largest compute factor (the lowest such rank), its factor and
+    where it sits in ``cfg``: its TP rank, CP rank, stage and replica."""
+    rank = int(np.argmax(factors[:cfg.world]))
+    t, rest = rank % cfg.tp, rank // cfg.tp
+    c, rest = rest % cfg.cp, rest // cfg.cp
+    return {"rank": rank, "factor": float(factors[rank]), "tp": t, "cp": c,
+            "stage": rest % cfg.pp, "replica": rest // cfg.pp}
+
+
 def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
               timer: CollectiveTimer, stack: Stack) -> tuple[tuple, tuple, tuple]:
     overlap, grad = stack.grad_overlap, stack.grad_bytes
@@ -127,10 +160,12 @@ def pipeline_costs(
     params: Callable[[int], int] | None = None,
     stack: Stack = DEFAULT,
     device: DeviceSpec | None = None,
+    compute_factor: tuple[float, ...] = (),
 ) -> list[PipelineCosts]:
     """The distinct pipelines of ``cfg`` (one per kind of replica), ready to evaluate
     (``stack.grad_overlap``: DDP/ZeRO reductions per bucket during the backward, or one
-    after it; ``device``: the GPU that runs each stage's optimizer step, None: no step)."""
+    after it; ``device``: the GPU that runs each stage's optimizer step, None: no step;
+    ``compute_factor``: each stage's, :func:`stage_factors`)."""
     params = params or plan_layer_params(model, cfg)
     tokens = cfg.micro_batch * model.seq // cfg.cp
     tp_bytes = tokens * model.hidden * BYTES
@@ -147,6 +182,7 @@ def pipeline_costs(
         rc_comm=times.recompute_collectives, logits_fwd=times.logits_fwd,
         logits_bwd=times.logits_bwd, gather=gather, reduce=reduce, final=final,
         tp_ar=(), cp_gather=(), cp_rs=(), optimizer=optimizer, p2p_blocking=stack.p2p_blocking,
+        compute_factor=compute_factor,
     )
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
@@ -185,9 +221,12 @@ def _optimizer(cfg: PlanConfig, layers: int, params: Callable[[int], int],
 
 def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer) -> range | list[int]:
     """Replicas that may differ: on hosts of ``G`` GPUs each, replica ``d`` starts at GPU
-    ``d R`` (``R = tp cp pp``), so replicas with the same ``d R mod G`` sit alike."""
+    ``d R`` (``R = tp cp pp``), so replicas with the same ``d R mod G`` sit alike, unless a
+    what-if's changed links touch a host of theirs (:attr:`CollectiveTimer.exact`)."""
     per_host = timer.network.meta.get("gpus_per_node")
-    if timer.network.meta.get("kind") != "hierarchical" or not isinstance(per_host, int):
+    exact = timer.exact
+    if (timer.network.meta.get("kind") != "hierarchical" or not isinstance(per_host, int)
+            or exact is None):
         return range(cfg.dp)
     size = cfg.tp * cfg.cp * cfg.pp
     first: dict[int, int] = {}
@@ -195,7 +234,8 @@ def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer) -> range | list[
         first.setdefault(d * size % per_host, d)
         if len(first) == per_host:
             break
-    return sorted(first.values())
+    touched = {r // size for r in exact if r < cfg.dp * size}
+    return sorted(set(first.values()) | touched)
 
 
 def estimate_step(costs: list[PipelineCosts]) -> StepEstimate:

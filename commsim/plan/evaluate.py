@@ -23,7 +23,10 @@ replay's rules task for task:
   all-gather the updated weights after the last reduction;
 * beyond the replay (which has no optimizer and sends asynchronously): each stage ends with
   its optimizer step once all its streams are done, and a blocking stack (Megatron-LM 2021)
-  holds a stage's compute stream during each of its sends.
+  holds a stage's compute stream during each of its sends;
+* under a what-if's slow ranks and jitter, a stage's compute takes its ``compute_factor``
+  times as long: the slowest of its ranks over every replica, since its TP and CP collectives
+  and the data-parallel reduction wait for their slowest member (:mod:`commsim.plan.costs`).
 
 Once every stream has been used in an op, the rest of the op is a serial chain, so an op of
 ``n`` layers costs one exact layer and a multiplication (``_run_layers``). What this cannot
@@ -58,7 +61,9 @@ class PipelineCosts:
     ``optimizer[stage]`` is the optimizer step, on the compute stream once every stream of
     the stage is done (empty: none). With ``p2p_blocking`` a stage's compute stream waits for
     each of its sends (Megatron-LM 2021), and a received tensor is usable ``recv_gather[stage]``
-    after it arrives (its TP all-gather).
+    after it arrives (its TP all-gather). ``compute_factor[stage]`` multiplies every compute
+    of the stage (its layers, logits and optimizer step: a what-if's slowest rank among the
+    stage's ranks, :func:`commsim.plan.costs.stage_factors`; empty: all at healthy pace).
     """
 
     schedule: str
@@ -85,6 +90,11 @@ class PipelineCosts:
     optimizer: tuple[float, ...] = ()
     p2p_blocking: bool = False
     recv_gather: tuple[float, ...] = ()
+    compute_factor: tuple[float, ...] = ()
+
+    def factor(self, stage: int) -> float:
+        """The compute factor of ``stage`` (1 without a what-if)."""
+        return self.compute_factor[stage] if self.compute_factor else 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,23 +108,24 @@ class PipelineTiming:
 
 def _layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
     tp, cg, rs = c.tp_ar[stage], c.cp_gather[stage], c.cp_rs[stage]
+    k = c.factor(stage)
     fwd: list[Block] = []
     for half, comp in (("attn", c.attn_fwd), ("mlp", c.mlp_fwd)):
         if half == "attn" and cg:
             fwd.append(("cp", cg))
-        fwd.append(("compute", comp))
+        fwd.append(("compute", comp * k))
         if tp:
             fwd.append(("tp", tp))
     if forward:
         return fwd
     out: list[Block] = []
     if c.rc_comm:
-        rc = [("compute", c.attn_rc if i == 0 else c.mlp_rc) for i in range(2)]
+        rc = [("compute", (c.attn_rc if i == 0 else c.mlp_rc) * k) for i in range(2)]
         out += [b if b[0] != "compute" else rc.pop(0) for b in fwd]
-    out.append(("compute", c.mlp_bwd + (0.0 if c.rc_comm else c.mlp_rc)))
+    out.append(("compute", (c.mlp_bwd + (0.0 if c.rc_comm else c.mlp_rc)) * k))
     if tp:
         out.append(("tp", tp))
-    out.append(("compute", c.attn_bwd + (0.0 if c.rc_comm else c.attn_rc)))
+    out.append(("compute", (c.attn_bwd + (0.0 if c.rc_comm else c.attn_rc)) * k))
     if rs:
         out.append(("cp", rs))
     if tp:
@@ -240,7 +251,7 @@ class _Evaluator:
         forward = op.kind == FORWARD
         n = c.layers_per_chunk
         if not forward and vstage == self.last_vstage and c.logits_bwd:
-            ready = _run(st, "compute", ready, c.logits_bwd)
+            ready = _run(st, "compute", ready, c.logits_bwd * c.factor(stage))
         blocks = st.blocks[0 if forward else 1]
         gathers = c.gather[stage] if c.gather else ()
         if forward and op.microbatch == 0 and gathers:
@@ -250,7 +261,7 @@ class _Evaluator:
             if not forward and op.microbatch == c.microbatches - 1 and c.reduce:
                 self._reduce(st, stage, vstage, ready, blocks.total)
         if forward and vstage == self.last_vstage and c.logits_fwd:
-            ready = _run(st, "compute", ready, c.logits_fwd)
+            ready = _run(st, "compute", ready, c.logits_fwd * c.factor(stage))
         st.last_op_end = max(st.last_op_end, ready)
         self.end.append(ready)
         if c.p2p_blocking and (vstage < self.last_vstage if forward else vstage > 0):
@@ -297,7 +308,7 @@ class _Evaluator:
         for p, st in enumerate(self.stages):
             if c.optimizer and c.optimizer[p]:  # once the stage's every stream is done
                 done = max(max(st.free.values(), default=0.0), st.last_op_end)
-                _run(st, "compute", done, c.optimizer[p])
+                _run(st, "compute", done, c.optimizer[p] * c.factor(p))
         step = max(max(st.free.values(), default=0.0) for st in self.stages)
         step = max([step, *self.end])
         return PipelineTiming(step, tuple(st.compute_s for st in self.stages), exposed)

@@ -14,6 +14,9 @@
    bound exceeds the ``top``-th best step is *rejected* as pruned (it cannot rank in the top).
    Configurations that do not fit are rejected as such, unless fewer than ``top`` fit: then
    the smallest-bound ones are timed too, marked ``fits: false`` and ranked after.
+
+Under a what-if's slow ranks and jitter (``factors``, one per GPU), each stage computes at its
+slowest rank's pace (:func:`~commsim.plan.costs.stage_factors`), in the bound as in the timing.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
+
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.plan.compute import (
@@ -35,7 +40,7 @@ from commsim.plan.compute import (
     model_flops_per_token,
 )
 from commsim.plan.config import PlanConfig
-from commsim.plan.costs import estimate_step, pipeline_costs
+from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
 from commsim.plan.memory import DATA_PARALLEL, Memory, layer_activation_bytes, peak_memory
 from commsim.plan.models import ModelSpec
@@ -103,6 +108,9 @@ class _Candidate:
     microbatches: int
     memory: Memory
     bound_s: float
+    factors: tuple[float, ...] = ()  #: each stage's compute factor (empty: healthy)
+    #: under factors, each stage's term of the bound, which its TP/CP traffic adds to
+    stage_bounds: tuple[float, ...] = ()
 
 
 def _check_axis(name: str, values: Sequence[int] | None, of: int, what: str) -> None:
@@ -192,13 +200,15 @@ def _too_many_ops(pp: int, k: int, v: int, axes: dict[str, Any],
 
 
 def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, global_batch: int,
-                         space: SearchSpace, result: PlanResult,
-                         stack: Stack = DEFAULT) -> list[_Candidate]:
-    """Every configuration that divides, sized and bounded (rejections into ``result``)."""
+                         space: SearchSpace, result: PlanResult, stack: Stack = DEFAULT,
+                         factors: np.ndarray | None = None) -> list[_Candidate]:
+    """Every configuration that divides, sized and bounded (rejections into ``result``;
+    ``factors``: each GPU's compute factor under a what-if)."""
     _check_space(model, gpus, space)
     out: list[_Candidate] = []
     for tp, cp, pp, dp in _layouts(model, gpus, space, result.rejected):
         axes: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
+        per_stage = None if factors is None else _layout_factors(factors, tp * cp, pp, dp)
         if global_batch % dp:
             result.rejected.append(Rejected(axes, f"dp {dp} does not divide the global batch "
                                                   f"({global_batch})"))
@@ -217,7 +227,7 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                         cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb,
                                          schedule=name, chunks=v, data_parallel=dpm,
                                          recompute=rc)
-                        out.append(_candidate(model, device, cfg, k, stack))
+                        out.append(_candidate(model, device, cfg, k, stack, per_stage))
     result.considered = len(out) + len(result.rejected)
     return out
 
@@ -231,13 +241,23 @@ def layer_costs(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, mb: int,
                        elementwise_bytes=ew, stack=stack)
 
 
+def _layout_factors(factors: np.ndarray, tpcp: int, pp: int, dp: int) -> tuple[float, ...]:
+    """Each stage's compute factor (:func:`~commsim.plan.costs.stage_factors`) of a layout."""
+    cfg = PlanConfig(tp=tpcp, cp=1, pp=pp, dp=dp, micro_batch=1, schedule="1f1b", chunks=1,
+                     data_parallel="ddp", recompute="none")
+    return stage_factors(cfg, factors)
+
+
 def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
-               stack: Stack) -> _Candidate:
+               stack: Stack, per_stage: tuple[float, ...] | None = None) -> _Candidate:
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
                       micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
                       recompute=cfg.recompute, stack=stack)
-    return _Candidate(cfg, k, mem, _bound(model, device, cfg, k, stack))
+    if per_stage is None:
+        return _Candidate(cfg, k, mem, _bound(model, device, cfg, k, stack))
+    stages = _bound_slow(model, device, cfg, k, stack, per_stage)
+    return _Candidate(cfg, k, mem, max(stages), per_stage, stages)
 
 
 def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
@@ -253,12 +273,31 @@ def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
     return last + (cfg.pp - 1) * (fwd + bwd)
 
 
-def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer) -> float:
-    """The last stage's TP and CP collectives, which its layers wait for (all but the last
-    all-reduce of each op, which the next op's first compute may overlap): those of shapes
-    already timed (0 for the others, so the bound costs no simulation)."""
+def _bound_slow(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, stack: Stack,
+                factors: tuple[float, ...]) -> tuple[float, ...]:
+    """:func:`_bound` with each stage's compute ``factors``, for every stage: its compute at
+    its factor, after and before the crossing of the stages before it."""
+    t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
+    per_chunk = model.layers // (cfg.pp * cfg.chunks)
+    fwd = per_chunk * (t.attn_fwd + t.mlp_fwd)
+    bwd = per_chunk * (t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute)
+    out: list[float] = []
+    crossed = 0.0
+    for stage, f in enumerate(factors):
+        own = f * k * (cfg.chunks * (fwd + bwd)
+                       + (t.logits_fwd + t.logits_bwd if stage == cfg.pp - 1 else 0.0))
+        out.append(own + crossed)
+        crossed += f * (fwd + bwd)
+    return tuple(out)
+
+
+def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer,
+                stage: int | None = None) -> float:
+    """The last stage's (or ``stage``'s) TP and CP collectives, which its layers wait for
+    (all but the last all-reduce of each op, which the next op's first compute may overlap):
+    those of shapes already timed (0 for the others, so the bound costs no simulation)."""
     cfg = c.config
-    p = cfg.pp - 1
+    p = cfg.pp - 1 if stage is None else stage
     tokens = cfg.micro_batch * model.seq // cfg.cp
     ar = timer.known("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
     kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
@@ -276,7 +315,7 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
     cfg = c.config
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches, stack=stack,
-                                       device=device))
+                                       device=device, compute_factor=c.factors))
     tokens_per_s = global_batch * model.seq / est.step_time_s
     mflops = model_flops_per_token(model) * tokens_per_s / cfg.world
     hflops = hardware_flops_per_token(model, cfg.recompute) * tokens_per_s / cfg.world
@@ -303,10 +342,12 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
                global_batch: int, space: SearchSpace, top: int = 10,
                progress: Callable[[int], Any] | None = None,
                total: Callable[[int], Any] | None = None,
-               stack: Stack = DEFAULT, engine: str = "analytic") -> PlanResult:
+               stack: Stack = DEFAULT, engine: str = "analytic",
+               factors: np.ndarray | None = None) -> PlanResult:
     """Search (see the module docstring); ``top = 0`` times every configuration that fits;
     ``stack``: the software's choices (:mod:`.stack`); ``engine``: how collectives are timed
-    (:class:`~commsim.plan.timing.CollectiveTimer`).
+    (:class:`~commsim.plan.timing.CollectiveTimer`); ``factors``: each GPU's compute factor
+    under a what-if (None: healthy).
 
     ``total(n)`` is told how many configurations may be timed, ``progress(1)`` after each.
     """
@@ -314,7 +355,7 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
         raise SpecError(f"--gpus {gpus}: topology {network.name!r} has {network.ranks} ranks")
     result = PlanResult()
     cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
-                                 space=space, result=result, stack=stack)
+                                 space=space, result=result, stack=stack, factors=factors)
     if not cands:
         reason = result.rejected[0].reason if result.rejected else "no configuration"
         raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
@@ -358,7 +399,10 @@ def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
         if top and len(best) >= top:
             bound, what = c.bound_s, "compute alone"
             if bound <= -best[0]:
-                bound, what = bound + _comm_bound(model, c, timer), "compute and TP/CP traffic"
+                what = "compute and TP/CP traffic"
+                bound = (max(b + _comm_bound(model, c, timer, p)
+                             for p, b in enumerate(c.stage_bounds)) if c.stage_bounds
+                         else bound + _comm_bound(model, c, timer))
             if bound > -best[0]:
                 result.rejected.append(Rejected(
                     c.config.axes(), f"pruned: its {what} ({bound:.4g} s) exceeds the "
@@ -372,3 +416,13 @@ def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
         if progress:
             progress(1)
     return timed
+
+
+def retime(model: ModelSpec, device: DeviceSpec, e: Evaluated, timer: CollectiveTimer,
+           stack: Stack = DEFAULT) -> float:
+    """The step of an evaluated configuration timed again by ``timer`` (another machine, e.g.
+    the healthy one beside a what-if's), every rank at its healthy pace."""
+    cfg = e.config
+    times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
+    return estimate_step(pipeline_costs(cfg, model, times, timer, e.microbatches, stack=stack,
+                                        device=device)).step_time_s

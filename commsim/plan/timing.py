@@ -5,15 +5,19 @@ time it, by the one timing layer (:class:`commsim.timing.Timer`: NCCL's choice o
 and protocol on a machine that runs NCCL, its launch latency), uncontended. Groups whose ranks
 sit on hosts the same way (same number of hosts, same ranks per host, in the same order) have
 the same time on the symmetric machines of the presets, so the memo key is the collective, the
-size and that host pattern (on machines without hosts, the ranks themselves). A send is the
-timer's point-to-point model, uncontended.
+size and that host pattern (on machines without hosts, the ranks themselves). On a machine a
+what-if's links change, a group with a rank on a host that a changed link touches is its own
+key (and every group is, when a changed link touches no rank's device). A send is the timer's
+point-to-point model, uncontended.
 """
 
 from __future__ import annotations
 
 from commsim.collectives import Collective
+from commsim.engine.pairs import touched_ranks
 from commsim.network import Network
 from commsim.timing import CollectiveCall, Timer, resolve_engine
+from commsim.topology.degrade import DEVICES_KEY
 
 
 class CollectiveTimer:
@@ -29,6 +33,17 @@ class CollectiveTimer:
         self._memo: dict[tuple[object, ...], float] = {}
         self._shapes: dict[tuple[int, ...], tuple[object, ...]] = {}
         self.timed = 0  #: distinct shapes simulated (for benchmarks)
+        #: Ranks on hosts a what-if's changed links touch (None: every rank, see the module)
+        self.exact = self._exact_ranks()
+
+    def _exact_ranks(self) -> frozenset[int] | None:
+        if DEVICES_KEY not in self.network.meta:
+            return frozenset()
+        touched = touched_ranks(self.network).tolist()
+        hosts = {self.network.host_of(r) for r in touched}
+        if not touched or None in hosts:
+            return None
+        return frozenset(r for r in range(self.network.ranks) if self.network.host_of(r) in hosts)
 
     def _shape(self, group: tuple[int, ...]) -> tuple[object, ...]:
         shape = self._shapes.get(group)
@@ -37,6 +52,8 @@ class CollectiveTimer:
         return shape
 
     def _host_pattern(self, group: tuple[int, ...]) -> tuple[object, ...]:
+        if self.exact is None or (self.exact and not self.exact.isdisjoint(group)):
+            return ("ranks", group)
         hosts = [self.network.host_of(r) for r in group]
         if any(h is None for h in hosts):
             return ("ranks", group)

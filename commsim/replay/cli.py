@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from commsim.cliargs import add_topology, check_output
+from commsim.cliargs import add_topology, add_what_if, check_output
 from commsim.errors import SpecError
 
 _REPLAY_EPILOG = """\
@@ -21,13 +21,16 @@ captured traces: a directory of PyTorch profiler traces (*.json, *.json.gz; one 
          one trace file replays the captured step; the output adds measured_step_time_s
          (see docs/traces.md).
 metrics: overlap = communication hidden under compute / communication;
-         idle = mean over ranks of (time not computing / step time).
+         idle = mean over ranks of (time not computing / step time);
+         wait (--json: wait_s per rank, wait_time_s their mean) = time a rank only waits
+         for others to reach a collective or to send what it receives.
 
 examples:
   commsim replay ddp.yaml --topology dgx-h100x4
   commsim replay pipeline.yaml --topology ring.yaml --json
   commsim replay fsdp.yaml --topology dgx-h100x2 --trace step.json --plot step.png
   commsim replay traces/ --topology dgx-h100x2 --step all --json
+  commsim replay ddp.yaml --topology dgx-h100x4 --what-if slow-rank.yaml
 """
 
 _BOUND_EPILOG = """\
@@ -73,6 +76,7 @@ def add_parsers(sub: Any) -> None:
         help="every collective's NCCL protocol: auto, none, LL, LL128 or Simple (default: the "
         "workload's, else auto)",
     )
+    add_what_if(replay)
     replay.add_argument("--json", action="store_true", help="print the result as JSON")
     replay.add_argument(
         "--trace",
@@ -143,7 +147,12 @@ def run_replay(args: argparse.Namespace) -> int:
         workload = load_trace_workload(workload, args.step)
     elif args.step is not None:
         raise SpecError(f"--step {args.step}: only for captured traces, not {workload!r}")
-    result = replay(workload, args.topology, algorithm=args.algorithm, protocol=args.protocol)
+    result = replay(workload, args.topology, algorithm=args.algorithm, protocol=args.protocol,
+                    what_if=args.what_if)
+    healthy = None
+    if result.what_if is not None:
+        healthy = replay(workload, args.topology, algorithm=args.algorithm,
+                         protocol=args.protocol)
     if args.trace is not None:
         from commsim.replay.trace import write_step_trace
 
@@ -153,9 +162,11 @@ def run_replay(args: argparse.Namespace) -> int:
 
         save_step_plot(result, args.plot)
     if args.json:
-        print(json.dumps(result.to_dict(), indent=2))
-    else:
+        print(json.dumps(what_if_dict(result, healthy), indent=2))
+    elif healthy is None:
         print(format_step(result.to_dict()))
+    else:
+        print(format_what_if(result, healthy))
     warn_over_memory(result.metrics.peak_memory_bytes, args.topology)
     return 0
 
@@ -175,12 +186,64 @@ def warn_over_memory(peak: int | None, topology: Any) -> None:
               f"the {device.get('name', 'GPU')} has {memory / 2**30:.1f} GiB", file=sys.stderr)
 
 
+def what_if_dict(result: Any, healthy: Any) -> dict[str, Any]:
+    """``--json``'s object: the step's keys; under a what-if also ``what_if`` (its name),
+    ``compute_factors`` (per rank; under slow ranks or jitter), ``healthy`` (the same keys on
+    the healthy machine) and ``slowdown`` (step time over the healthy one's)."""
+    out = result.to_dict()
+    if healthy is None or result.what_if is None:
+        return out
+    out["what_if"] = result.what_if.name
+    if result.compute_factors is not None:
+        out["compute_factors"] = list(result.compute_factors)
+    out["healthy"] = healthy.to_dict()
+    out["slowdown"] = (result.step_time_s / healthy.step_time_s
+                       if healthy.step_time_s > 0 else None)
+    return out
+
+
+def format_what_if(result: Any, healthy: Any) -> str:
+    """The step under a what-if (with each rank's wait and compute factor), then the
+    healthy step's aggregates and how much slower the what-if makes it."""
+    out, base = result.to_dict(), healthy.to_dict()
+    name = result.what_if.name
+    factors = result.compute_factors or (1.0,) * len(out["per_rank"])
+    lines = format_step(out, factors).split("\n")
+    lines[0] += f", what-if {name!r}"
+    lines.append(f"# the healthy machine (without what-if {name!r}):")
+    lines.extend(_aggregates(base)[1:])
+    if healthy.step_time_s > 0:
+        lines.append(f"# step time: {result.step_time_s / healthy.step_time_s:.3f}x the healthy "
+                     "step")
+    return "\n".join(lines)
+
+
 def _ms(seconds: object) -> str:
     return f"{float(seconds) * 1e3:12.3f} ms"  # type: ignore[arg-type]
 
 
-def format_step(out: dict[str, Any]) -> str:
-    """A short text summary of a step's JSON object: the aggregates, then one line per rank."""
+def format_step(out: dict[str, Any], factors: Any = None) -> str:
+    """A short text summary of a step's JSON object: the aggregates, then one line per rank
+    (``factors``, each rank's compute factor under a what-if: with the ranks' waits too)."""
+    lines = _aggregates(out, factors is not None)
+    lines.append("#")
+    head = "#  rank   step(ms)  compute(ms)  comm(ms)  exposed(ms)  overlap  idle"
+    lines.append(head + ("  wait(ms)  factor" if factors is not None else ""))
+    for r in out["per_rank"]:
+        line = (
+            f"{r['rank']:7d} {r['step_time_s'] * 1e3:10.3f} {r['compute_time_s'] * 1e3:12.3f} "
+            f"{r['comm_time_s'] * 1e3:9.3f} {r['exposed_comm_s'] * 1e3:12.3f} "
+            f"{r['overlap_fraction']:8.3f} {r['idle_fraction']:5.3f}"
+        )
+        if factors is not None:
+            line += f" {r['wait_s'] * 1e3:9.3f} {factors[r['rank']]:7.3f}"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _aggregates(out: dict[str, Any], wait: bool = True) -> list[str]:
+    """The heading and the aggregate lines of a step's JSON object (``wait``: with the mean
+    wait for other ranks)."""
     lines = [
         f"# commsim replay {out['workload']}: topology {out['topology']}, {out['ranks']} ranks",
         f"step time          {_ms(out['step_time_s'])}",
@@ -204,15 +267,9 @@ def format_step(out: dict[str, Any]) -> str:
         lines.append(f"tokens/s           {out['tokens_per_s']:12.0f}")
         lines.append(f"model TFLOP/s/GPU  {out['model_tflops_per_gpu']:12.1f}")
         lines.append(f"MFU                {out['mfu'] * 100:12.1f} %")
-    lines.append("#")
-    lines.append("#  rank   step(ms)  compute(ms)  comm(ms)  exposed(ms)  overlap  idle")
-    for r in out["per_rank"]:
-        lines.append(
-            f"{r['rank']:7d} {r['step_time_s'] * 1e3:10.3f} {r['compute_time_s'] * 1e3:12.3f} "
-            f"{r['comm_time_s'] * 1e3:9.3f} {r['exposed_comm_s'] * 1e3:12.3f} "
-            f"{r['overlap_fraction']:8.3f} {r['idle_fraction']:5.3f}"
-        )
-    return "\n".join(lines)
+    if wait and "wait_time_s" in out:
+        lines.append(f"wait for others    {_ms(out['wait_time_s'])}  (mean over ranks)")
+    return lines
 
 
 def _positive_int(value: str, flag: str) -> int:

@@ -5,7 +5,8 @@ Every collective is timed exactly as ``commsim run`` times the same call
 in-network reduction) and then placed in the step's one simulation. Lowering, task by task (in
 the graph's topological order):
 
-* compute -> one :class:`~commsim.engine.tasks.Delay` of its duration;
+* compute -> one :class:`~commsim.engine.tasks.Delay` of its duration (times its rank's
+  compute factor under a what-if's slow ranks and jitter, ``compute_factors``);
 * collective -> a zero-length *gate* that waits for the task's deps, a delay of NCCL's launch
   latency, the transfers of the evaluation the timer chose (its schedule on group ranks
   ``0..g-1``, remapped to the group's global ranks, each on the view of the network it was
@@ -18,11 +19,13 @@ the graph's topological order):
 
 Everything runs in one simulation, so collectives of different groups that overlap in time share
 the bandwidth of the links they both use. Alone, a collective takes exactly ``commsim run``'s
-time for it.
+time for it. A collective's gate waits for the deps of every member, so a collective starts
+when its last member reaches it: a slow rank holds back the whole group.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -149,8 +152,13 @@ def _check_memory(items: int, ranks: int) -> None:
         )
 
 
-def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
-    """Simulate ``graph`` on ``network`` (whose first ``graph.ranks`` ranks it uses)."""
+def time_graph(graph: StepGraph, network: Network,
+               compute_factors: Sequence[float] | None = None) -> GraphTiming:
+    """Simulate ``graph`` on ``network`` (whose first ``graph.ranks`` ranks it uses); with
+    ``compute_factors`` (one per rank of the graph) rank ``r``'s compute takes
+    ``compute_factors[r]`` times its duration."""
+    if compute_factors is not None and len(compute_factors) != graph.ranks:
+        raise SpecError(f"{len(compute_factors)} compute factors for {graph.ranks} ranks")
     if graph.ranks > network.ranks:
         raise SpecError(
             f"the workload needs {graph.ranks} ranks, topology {network.name!r} has {network.ranks}"
@@ -159,7 +167,7 @@ def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
     bar = Progress(f"lowering {len(graph.tasks)} tasks", "task",
                    enabled=len(graph.tasks) >= PROGRESS_MIN_TASKS)
     try:
-        first, last, algorithms, protocols = _lower_tasks(graph, lowering, bar)
+        first, last, algorithms, protocols = _lower_tasks(graph, lowering, bar, compute_factors)
     finally:
         bar.close()
     timing = simulate_items(lowering.items.table(), network, lowering.views)
@@ -172,7 +180,7 @@ def time_graph(graph: StepGraph, network: Network) -> GraphTiming:
 
 
 def _lower_tasks(
-    graph: StepGraph, lowering: _Lowering, bar: Progress
+    graph: StepGraph, lowering: _Lowering, bar: Progress, factors: Sequence[float] | None
 ) -> tuple[list[int], list[int], list[str], list[str | None]]:
     """Every task's items, in order: per task the item whose end is its start, the item whose
     end is its end, and the algorithm and protocol a collective ran as."""
@@ -187,7 +195,10 @@ def _lower_tasks(
         deps = tuple(sorted({last[d] for d in task.deps}))
         algorithm, protocol = "", None
         if task.kind is TaskKind.COMPUTE:
-            begin = end = lowering.items.delay(task.duration_s, deps)
+            duration = task.duration_s
+            if factors is not None:
+                duration *= factors[task.ranks[0]]
+            begin = end = lowering.items.delay(duration, deps)
         elif task.kind is TaskKind.SEND:
             begin, end = lowering.send(task, deps)
         else:

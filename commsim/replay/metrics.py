@@ -12,12 +12,18 @@ For each rank ``r`` of a step that lasts ``T`` (the latest end of any task; the 
 * ``step_time_s``: when ``r``'s last task ends;
 * ``peak_memory_bytes`` (workloads that account memory): ``static_bytes[r]`` plus the largest
   sum of the tasks' ``mem_start``/``mem_end`` events up to any instant (frees at an instant
-  are applied before allocations at the same instant).
+  are applied before allocations at the same instant);
+* ``wait_s``: the time ``r`` spends waiting for other ranks and doing nothing else
+  (:func:`wait_intervals`): a task of ``r``'s whose own inputs on ``r`` were ready (its deps
+  on ``r``: ``r``'s compute, its sends, collectives it is in) but which starts later, because
+  another member of its collective has not reached it yet or a pipeline receive's sender is
+  late; the part of that wait not covered by ``r``'s compute.
 
 The step's aggregate has the same keys: ``step_time_s`` is ``T``; ``compute_time_s``,
 ``comm_time_s``, ``exposed_comm_s`` and ``idle_fraction`` are means over ranks (the contract's
 idle fraction is that mean); ``overlap_fraction`` is the hidden communication summed over ranks
-over the communication summed over ranks; ``peak_memory_bytes`` is the largest rank's.
+over the communication summed over ranks; ``peak_memory_bytes`` is the largest rank's;
+``wait_time_s`` is the mean over ranks of ``wait_s``.
 
 >>> union([(0.0, 2.0), (1.0, 3.0), (5.0, 6.0)])
 [(0.0, 3.0), (5.0, 6.0)]
@@ -27,6 +33,7 @@ over the communication summed over ranks; ``peak_memory_bytes`` is the largest r
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -98,12 +105,15 @@ class RankMetrics:
     overlap_fraction: float
     idle_fraction: float
     peak_memory_bytes: int | None = None
+    wait_s: float | None = None  #: None: not known (a captured trace's measured metrics)
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {"rank": self.rank}
         out.update({key: getattr(self, key) for key in METRIC_KEYS})
         if self.peak_memory_bytes is not None:
             out["peak_memory_bytes"] = self.peak_memory_bytes
+        if self.wait_s is not None:
+            out["wait_s"] = self.wait_s
         return out
 
 
@@ -119,11 +129,14 @@ class StepMetrics:
     idle_fraction: float
     per_rank: tuple[RankMetrics, ...]
     peak_memory_bytes: int | None = None
+    wait_time_s: float | None = None  #: the mean of the ranks' ``wait_s``
 
     def to_dict(self) -> dict[str, object]:
         out: dict[str, object] = {key: getattr(self, key) for key in METRIC_KEYS}
         if self.peak_memory_bytes is not None:
             out["peak_memory_bytes"] = self.peak_memory_bytes
+        if self.wait_time_s is not None:
+            out["wait_time_s"] = self.wait_time_s
         out["per_rank"] = [r.to_dict() for r in self.per_rank]
         return out
 
@@ -147,6 +160,70 @@ def _peak_memory(graph: StepGraph, timing: GraphTiming) -> list[int]:
     return peaks
 
 
+#: One wait of a rank: (start, end, the task it waited to start).
+Wait = tuple[float, float, int]
+
+
+def _own_ready(graph: StepGraph, end_s: Sequence[float], index: int) -> dict[int, float]:
+    """When each member of task ``index`` had its own inputs: the latest end of the task's
+    deps that ran on it (its compute, its sends, collectives it is in)."""
+    tasks = graph.tasks
+    ready = dict.fromkeys(tasks[index].ranks, 0.0)
+    for dep in tasks[index].deps:
+        task, end = tasks[dep], end_s[dep]
+        # a compute runs on its rank, a send on its source; a collective on all its members
+        for rank in task.ranks if task.kind is TaskKind.COLLECTIVE else task.ranks[:1]:
+            if rank in ready and end > ready[rank]:
+                ready[rank] = end
+    return ready
+
+
+def wait_intervals(graph: StepGraph, timing: GraphTiming) -> list[list[Wait]]:
+    """Per rank, the times it waits for other ranks and does nothing else, each with the task
+    it waits to start (see the module docstring): for every collective and compute task, the
+    interval from when its inputs on the rank were ready to when it starts, less the rank's
+    compute. Sends wait for nothing of another rank's."""
+    start_s, end_s = timing.start_s, timing.end_s
+    raw: list[list[Wait]] = [[] for _ in range(graph.ranks)]
+    compute: list[list[Interval]] = [[] for _ in range(graph.ranks)]
+    for index, task in enumerate(graph.tasks):
+        if task.kind is TaskKind.COMPUTE:
+            compute[task.ranks[0]].append((start_s[index], end_s[index]))
+        if task.kind is TaskKind.SEND or not task.deps:
+            continue
+        start = start_s[index]
+        for rank, ready in _own_ready(graph, end_s, index).items():
+            if start > ready:
+                raw[rank].append((ready, start, index))
+    out: list[list[Wait]] = []
+    for rank, waits in enumerate(raw):
+        busy = union(compute[rank])
+        out.append([(lo, hi, index) for start, end, index in sorted(waits)
+                    for lo, hi in _outside((start, end), busy)])
+    return out
+
+
+def _outside(interval: Interval, busy: Sequence[Interval]) -> list[Interval]:
+    """The parts of ``interval`` outside the sorted, disjoint ``busy`` intervals."""
+    start, end = interval
+    out: list[Interval] = []
+    i = bisect.bisect_right(busy, (start, math.inf)) - 1
+    cursor = start
+    for lo, hi in busy[max(i, 0):]:
+        if lo >= end:
+            break
+        if hi <= cursor:
+            continue
+        if lo > cursor:
+            out.append((cursor, lo))
+        cursor = max(cursor, hi)
+        if cursor >= end:
+            break
+    if cursor < end:
+        out.append((cursor, end))
+    return out
+
+
 def step_metrics(graph: StepGraph, timing: GraphTiming) -> StepMetrics:
     """Per-rank and aggregate metrics of a timed step graph."""
     step = timing.step_time_s
@@ -159,6 +236,8 @@ def step_metrics(graph: StepGraph, timing: GraphTiming) -> StepMetrics:
             target[rank].append((start, end))
             last[rank] = max(last[rank], end)
     peaks = _peak_memory(graph, timing) if graph.tracks_memory else [None] * graph.ranks
+    waits = [float(length(union((lo, hi) for lo, hi, _ in w)))
+             for w in wait_intervals(graph, timing)]
     ranks = []
     for rank in range(graph.ranks):
         busy, talk = union(compute[rank]), union(comm[rank])
@@ -174,6 +253,7 @@ def step_metrics(graph: StepGraph, timing: GraphTiming) -> StepMetrics:
                 overlap_fraction=(comm_s - exposed) / comm_s if comm_s > 0 else 0.0,
                 idle_fraction=(step - compute_s) / step if step > 0 else 0.0,
                 peak_memory_bytes=peaks[rank],
+                wait_s=waits[rank],
             )
         )
     count = max(len(ranks), 1)
@@ -188,4 +268,5 @@ def step_metrics(graph: StepGraph, timing: GraphTiming) -> StepMetrics:
         idle_fraction=math.fsum(r.idle_fraction for r in ranks) / count,
         per_rank=tuple(ranks),
         peak_memory_bytes=max(peaks) if graph.tracks_memory and peaks else None,  # type: ignore[type-var]
+        wait_time_s=math.fsum(waits) / count,
     )

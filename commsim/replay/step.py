@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from commsim.errors import SpecError
 from commsim.network import Network
@@ -21,6 +24,8 @@ from commsim.replay.comm import CommOverrides
 from commsim.replay.graph import StepGraph
 from commsim.replay.lower import GraphTiming, time_graph
 from commsim.replay.metrics import StepMetrics, step_metrics
+from commsim.topology.degrade import apply_what_if
+from commsim.topology.what_if import WhatIf, WhatIfSource
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -136,10 +141,13 @@ class StepResult:
     graph, timing
         The step graph and when each of its tasks started and ended.
     metrics
-        Step time, compute, communication, exposed communication, overlap and idle fractions,
-        per rank and aggregated (see :mod:`commsim.replay.metrics`).
+        Step time, compute, communication, exposed communication, overlap, idle fractions and
+        waits for other ranks, per rank and aggregated (see :mod:`commsim.replay.metrics`).
     extra
         Kind-specific results (pipeline bubbles, FSDP memory, hybrid throughput and MFU).
+    what_if, compute_factors
+        The what-if the step ran under (None: the healthy machine) and each rank's compute
+        factor under it (None: every rank at its healthy pace).
     """
 
     workload: WorkloadSpec
@@ -148,6 +156,8 @@ class StepResult:
     timing: GraphTiming
     metrics: StepMetrics
     extra: dict[str, object] = field(default_factory=dict)
+    what_if: WhatIf | None = None
+    compute_factors: tuple[float, ...] | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -231,6 +241,7 @@ def replay(
     *,
     algorithm: str | None = None,
     protocol: str | None = None,
+    what_if: WhatIfSource | None = None,
 ) -> StepResult:
     """Replay one training step of ``workload`` on ``topology``.
 
@@ -245,12 +256,35 @@ def replay(
         Override every collective's algorithm / NCCL protocol (above the workload's own
         settings, :mod:`commsim.replay.comm`); each collective is timed as ``commsim run``
         times the same call.
+    what_if
+        A what-if (a file, its mapping or a parsed :class:`~commsim.topology.what_if.WhatIf`,
+        docs/what-if.md): the step on the degraded machine, each rank's compute times its
+        factor (slow ranks, jitter); a collective starts when its slowest member reaches it.
+        None: the healthy machine.
     """
     from commsim.topology import load_topology
 
     spec = load_workload(workload)
     network = load_topology(topology)  # type: ignore[arg-type]
+    parsed = None
+    if what_if is not None:
+        network, parsed = apply_what_if(network, what_if)
     graph = CommOverrides(algorithm, protocol).apply(spec.graph(network))
-    timing = time_graph(graph, network)
+    factors = None
+    if parsed is not None and parsed.changes_compute:
+        factors = tuple(_compute_factors(parsed, graph.ranks, what_if).tolist())
+    timing = time_graph(graph, network, factors)
     metrics = step_metrics(graph, timing)
-    return StepResult(spec, network.name, graph, timing, metrics, spec.extras(metrics))
+    return StepResult(spec, network.name, graph, timing, metrics, spec.extras(metrics),
+                      parsed, factors)
+
+
+def _compute_factors(what_if: WhatIf, ranks: int, source: object) -> np.ndarray:
+    """The what-if's compute factor of each of the step's ``ranks`` ranks; a rank it names
+    beyond them is a SpecError naming the file."""
+    try:
+        return what_if.compute_factors(ranks)
+    except SpecError as exc:
+        if isinstance(source, str | PathLike):
+            raise SpecError(f"{source}: {exc}") from None
+        raise

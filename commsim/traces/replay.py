@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from commsim.replay.graph import StepGraph
 from commsim.replay.metrics import StepMetrics
 from commsim.replay.step import StepResult, WorkloadSpec, load_workload, replay
+from commsim.topology.what_if import WhatIfSource
 from commsim.traces.analysis import measured_metrics
 from commsim.traces.graph import WAIT_SLACK_S, to_step_graph
 from commsim.traces.kineto import is_trace_name
@@ -145,6 +146,9 @@ def replay_trace(
     step: Step | str = None,
     *,
     wait_slack_s: float = WAIT_SLACK_S,
+    what_if: WhatIfSource | None = None,
 ) -> StepResult:
-    """Replay one captured step on ``topology`` (a preset, a file, a mapping or a network)."""
-    return replay(load_trace_workload(path, step, wait_slack_s=wait_slack_s), topology)
+    """Replay one captured step on ``topology`` (a preset, a file, a mapping or a network;
+    ``what_if``: on the machine a what-if file describes, as :func:`commsim.replay.replay`)."""
+    return replay(load_trace_workload(path, step, wait_slack_s=wait_slack_s), topology,
+                  what_if=what_if)

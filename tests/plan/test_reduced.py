@@ -6,11 +6,12 @@ import pytest
 
 from commsim.plan.compute import LayerTimes
 from commsim.plan.config import PlanConfig
-from commsim.plan.costs import estimate_step, pipeline_costs
+from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.models import ModelSpec
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay import replay, workload_from_dict
 from commsim.topology import load_topology
+from commsim.topology.what_if import what_if_from_dict
 
 
 def _hybrid(tp=1, cp=1, pp=1, dp=1, mb=1, gb=8, schedule="1f1b", v=1, data_parallel="fsdp",
@@ -27,8 +28,9 @@ def _hybrid(tp=1, cp=1, pp=1, dp=1, mb=1, gb=8, schedule="1f1b", v=1, data_paral
     }
 
 
-def _reduced(workload, topology, engine="des"):
-    """The planner's step of ``workload``, fed the replay's own compute times."""
+def _reduced(workload, topology, engine="des", factors=None):
+    """The planner's step of ``workload``, fed the replay's own compute times (``factors``:
+    each rank's compute factor under a what-if)."""
     spec = workload_from_dict(workload)
     m, par = spec.model, spec.parallel
     model = ModelSpec(name="x", layers=m.layers, hidden=m.hidden, heads=m.heads,
@@ -40,7 +42,9 @@ def _reduced(workload, topology, engine="des"):
     logits = spec.logits_time()
     times = LayerTimes(fwd / 2, fwd / 2, bwd / 2, bwd / 2, 0.0, 0.0, logits, 2 * logits, False)
     timer = CollectiveTimer(load_topology(topology), engine)
-    costs = pipeline_costs(cfg, model, times, timer, spec.microbatches, params=spec.layer_params)
+    per_stage = () if factors is None else stage_factors(cfg, factors)
+    costs = pipeline_costs(cfg, model, times, timer, spec.microbatches, params=spec.layer_params,
+                           compute_factor=per_stage)
     return estimate_step(costs).step_time_s
 
 
@@ -87,3 +91,48 @@ def test_contention_is_the_documented_difference():
     reduced = _reduced(workload, "dgx-a100")
     assert reduced <= full
     assert reduced == pytest.approx(full, rel=1e-3)
+
+
+# One slow rank, placed in each kind of group: a TP rank of a stage, a stage of a pipeline,
+# a replica of DP, a CP rank, the last stage (its logits).
+STRAGGLERS = [
+    (dict(dp=8), 5),
+    (dict(dp=8, data_parallel="ddp"), 0),
+    (dict(tp=2, dp=4), 3),
+    (dict(tp=8), 6),
+    (dict(pp=4, gb=16), 1),
+    (dict(pp=4, gb=16), 3),
+    (dict(tp=2, pp=4, gb=32, mb=2), 5),
+    (dict(tp=2, pp=4, schedule="interleaved", v=2, gb=8), 2),
+    (dict(tp=4, pp=2, gb=16, data_parallel="ddp"), 7),
+    (dict(cp=2, dp=4), 3),
+]
+
+
+@pytest.mark.parametrize(("case", "rank"), STRAGGLERS,
+                         ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items())
+                         if isinstance(c, dict) else f"slow={c}")
+def test_a_straggler_in_the_reduced_evaluation_equals_the_full_replay(case, rank):
+    """One slow GPU (compute x1.5): the planner's one pipeline, each stage at its slowest
+    rank's factor, gives the replay's step with the same what-if (1e-9), where every rank is
+    simulated and collectives wait for their slowest member."""
+    workload = _hybrid(**case)
+    what_if = {"ranks": {rank: {"compute": 1.5}}}
+    full = replay(workload, "dgx-h100x2", what_if=what_if)
+    factors = what_if_from_dict(what_if).compute_factors(full.graph.ranks)
+    assert full.step_time_s > replay(workload, "dgx-h100x2").step_time_s
+    assert _reduced(workload, "dgx-h100x2", factors=factors) == pytest.approx(
+        full.step_time_s, rel=1e-9)
+
+
+def test_jitter_in_the_reduced_evaluation_is_an_upper_bound_of_the_replay():
+    """Jitter on every rank: each stage at the slowest factor over all replicas bounds the
+    replay's step from above (exact when the slowest ranks share a replica), and is at least
+    the healthy step's."""
+    workload = _hybrid(pp=2, dp=4, gb=16, data_parallel="ddp")
+    what_if = {"jitter": {"distribution": "lognormal", "sigma": 0.1, "seed": 3}}
+    full = replay(workload, "dgx-h100x2", what_if=what_if).step_time_s
+    factors = what_if_from_dict(what_if).compute_factors(8)
+    reduced = _reduced(workload, "dgx-h100x2", factors=factors)
+    assert full <= reduced * (1 + 1e-9)
+    assert reduced > _reduced(workload, "dgx-h100x2")
