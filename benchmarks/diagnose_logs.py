@@ -11,8 +11,9 @@ found by hand, "anomalous" without one, or clean) is written here beside it, nev
 the diagnosis. The table: the log, its preset, what the docs say, the diagnosis's top cause
 (the best variant other than the preset as it is) with its median |error|, the healthy
 preset's, the verdict (the rule of ``commsim.validation.diagnose``) and whether it matches:
-``yes`` (the verdict is the documented cause, or healthy for a clean log, or any cause for a
-log the docs call anomalous without naming why), ``cause only`` (the top cause is the
+``yes`` (the verdict is the documented cause, or healthy for a clean log, or not healthy for
+a log the docs call anomalous without naming why), ``yes (2nd)`` (the documented cause is the
+second cause the diagnosis finds, on the rows the first leaves), ``cause only`` (the top cause is the
 documented one, but it does not explain the log clearly enough for the rule), ``no``.
 ``--quick`` diagnoses four one-host or fast logs on four sizes each: the table's structure,
 for the test suite, not its figures.
@@ -117,11 +118,14 @@ def run(item: Diagnosed, quick: bool) -> Diagnosis:
 
 
 def matches(item: Diagnosed, diagnosis: Diagnosis) -> str:
-    """``yes``, ``cause only`` or ``no`` (the module docstring)."""
+    """``yes``, ``yes (2nd)``, ``cause only`` or ``no`` (the module docstring)."""
     top = _top(diagnosis)
+    found = [c.cause for c in diagnosis.causes]
     if item.causes:
-        if diagnosis.verdict in item.causes:
+        if found and found[0] in item.causes:
             return "yes"
+        if any(c in item.causes for c in found):
+            return "yes (2nd)"
         return "cause only" if top.cause in item.causes else "no"
     if item.anomalous:
         return "yes" if diagnosis.verdict != "healthy" else "no"
@@ -147,7 +151,8 @@ def table(items: tuple[Diagnosed, ...], quick: bool) -> list[list[str]]:
         rows.append([item.log, case_of(item.log).preset, item.docs, _named(top),
                      f"{top.median_abs_error_pct:.1f}",
                      f"{diagnosis.healthy.median_abs_error_pct:.1f}",
-                     _named(diagnosis.findings[0]), matches(item, diagnosis)])
+                     " + ".join(_named(c) for c in diagnosis.causes) or diagnosis.verdict,
+                     matches(item, diagnosis)])
         print(f"{item.log}: {time.perf_counter() - start:.1f}s", file=sys.stderr)
     return rows
 
@@ -170,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     anomalous = [r for r in counted if r[2] != "clean"]
     clean = [r for r in counted if r[2] == "clean"]
     print(f"\nanomalous logs: {sum(r[-1] == 'yes' for r in anomalous)} of {len(anomalous)} "
-          f"matched ({sum(r[-1] == 'cause only' for r in anomalous)} by the top cause only); "
+          f"matched, {sum(r[-1] == 'yes (2nd)' for r in anomalous)} as the second cause, "
+          f"{sum(r[-1] == 'cause only' for r in anomalous)} by the top cause only; "
           f"clean logs: {sum(r[-1] == 'yes' for r in clean)} of {len(clean)} healthy")
     return 0
 

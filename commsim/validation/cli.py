@@ -332,6 +332,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         out = report.to_dict()
         if diagnosis is not None:
             out["verdict"] = diagnosis.verdict
+            out["causes"] = [{"cause": c.cause, "level": c.level or None,
+                              "changed_rows": c.changed_rows,
+                              "changed_median_abs_error_pct": c.changed_pct,
+                              "healthy_changed_median_abs_error_pct": c.healthy_changed_pct}
+                             for c in diagnosis.causes]
             out["diagnosis"] = [f.to_dict() for f in diagnosis.findings]
             out["not_applicable"] = {name: why for name, why in diagnosis.skipped}
         print(json.dumps(out, indent=2))

@@ -18,8 +18,14 @@ preset. The causes (:data:`CAUSES`, with the published figures they use):
 * ``host-launch``: the host's issue time per GPU 2x and 4x nccl-tests issue #123's 4 us.
 
 A cause that does not apply to the machine as the log ran (no NVLink, no CPU device, one
-host, no reducing NVSwitch, one NIC per host) is skipped and says why. The verdict
-(:func:`verdict`) is ``healthy`` unless the best cause clearly explains the log better: the
+host, no reducing NVSwitch, one NIC per host) is skipped and says why.
+
+A cause is judged on the rows it changes: those whose prediction it moves by more than
+:data:`CHANGED_PCT` (a slow NIC changes the large sizes, a slow host the small ones; the
+other rows are evidence for neither). Its *score* is its median |error| on those rows over
+the healthy preset's on the same rows; the causes are ranked by it (a cause that changes
+fewer than :data:`MIN_CHANGED` rows is ranked last). The verdict (:func:`verdict`) is
+``healthy`` unless the best cause clearly explains the log better: on the rows it changes the
 healthy preset's median |error| is above :data:`HEALTHY_PCT` and the cause's at most
 :data:`RATIO` of it. The same rule applies to every log.
 """
@@ -27,7 +33,7 @@ healthy preset's median |error| is above :data:`HEALTHY_PCT` and the cause's at 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -48,6 +54,10 @@ HEALTHY_PCT = 20.0
 #: A cause is the verdict only where its median |error| is at most this part of the healthy
 #: preset's: it explains at least half of what the preset misses.
 RATIO = 0.5
+#: A row is one a cause changes where it moves the prediction by more than this (percent).
+CHANGED_PCT = 5.0
+#: A cause that changes fewer rows than this is not judged (too little evidence).
+MIN_CHANGED = 3
 #: One TCP stream of NCCL's socket transport: NCCL's docs (NCCL_SOCKET_NTHREADS: "for generic
 #: 100G networks, this value can be manually set to 4"; default 1) put one helper thread at
 #: about a quarter of 100 Gb/s.
@@ -105,15 +115,36 @@ class Finding:
     explanation: str
     what_if: dict[str, Any]
     report: ValidationReport
+    #: Rows this variant moves by more than CHANGED_PCT, and the median |error| on them of
+    #: this variant and of the healthy preset (None: fewer than MIN_CHANGED rows).
+    changed_rows: int = 0
+    changed_pct: float | None = None
+    healthy_changed_pct: float | None = None
+    #: The indices of the rows it changes.
+    changed_at: tuple[int, ...] = ()
 
     @property
     def median_abs_error_pct(self) -> float:
         return self.report.median_abs_error_pct
 
+    @property
+    def score(self) -> float:
+        """Median |error| on the rows it changes over the healthy preset's there (1 for the
+        healthy preset; inf when it changes too few rows)."""
+        if self.cause == "healthy":
+            return 1.0
+        if self.changed_pct is None or not self.healthy_changed_pct:
+            return float("inf")
+        return self.changed_pct / self.healthy_changed_pct
+
     def to_dict(self) -> dict[str, object]:
         """The ``diagnosis`` entry of ``--json``."""
         return {"cause": self.cause, "level": self.level or None,
                 "median_abs_error_pct": self.median_abs_error_pct,
+                "changed_rows": self.changed_rows,
+                "changed_median_abs_error_pct": self.changed_pct,
+                "healthy_changed_median_abs_error_pct": self.healthy_changed_pct,
+                "score": None if self.score == float("inf") else self.score,
                 "median_abs_error_pct_below_1MiB": self.report.median_abs_error_pct_below_1MiB,
                 "median_abs_error_pct_above_1MiB": self.report.median_abs_error_pct_above_1MiB,
                 "explanation": self.explanation, "what_if": self.what_if}
@@ -125,10 +156,16 @@ class Diagnosis:
 
     findings: tuple[Finding, ...]
     skipped: tuple[tuple[str, str], ...]
+    #: The causes that explain the log (:func:`explaining`), the first first; empty when none.
+    causes: tuple[Finding, ...] = ()
 
     @property
     def verdict(self) -> str:
-        return self.findings[0].cause
+        """The first cause that explains the log; else ``healthy`` where the preset is within
+        :data:`HEALTHY_PCT` of it, ``unexplained`` where it is not."""
+        if self.causes:
+            return self.causes[0].cause
+        return "healthy" if self.healthy.median_abs_error_pct <= HEALTHY_PCT else "unexplained"
 
     @property
     def healthy(self) -> Finding:
@@ -356,24 +393,68 @@ def diagnose(
         except SpecError as exc:
             skipped += ((variant.cause, str(exc)),)
             continue
+        report = validate(rows, degraded, **settings)
         findings.append(Finding(cause=variant.cause, level=variant.level,
                                 explanation=explain[variant.cause],
-                                what_if=what_if.as_dict(),
-                                report=validate(rows, degraded, **settings)))
+                                what_if=what_if.as_dict(), report=report,
+                                **_changed(healthy_report, report)))
         if progress is not None:
             progress(done, len(variants))
-    return Diagnosis(findings=_ranked(findings), skipped=skipped)
+    return Diagnosis(findings=_ranked(findings), skipped=skipped,
+                     causes=explaining(findings))
+
+
+def _changed(healthy: ValidationReport, variant: ValidationReport,
+             among: frozenset[int] | None = None) -> dict[str, Any]:
+    """The rows ``variant`` moves by more than :data:`CHANGED_PCT` (of ``among`` when given)
+    and the median |error| of both reports on them (None with fewer than
+    :data:`MIN_CHANGED`)."""
+    at = [k for k, (h, v) in enumerate(zip(healthy.rows, variant.rows, strict=True))
+          if (among is None or k in among) and abs(v.predicted_time_s - h.predicted_time_s)
+          > CHANGED_PCT / 100 * h.predicted_time_s]
+    if len(at) < MIN_CHANGED:
+        return {"changed_rows": len(at), "changed_at": tuple(at)}
+    return {"changed_rows": len(at), "changed_at": tuple(at),
+            "changed_pct": float(np.median([abs(variant.rows[k].error_pct) for k in at])),
+            "healthy_changed_pct": float(np.median([abs(healthy.rows[k].error_pct)
+                                                    for k in at]))}
+
+
+def _explains(finding: Finding) -> bool:
+    return (finding.cause != "healthy" and finding.changed_pct is not None
+            and finding.healthy_changed_pct is not None
+            and verdict(finding.healthy_changed_pct, finding.changed_pct))
+
+
+def explaining(findings: Sequence[Finding], most: int = 2) -> tuple[Finding, ...]:
+    """The causes that explain the log, greedily: the best-scored cause that the rule
+    (:func:`verdict`) accepts on the rows it changes, then, on the rows it leaves, the next
+    (a log may show a slow host at its small sizes and slow NICs at its large ones); at most
+    ``most``, each of another cause."""
+    healthy = findings[0]
+    left = frozenset(range(len(healthy.report.rows)))
+    found: list[Finding] = []
+    pool = [f for f in findings if f.cause != "healthy"]
+    while pool and len(found) < most:
+        judged = [replace(f, **_changed(healthy.report, f.report, left)) for f in pool]
+        best = min(judged, key=lambda f: (f.score, f.median_abs_error_pct), default=None)
+        if best is None or not _explains(best):
+            break
+        found.append(best)
+        left = left - frozenset(best.changed_at)
+        pool = [f for f in pool if f.cause != best.cause]
+    return tuple(found)
 
 
 def _ranked(findings: list[Finding]) -> tuple[Finding, ...]:
-    """The verdict first (the best cause where :func:`verdict` holds, else healthy), then
-    the others by median |error| (ties in catalogue order)."""
-    order = sorted(enumerate(findings), key=lambda p: (p[1].median_abs_error_pct, p[0]))
+    """The first cause that explains the log first (else healthy), then the others by score,
+    then median |error| (ties in catalogue order)."""
+    order = sorted(enumerate(findings),
+                   key=lambda p: (p[1].score, p[1].median_abs_error_pct, p[0]))
     ranked = [f for _, f in order]
-    healthy = findings[0]
-    best = next(f for f in ranked if f.cause != "healthy") if len(ranked) > 1 else healthy
-    first = best if verdict(healthy.median_abs_error_pct, best.median_abs_error_pct) \
-        else healthy
+    causes = explaining(findings)
+    first = next((f for f in ranked if causes and f.cause == causes[0].cause
+                  and f.level == causes[0].level), findings[0])
     return (first, *(f for f in ranked if f is not first))
 
 
@@ -381,26 +462,42 @@ def _name(finding: Finding) -> str:
     return f"{finding.cause} ({finding.level})" if finding.level else finding.cause
 
 
+def _evidence(finding: Finding) -> str:
+    """The rows a finding changes and its error there against the healthy preset's."""
+    if finding.cause == "healthy":
+        return "every row"
+    if finding.changed_pct is None or finding.healthy_changed_pct is None:
+        return f"{finding.changed_rows} rows changed (too few)"
+    return (f"{finding.changed_rows} rows: {finding.changed_pct:.1f}% vs "
+            f"{finding.healthy_changed_pct:.1f}%")
+
+
 def format_diagnosis(diagnosis: Diagnosis) -> str:
-    """The ranked causes, their median |error| and explanation, the causes skipped and the
-    verdict: what ``--diagnose`` prints after the table."""
+    """The ranked causes (median |error| over every row, and on the rows each changes against
+    the healthy preset's there), the causes skipped and the verdict: what ``--diagnose``
+    prints after the table."""
     healthy = diagnosis.healthy.median_abs_error_pct
     width = max(len(_name(f)) for f in diagnosis.findings)
-    lines = ["#", "# diagnosis: the preset as it is (healthy) and faulty variants of it, "
-             "each timed on every row",
-             f"# {'cause':<{width}}  {'median |error|':>14}  explanation"]
-    lines += [f"# {_name(f):<{width}}  {f.median_abs_error_pct:>13.1f}%  {f.explanation}"
-              for f in diagnosis.findings]
+    evidence = [_evidence(f) for f in diagnosis.findings]
+    ev_width = max(len(e) for e in evidence)
+    lines = ["#", "# diagnosis: the preset as it is (healthy) and faulty variants of it, each "
+             "judged on the rows it changes (its error there vs the healthy preset's)",
+             f"# {'cause':<{width}}  {'all rows':>8}  {'rows changed':<{ev_width}}  explanation"]
+    lines += [f"# {_name(f):<{width}}  {f.median_abs_error_pct:>7.1f}%  {e:<{ev_width}}  "
+              f"{f.explanation}" for f, e in zip(diagnosis.findings, evidence, strict=True)]
     lines += [f"# not applicable: {name}: {why}" for name, why in diagnosis.skipped]
-    top = diagnosis.findings[0]
-    if top.cause == "healthy":
-        best = diagnosis.findings[1] if len(diagnosis.findings) > 1 else top
-        why = (f"{healthy:.1f}% is within the model's error on clean runs ({HEALTHY_PCT:g}%)"
-               if healthy <= HEALTHY_PCT else
-               f"no cause halves the preset's {healthy:.1f}% (best: {_name(best)}, "
-               f"{best.median_abs_error_pct:.1f}%)")
-        lines.append(f"# verdict: healthy ({why})")
-    else:
-        lines.append(f"# verdict: {_name(top)}: {top.median_abs_error_pct:.1f}% where the "
-                     f"preset as it is gives {healthy:.1f}%")
+    if not diagnosis.causes:
+        best = diagnosis.findings[1] if len(diagnosis.findings) > 1 else diagnosis.healthy
+        base = best.healthy_changed_pct
+        why = ("no cause changes enough rows" if base is None or best is diagnosis.healthy else
+               f"where {_name(best)} acts the preset misses by {base:.1f}%, within the model's "
+               f"error on clean runs ({HEALTHY_PCT:g}%)" if base <= HEALTHY_PCT else
+               f"the best cause, {_name(best)}, does not halve the preset's {base:.1f}% on the "
+               f"rows it changes ({best.changed_pct:.1f}%)")
+        lines.append(f"# verdict: {diagnosis.verdict} ({why}; all rows: {healthy:.1f}%)")
+    for k, cause in enumerate(diagnosis.causes):
+        lines.append(f"# {'verdict' if k == 0 else 'and then'}: {_name(cause)}: "
+                     f"{cause.changed_pct:.1f}% on the {cause.changed_rows} rows it changes"
+                     + ("" if k == 0 else " of those left")
+                     + f", where the preset as it is gives {cause.healthy_changed_pct:.1f}%")
     return "\n".join(lines)
