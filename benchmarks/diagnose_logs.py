@@ -13,8 +13,9 @@ the diagnosis. The table: the log, its preset, what the docs say, the diagnosis'
 preset's, the verdict (the rule of ``commsim.validation.diagnose``) and whether it matches:
 ``yes`` (the verdict is the documented cause, or healthy for a clean log, or not healthy for
 a log the docs call anomalous without naming why), ``yes (2nd)`` (the documented cause is the
-second cause the diagnosis finds, on the rows the first leaves), ``cause only`` (the top cause is the
-documented one, but it does not explain the log clearly enough for the rule), ``no``.
+second cause the diagnosis finds, on the rows the first leaves), ``cause only`` (the top
+cause is the documented one, but it does not explain the log clearly enough for the rule),
+``no``.
 ``--quick`` diagnoses four one-host or fast logs on four sizes each: the table's structure,
 for the test suite, not its figures.
 """
