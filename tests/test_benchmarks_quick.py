@@ -14,9 +14,11 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: (script, arguments of its quick mode).
+#: (script, arguments of its quick mode). goodput_agreement.py and diagnose_logs.py run theirs
+#: beside their subject's tests (tests/goodput, tests/validation/test_diagnose.py).
 QUICK = [
     ("what_if_speed.py", ["--quick", "--repeat", "1"]),
+    ("failure_figures.py", ["--quick"]),
 ]
 
 
