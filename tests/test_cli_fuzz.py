@@ -66,6 +66,7 @@ def _files(tmp: Path) -> dict[str, Pool]:
         "cut-all.yaml": "links:\n  '*': {failed: true}\n",
         "typo.yaml": "links:\n  'gpu0->nowhere': {bandwidth: 0.5}\n",
         "nothing.yaml": "name: nothing\n",
+        "nic.yaml": "links:\n  'gpu1->*': {bandwidth: 0.5}\n  '*->gpu1': {latency: 2us}\n",
     }
     for name, body in files.items():
         (tmp / name).write_text(body, encoding="utf-8")
@@ -85,7 +86,7 @@ def _files(tmp: Path) -> dict[str, Pool]:
         "log": (paths("log.txt"), paths("cut.txt", "garbage.txt", "noise.txt", "blob.bin",
                                         "missing.txt", "empty.yaml")),
         "out": (paths("o.json"), [str(tmp / "no" / "dir" / "o.json"), str(tmp)]),
-        "what_if": (paths("slow.yaml", "jitter.yaml", "later.yaml"),
+        "what_if": (paths("slow.yaml", "jitter.yaml", "later.yaml", "nic.yaml"),
                     paths("far.yaml", "zero.yaml", "dist.yaml", "cut-all.yaml", "typo.yaml",
                           "nothing.yaml", "broken.yaml", "empty.yaml", "missing.yaml")),
     }  # fmt: skip
@@ -125,7 +126,7 @@ def _run(rng: random.Random, f: dict[str, Pool]) -> list[str]:
     argv += _maybe(rng, "--engine", ["des", "analytic", "quantum"])
     argv += _maybe(rng, "--protocol", ["auto", "LL", "LL128", "Simple", "none", "LL64"], 0.2)
     argv += _maybe(rng, "--trace", f["out"], 0.1)
-    argv += _maybe(rng, "--ranks", INTS, 0.2)
+    argv += _maybe(rng, "--ranks", INTS, 0.2) + _what_if(rng, f, 0.2)
     return argv + (["--json"] if rng.random() < 0.6 else [])
 
 
@@ -261,7 +262,7 @@ def _check_answer(argv: list[str], out: str) -> None:
 def test_random_cli_calls_end_in_a_clean_answer_or_one_line_error(tmp_path, capsys) -> None:
     """300 seeded random calls (run, replay, plan, bound, validate, calibrate, sweep, measure,
     goodput, topologies, junk argv) over good and malformed topologies, workloads, grids, logs
-    and what-if files (--what-if on replay and plan):
+    and what-if files (--what-if on run, replay and plan):
     never a traceback or an internal error, never a hang; exit 2 is exactly one stderr line,
     exit 0 comes with output that parses."""
     files = _files(tmp_path)

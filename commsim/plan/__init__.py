@@ -38,6 +38,11 @@ __all__ = ["MEGATRON_2021", "PlanOutcome", "SearchSpace", "Stack", "plan"]
 #: The largest global batch searched (2^40 sequences): its divisors are found by trial division
 #: up to its square root, about a second at this size.
 MAX_GLOBAL_BATCH = 2**40
+#: A configuration's axes, and the keys that are its work over its step (``healthy`` under a
+#: what-if gives them for the healthy step).
+HEALTHY_AXES = ("tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage",
+                "data_parallel", "recompute")
+HEALTHY_RATES = ("tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +61,8 @@ class PlanOutcome:
     def to_dict(self) -> dict[str, Any]:
         """The contract's JSON: model, topology, gpus, global_batch, seq, configs, rejected
         (and ``what_if``, its name, under a what-if)."""
-        head = {} if self.what_if is None else {"what_if": self.what_if.name}
+        head = {} if self.what_if is None else {"what_if": self.what_if.name,
+                                                "healthy": self._healthy()}
         return {
             **head,
             "model": self.model.name,
@@ -77,6 +83,22 @@ class PlanOutcome:
                 for r in self.result.rejected
             ],
         }
+
+    def _healthy(self) -> dict[str, Any]:
+        """The healthy machine's answer for the configurations re-timed on it (the top K), in
+        the ranking's order: their axes, step and what follows from the step alone (tokens/s,
+        model and hardware TFLOP/s per GPU, MFU: the same work over the healthy step)."""
+        configs = []
+        for e in self.result.configs:
+            r, base = e.record, e.record.get("healthy_step_time_s")
+            if not isinstance(base, float) or base <= 0:
+                continue
+            scale = r["step_time_s"] / base
+            configs.append({
+                **{k: r[k] for k in HEALTHY_AXES if k in r}, "step_time_s": base,
+                **{k: r[k] * scale for k in HEALTHY_RATES}, "fits": r["fits"]})
+        return {"model": self.model.name, "topology": self.network.name, "gpus": self.gpus,
+                "global_batch": self.global_batch, "seq": self.model.seq, "configs": configs}
 
     def table(self, top: int) -> str:
         """The ranked configurations as a text table (``top`` rows; 0: all)."""

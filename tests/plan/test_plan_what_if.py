@@ -83,6 +83,12 @@ def test_cli_prints_the_note_the_healthy_step_and_json_keys(tmp_path: Path, caps
     first = data["configs"][0]
     assert first["slowest_rank"] == 2 and first["slowdown"] > 1
     assert all(c["healthy_step_time_s"] is None for c in data["configs"][3:])
+    # 'healthy': the re-timed configurations on the machine without the file, same keys
+    healthy = data["healthy"]
+    assert len(healthy["configs"]) == 3 and healthy["gpus"] == data["gpus"]
+    for c, h in zip(data["configs"], healthy["configs"], strict=False):
+        assert (h["tp"], h["pp"], h["step_time_s"]) == (c["tp"], c["pp"], c["healthy_step_time_s"])
+        assert h["mfu"] == pytest.approx(c["mfu"] * c["step_time_s"] / h["step_time_s"])
     assert main(["plan", *SMALL, "--top", "3", "--what-if", str(path), "--csv"]) == 0
     header = capsys.readouterr().out.splitlines()[0].split(",")
     assert header[-8:] == ["fits", "healthy_step_time_s", "slowdown", "slowest_rank",
@@ -90,7 +96,8 @@ def test_cli_prints_the_note_the_healthy_step_and_json_keys(tmp_path: Path, caps
                            "slowest_rank_replica", "reason"]
     assert main(["plan", *SMALL, "--top", "3", "--json"]) == 0
     plain = json.loads(capsys.readouterr().out)
-    assert "what_if" not in plain and "slowdown" not in plain["configs"][0]
+    assert "what_if" not in plain and "healthy" not in plain
+    assert "slowdown" not in plain["configs"][0]
 
 
 def test_the_planners_memo_tells_apart_groups_a_changed_link_touches():
