@@ -15,11 +15,9 @@ that paces it: ``slowest_rank``, its ``slowest_compute_factor``, where it sits
 from __future__ import annotations
 
 from dataclasses import replace
-from os import PathLike
 
 import numpy as np
 
-from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.plan.costs import slowest_rank, stage_factors
 from commsim.plan.device import DeviceSpec
@@ -27,7 +25,7 @@ from commsim.plan.models import ModelSpec
 from commsim.plan.search import PlanResult, retime
 from commsim.plan.stack import Stack
 from commsim.plan.timing import CollectiveTimer
-from commsim.topology.what_if import WhatIf
+from commsim.topology.what_if import WhatIf, factors_for
 
 #: The record keys a what-if adds (the last five only under slow ranks or jitter).
 KEYS = ("healthy_step_time_s", "slowdown", "slowest_rank", "slowest_compute_factor",
@@ -37,14 +35,7 @@ KEYS = ("healthy_step_time_s", "slowdown", "slowest_rank", "slowest_compute_fact
 def compute_factors(what_if: WhatIf, gpus: int, source: object) -> np.ndarray | None:
     """Each of the ``gpus`` GPUs' compute factor under ``what_if`` (None: it changes no
     compute); a rank beyond them is a SpecError naming the file."""
-    if not what_if.changes_compute:
-        return None
-    try:
-        return what_if.compute_factors(gpus)
-    except SpecError as exc:
-        if isinstance(source, str | PathLike):
-            raise SpecError(f"{source}: {exc}") from None
-        raise
+    return factors_for(what_if, gpus, source) if what_if.changes_compute else None
 
 
 def beside_healthy(result: PlanResult, model: ModelSpec, device: DeviceSpec,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -25,7 +24,7 @@ from commsim.replay.graph import StepGraph
 from commsim.replay.lower import GraphTiming, time_graph
 from commsim.replay.metrics import StepMetrics, step_metrics
 from commsim.topology.degrade import apply_what_if
-from commsim.topology.what_if import WhatIf, WhatIfSource
+from commsim.topology.what_if import WhatIf, WhatIfSource, factors_for
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -282,9 +281,4 @@ def replay(
 def _compute_factors(what_if: WhatIf, ranks: int, source: object) -> np.ndarray:
     """The what-if's compute factor of each of the step's ``ranks`` ranks; a rank it names
     beyond them is a SpecError naming the file."""
-    try:
-        return what_if.compute_factors(ranks)
-    except SpecError as exc:
-        if isinstance(source, str | PathLike):
-            raise SpecError(f"{source}: {exc}") from None
-        raise
+    return factors_for(what_if, ranks, source)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -186,6 +187,17 @@ def load_what_if(source: WhatIfSource) -> WhatIf:
         return what_if_from_dict(fields.mapping(data, ""), name=Path(source).stem)
     except SpecError as exc:
         raise SpecError(f"{source}: {exc}") from None
+
+
+def factors_for(what_if: WhatIf, ranks: int, source: object = None) -> np.ndarray:
+    """:meth:`WhatIf.compute_factors` of ``ranks`` ranks, a SpecError naming the file
+    ``source`` (when it is a path) for a rank beyond them."""
+    try:
+        return what_if.compute_factors(ranks)
+    except SpecError as exc:
+        if isinstance(source, str | PathLike):
+            raise SpecError(f"{source}: {exc}") from None
+        raise
 
 
 def what_if_from_dict(data: Mapping[Any, Any], name: str = "what-if") -> WhatIf:
