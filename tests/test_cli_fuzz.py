@@ -267,10 +267,19 @@ def test_random_cli_calls_end_in_a_clean_answer_or_one_line_error(tmp_path, caps
     exit 0 comes with output that parses."""
     files = _files(tmp_path)
     rng = random.Random(SEED)
+    # the random calls, then for each command that takes --what-if one call with a good file
+    # and one with a bad file, so that both ends are exercised whatever the draws were
+    cases = [rng.choice(MAKERS)(rng, files) for _ in range(CASES)]
+    good, bad = files["what_if"][0][0], files["what_if"][1][4]  # slow.yaml, typo.yaml
+    ddp = files["workload"][0][1]
+    for what_if in (good, bad):
+        cases += [["run", "all_reduce", "-t", "dgx-h100", "-s", "1MiB", "--what-if", what_if],
+                  ["replay", ddp, "-t", "dgx-h100", "--what-if", what_if, "--json"],
+                  ["plan", "gpt3-1.3b", "-t", "dgx-h100", "--global-batch", "16", "--tp", "1",
+                   "--pp", "1,2", "--cp", "1", "--micro-batch", "1", "--what-if", what_if]]
     statuses = []
     what_ifs = set()  # (command, a good file answered / a bad file refused)
-    for case in range(CASES):
-        argv = rng.choice(MAKERS)(rng, files)
+    for case, argv in enumerate(cases):
         with _alarm(HANG_S):
             status = main(argv)
         out, err = capsys.readouterr()
@@ -284,9 +293,9 @@ def test_random_cli_calls_end_in_a_clean_answer_or_one_line_error(tmp_path, caps
         statuses.append(status)
         if "--what-if" in argv:
             name = Path(argv[argv.index("--what-if") + 1]).name
-            good = name in {Path(g).name for g in files["what_if"][0]}
+            is_good = name in {Path(g).name for g in files["what_if"][0]}
             if status == 0 or name in err:
-                what_ifs.add((argv[0], good, status))
+                what_ifs.add((argv[0], is_good, status))
     assert statuses.count(0) >= 20 and statuses.count(2) >= 40  # both paths are exercised
-    assert {(c, True, 0) for c in ("replay", "plan")} <= what_ifs
-    assert {(c, False, 2) for c in ("replay", "plan")} <= what_ifs
+    assert {(c, True, 0) for c in ("run", "replay", "plan")} <= what_ifs
+    assert {(c, False, 2) for c in ("run", "replay", "plan")} <= what_ifs
