@@ -1,6 +1,6 @@
 """``commsim plan``'s step model against published training throughput.
 
-Run: ``.venv/bin/python benchmarks/plan_published.py [--choose]``
+Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick]``
 
 For each published row, the step of the published layout is evaluated exactly as ``commsim
 plan`` evaluates a configuration (the shipped preset's ``device:`` block: one set of
@@ -162,14 +162,19 @@ def _schedule(c: PlanConfig) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--choose", action="store_true", help="also run the search per row")
+    parser.add_argument("--quick", action="store_true",
+                        help="the first row of each source, for the test suite")
     args = parser.parse_args()
+    rows = ROWS
+    if args.quick:
+        rows = tuple(next(r for r in ROWS if r.source == s) for s in (MEGATRON, LLAMA3_SRC))
     errors = []
     header = ("| source | model | GPUs | TP | CP | PP | DP | schedule | batch | published | "
               "predicted | error |")
     print(header + (" plan's choice (its step against the published layout's) |"
                     if args.choose else ""))
     print("|" + "---|" * (header.count("|") - 1 + (1 if args.choose else 0)))
-    for row in ROWS:
+    for row in rows:
         t0 = time.perf_counter()
         step = predict(row)
         pred = tflops(row, step)
@@ -183,7 +188,7 @@ def main() -> None:
             line += f" {choose(row, step)} |"
         print(line, flush=True)
         print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
-    by_source = {s: [e for r, e in zip(ROWS, errors, strict=True) if r.source == s]
+    by_source = {s: [e for r, e in zip(rows, errors, strict=True) if r.source == s]
                  for s in (MEGATRON, LLAMA3_SRC)}
     print()
     for source, errs in by_source.items():

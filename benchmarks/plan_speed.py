@@ -1,6 +1,6 @@
 """How fast ``commsim plan`` searches: configurations considered and timed per second.
 
-Run: ``.venv/bin/python benchmarks/plan_speed.py``
+Run: ``.venv/bin/python benchmarks/plan_speed.py [--quick]``
 
 Llama 3 70B over 512 H100 (``dgx-h100x64``, the issue's target: an answer in <= 10 s) with
 the default pruning, its collectives timed by the default closed forms (``--engine
@@ -9,7 +9,8 @@ GPT-3 6.7B over 64 A100 with ``--top 0`` (every configuration that fits is timed
 evaluation rate without pruning); and the 70B search again under a what-if with one slow GPU
 (rank 100 at 1.2x: every configuration's stages at their slowest rank's pace, the top 10 timed
 again on the healthy machine). Wall and CPU seconds: on a shared machine the CPU time is the
-steadier figure.
+steadier figure. ``--quick``: Llama 2 7B over 16 H100, healthy and with one slow GPU, for the
+test suite.
 """
 
 from __future__ import annotations
@@ -31,10 +32,15 @@ CASES = (
     ("gpt3-6.7b", "dgx-a100x8", 512, 0, "analytic", None),
     ("llama3-70b", "dgx-h100x64", 1024, 10, "analytic", SLOW_GPU),
 )
+QUICK = (
+    ("llama2-7b", "dgx-h100x2", 64, 10, "analytic", None),
+    ("llama2-7b", "dgx-h100x2", 64, 10, "analytic", {"name": "slow-gpu",
+                                                       "ranks": {3: {"compute": 1.2}}}),
+)
 
 
 def main() -> None:
-    for model, preset, batch, top, engine, what_if in CASES:
+    for model, preset, batch, top, engine, what_if in QUICK if "--quick" in sys.argv else CASES:
         load_topology(preset)  # build (and cache) the network outside the timing
         t0, c0 = time.perf_counter(), time.process_time()
         out = plan(model, preset, global_batch=batch, top=top, engine=engine, what_if=what_if)

@@ -1,6 +1,8 @@
 """Captured-trace replay vs reality: the spread behind the bounds of docs/traces.md.
 
 Run: ``.venv/bin/python benchmarks/trace_replay_gloo.py [--captures 12] [--out DIR]``
+(``--captures 1`` is the quick mode the test suite runs, tests/test_benchmarks_quick.py, so
+that the test's functions it calls cannot go missing again unnoticed).
 
 Captures the step of ``tests/traces/test_trace_gloo_capture.py`` (a 2-process gloo DDP run,
 6 profiled steps) ``--captures`` times, one after another, and prints for each the error of the
@@ -43,8 +45,9 @@ def main() -> None:
         model = read_traces(out / "traces")
         standalone = case.calibrated_topology(case.standalone_rows(out))
         own = case.calibrated_topology(case.trace_rows(model))
-        errors["calibrated"].append(case.replay_error_pct(model, standalone))
-        errors["trace-calibrated"].append(case.replay_error_pct(model, own))
+        # the test's replayed / measured ratio of the profiled steps, as an error in percent
+        errors["calibrated"].append((case.replay_ratio(model, standalone) - 1) * 100)
+        errors["trace-calibrated"].append((case.replay_ratio(model, own) - 1) * 100)
         print(
             f"{i:7d}  {seconds:7.1f}  {errors['calibrated'][-1]:+9.1f}%  "
             f"{errors['trace-calibrated'][-1]:+15.1f}%",
