@@ -15,7 +15,6 @@ from commsim.nccl_caps import bandwidth_factor, bus_cap, ll128_cap, ll_max_bw
 from commsim.nccl_tables import NcclConfig, Protocol, hop_factor
 from commsim.network import DerivedLinks, LinkColumns, Network
 from commsim.schedule import Schedule
-from commsim.topology.degrade import META_KEY
 
 #: Hops of each kind (within a host, across hosts) :func:`ring_hop_scales` samples.
 MAX_HOPS = 64
@@ -319,7 +318,7 @@ def protocol_network(network: Network, protocol: Protocol, family: str = "ring",
     spread_at = np.array(sorted(spread), dtype=np.int64)
     spread_Bps = np.array([spread[i] for i in spread_at.tolist()], dtype=np.float64)
     # several channels cross a host on its NICs together, at the slowest one's pace
-    rails = rail_floor_Bps(network) if channels > 1 and META_KEY in network.meta else None
+    rails = rail_floor_Bps(network) if channels > 1 else None
 
     def scaled(links: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         cls, base = codes[at], links.bandwidth_Bps
