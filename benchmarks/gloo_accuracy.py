@@ -1,6 +1,6 @@
 """How well the CPU-host model predicts real gloo collectives on this machine.
 
-Run: ``.venv/bin/python benchmarks/gloo_accuracy.py [--world-sizes 2,4] [--csv FILE]``
+Run: ``.venv/bin/python benchmarks/gloo_accuracy.py [--world-sizes 2,4] [--csv FILE] [--quick]``
 
 Measures all five collectives with real torch.distributed over gloo (``commsim measure``'s
 launcher: 2 and then 4 processes on 127.0.0.1, 9 sizes from 64 KiB to 16 MiB by factors of 2,
@@ -32,18 +32,19 @@ CHECK = SIZES[1::2]
 COLLECTIVES = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduce")
 
 
-def measure_csv(world_sizes: tuple[int, ...], out: Path) -> Path:
-    """Measure every collective at every size on real gloo processes; the CSV's path."""
+def measure_csv(world_sizes: tuple[int, ...], out: Path, quick: bool = False) -> Path:
+    """Measure every collective at every size on real gloo processes; the CSV's path
+    (``quick``: 2 iterations in 1 round, the same path for the test suite)."""
     from commsim.measure import MeasureSpec, measure, write_csv
 
     spec = MeasureSpec(
         backend="gloo",
         world_sizes=world_sizes,
         sizes=SIZES,
-        iterations=12,
-        warmups=2,
-        rounds=6,
-        batch=4,
+        iterations=2 if quick else 12,
+        warmups=1 if quick else 2,
+        rounds=1 if quick else 6,
+        batch=1 if quick else 4,
         init_timeout_s=120,
         timeout_s=240,
     )
@@ -59,10 +60,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--world-sizes", default="2,4")
     parser.add_argument("--csv", type=Path, default=None, help="use this measurement")
+    parser.add_argument("--quick", action="store_true",
+                        help="2 iterations in 1 round, for the test suite (figures meaningless)")
     args = parser.parse_args(argv)
     if args.csv is None:
         world_sizes = tuple(int(p) for p in args.world_sizes.split(","))
-        path = measure_csv(world_sizes, Path(tempfile.mkdtemp(prefix="commsim-gloo-")) / "m.csv")
+        path = measure_csv(world_sizes, Path(tempfile.mkdtemp(prefix="commsim-gloo-")) / "m.csv",
+                           args.quick)
         source = f"measured now, world sizes {args.world_sizes}"
     else:
         path, source = args.csv, str(args.csv)
