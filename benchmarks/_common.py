@@ -1,7 +1,8 @@
-"""Helpers shared by the benchmark scripts: best-of-N timing and plain-text tables."""
+"""Helpers shared by the benchmark scripts: best-of-N timing, plain-text tables, ``--quick``."""
 
 from __future__ import annotations
 
+import argparse
 import resource
 import sys
 import time
@@ -55,3 +56,17 @@ def _cell(value: object) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     return str(value)
+
+
+def parse_args(parser: argparse.ArgumentParser, quick: dict[str, object], what: str,
+               argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``parser``'s arguments plus ``--quick``: the same code path on the smallest inputs, a
+    single repeat, for the test suite (``tests/test_benchmarks_quick.py``); its figures mean
+    nothing. ``quick`` holds the defaults ``--quick`` changes (an argument given explicitly
+    still wins), ``what`` says in a few words what it runs."""
+    parser.add_argument("--quick", action="store_true", help=f"{what}, for the test suite")
+    args = parser.parse_args(argv)
+    if args.quick:
+        parser.set_defaults(**quick)
+        args = parser.parse_args(argv)
+    return args

@@ -1,6 +1,7 @@
 """Analytic scale: a 65,536-rank all-reduce (8192 DGX H100 nodes) with ``--engine analytic``.
 
-Run: ``.venv/bin/python benchmarks/analytic_scale.py [--nodes 512,2048,8192] [--repeat 3]``
+Run: ``.venv/bin/python benchmarks/analytic_scale.py [--nodes 512,2048,8192] [--repeat 3]
+[--quick]``
 
 First table, per node count: the wall time of the whole command line
 ``commsim run all_reduce --topology dgx-h100xN --size 1GiB --engine analytic`` (a fresh
@@ -20,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import best_of, table
+from _common import best_of, parse_args, table
 
 from commsim.algorithms import candidates
 from commsim.api import make_call
@@ -58,7 +59,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", default="512,2048,8192")
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, {"nodes": "2", "repeat": 1}, "2 nodes (16 ranks), once")
     counts = [int(x) for x in args.nodes.split(",")]
     rows = []
     for nodes in counts:

@@ -1,6 +1,7 @@
 """DES scale: a 4096-rank hierarchical all-reduce (512 DGX H100 nodes x 8 GPUs) through the DES.
 
-Run: ``.venv/bin/python benchmarks/des_scale.py [--nodes 512] [--sizes 1GiB] [--algorithm auto]``
+Run: ``.venv/bin/python benchmarks/des_scale.py [--nodes 512] [--sizes 1GiB] [--algorithm auto]
+[--quick]``
 
 For each size: what ``auto`` picks (ranked by closed forms at this scale) and how long picking
 takes, the schedule's transfers, the wall time of building it and of simulating it, the peak
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from _common import max_rss_mib, table
+from _common import max_rss_mib, parse_args, table
 
 from commsim.algorithms import build_schedule
 from commsim.api import make_call, simulate
@@ -29,7 +30,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=512)
     parser.add_argument("--sizes", default="1GiB")
     parser.add_argument("--algorithm", default="auto")
-    args = parser.parse_args()
+    args = parse_args(parser, {"nodes": 2, "sizes": "1MiB"}, "2 nodes (16 ranks), 1 MiB")
     t0 = time.perf_counter()
     network = load_topology(f"dgx-h100x{args.nodes}")
     load_s = time.perf_counter() - t0

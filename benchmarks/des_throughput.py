@@ -1,6 +1,6 @@
 """DES throughput: commsim's engine vs a naive SimPy model of the same ring all-reduce.
 
-Run: ``.venv/bin/python benchmarks/des_throughput.py [--ranks 256] [--repeat 3]``
+Run: ``.venv/bin/python benchmarks/des_throughput.py [--ranks 256] [--repeat 3] [--quick]``
 
 Both time the ring all-reduce of 1 GiB with one piece per step (``--chunks 1``) on a ring
 topology, in this process, best of ``--repeat``: the naive model (``naive_simpy.py``: a process
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 
-from _common import best_of, table
+from _common import best_of, parse_args, table
 from naive_simpy import ring_all_reduce_time
 
 from commsim.algorithms import build_schedule
@@ -27,7 +27,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ranks", type=int, default=256)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, {"ranks": 8, "repeat": 1}, "8 ranks, once")
     p, nbytes, alpha, beta = args.ranks, 2**30, 1e-6, 100e9
     network = ring(p, latency=alpha, bandwidth=beta)
     call = Call(collective=Collective.ALL_REDUCE, ranks=p, nbytes=nbytes, chunks=1)

@@ -1,7 +1,8 @@
 """The DES path's exact fast evaluator: whole `commsim run` commands vs the forced event loop
 vs a naive SimPy model, all in one run.
 
-Run: ``.venv/bin/python benchmarks/fast_path.py [--ranks 512,1024] [--repeat 3] [--naive-max 1024]``
+Run: ``.venv/bin/python benchmarks/fast_path.py [--ranks 512,1024] [--repeat 3] [--naive-max 1024]
+[--quick]``
 
 For each rank count, a ``kind: ring`` topology (1 us, 100 GB/s links) and the ring all-reduce
 of 1 MiB (one piece per step: ``2p(p-1)`` transfers):
@@ -36,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, table
+from _common import ROOT, parse_args, table
 from naive_simpy import ring_all_reduce_time
 
 LATENCY_S, BANDWIDTH_BPS, NBYTES = 1e-6, 100e9, 2**20
@@ -80,7 +81,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--naive-max", type=int, default=1024,
                         help="run the naive SimPy model up to this many ranks")
-    args = parser.parse_args()
+    args = parse_args(parser, {"ranks": "8", "repeat": 1}, "8 ranks, once")
     rows = []
     disagree = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -2,7 +2,7 @@
 the symbolic checker on ring all-reduces, time and peak memory, with a baseline in the same run.
 
 Run: ``.venv/bin/python benchmarks/records_io.py [--ranks 512] [--check-ranks 128,256,512]
-[--repeat 3]``
+[--repeat 3] [--quick]``
 
 * **command**: ``commsim run all_reduce --topology ringP.yaml --size 1MiB --algorithm ring``
   in a fresh process, without and with ``--transfers out.csv`` (``kind: ring``, 1 us,
@@ -31,7 +31,7 @@ import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
-from _common import ROOT, best_of, table
+from _common import ROOT, best_of, parse_args, table
 
 from commsim.algorithms import Call, build_schedule
 from commsim.api import simulate
@@ -130,7 +130,8 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=512)
     parser.add_argument("--check-ranks", default="128,256,512")
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, {"ranks": 8, "check_ranks": "8", "repeat": 1},
+                      "8 ranks, once")
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
         commands = _commands(args.ranks, tmp, args.repeat)

@@ -1,6 +1,6 @@
 """Time and memory vs ranks: a hierarchical all-reduce on 1 to 512 DGX H100 nodes (8..4096 ranks).
 
-Run: ``.venv/bin/python benchmarks/scaling.py [--max-nodes 512] [--algorithm NAME]``
+Run: ``.venv/bin/python benchmarks/scaling.py [--max-nodes 512] [--algorithm NAME] [--quick]``
 
 Each rank count runs in a fresh process: build the 1 GiB all-reduce schedule and simulate it
 with the DES (wall times, best of ``--repeat``), then once more under ``tracemalloc`` for the
@@ -22,7 +22,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from _common import best_of, max_rss_mib, table
+from _common import best_of, max_rss_mib, parse_args, table
 
 from commsim.algorithms import build_schedule
 from commsim.api import make_call, simulate
@@ -67,7 +67,7 @@ def main() -> None:
     parser.add_argument("--algorithm", default="hierarchical_rabenseifner")
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parse_args(parser, {"max_nodes": 2, "repeat": 1}, "1 and 2 nodes, once")
     if args.one is not None:
         print(json.dumps(one(args.one, args.algorithm, args.repeat)))
         return

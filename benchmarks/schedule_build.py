@@ -2,7 +2,7 @@
 making one ``Transfer`` object per transfer (same process, same schedules).
 
 Run: ``.venv/bin/python benchmarks/schedule_build.py [--ranks 512,4096] [--size 1GiB]
-[--repeat 3]``
+[--repeat 3] [--quick]``
 
 For each algorithm and collective, at each rank count: the transfers, the build time per
 transfer (``build``, best of ``--repeat``), and, as the baseline, the time per transfer of
@@ -19,7 +19,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from _common import best_of, table
+from _common import best_of, parse_args, table
 
 from commsim.algorithms import build_schedule, get_algorithm
 from commsim.algorithms.base import Call
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--max-columns", type=int, default=5_000_000)
     parser.add_argument("--max-objects", type=int, default=1_000_000)
-    args = parser.parse_args(argv)
+    args = parse_args(parser, {"ranks": "8", "repeat": 1}, "8 ranks, once", argv)
     nbytes = parse_size(args.size, "--size")
     rows = []
     for p in (int(r) for r in args.ranks.split(",")):

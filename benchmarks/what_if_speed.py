@@ -8,7 +8,7 @@ prints both. This prints, per what-if and size, the wall time of the healthy cal
 of the degraded call, each the best of ``--repeat`` runs in a fresh memo (a new network each
 time, as a new process has). The issue's target: the degraded part (apply + degraded call)
 within 1 s, so that ``run --what-if`` answers within ``run``'s time plus 1 s. ``--quick`` runs
-4 DGX H100 nodes (32 ranks) instead of 512 (4,096 ranks), for the test suite.
+4 DGX H100 nodes (32 ranks) instead of 512 (4,096 ranks), once, for the test suite.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from _common import table
+from _common import parse_args, table
 
 import commsim
 from commsim.topology import load_topology
@@ -48,9 +48,8 @@ def _once(preset: str, what_if: dict, size: str) -> tuple[tuple[float, float, fl
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--quick", action="store_true", help="32 ranks, for the test suite")
     parser.add_argument("--repeat", type=int, default=3, help="best of N (default 3)")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, {"repeat": 1}, "32 ranks, once", argv)
     preset = "dgx-h100x4" if args.quick else "dgx-h100x512"
     rows = []
     for name, what_if in WHAT_IFS.items():

@@ -23,15 +23,15 @@ DASHES = re.compile(r"^-+( +-+)*$", re.M)
 #: subject's tests (tests/goodput, tests/validation). naive_simpy.py is no benchmark: the
 #: baseline des_throughput.py and fast_path.py import.
 QUICK: list[tuple[str, list[str], re.Pattern[str]]] = [
-    ("what_if_speed.py", ["--quick", "--repeat", "1"], DASHES),
+    ("what_if_speed.py", ["--quick"], DASHES),
     ("failure_figures.py", ["--quick"], DASHES),
-    ("des_throughput.py", ["--ranks", "8", "--repeat", "1"], DASHES),
-    ("analytic_scale.py", ["--nodes", "2", "--repeat", "1"], DASHES),
-    ("fast_path.py", ["--ranks", "8", "--repeat", "1"], DASHES),
-    ("schedule_build.py", ["--ranks", "8", "--repeat", "1"], DASHES),
-    ("records_io.py", ["--ranks", "8", "--repeat", "1"], DASHES),
-    ("des_scale.py", ["--nodes", "2", "--sizes", "1MiB"], DASHES),
-    ("scaling.py", ["--max-nodes", "2", "--repeat", "1"], DASHES),
+    ("des_throughput.py", ["--quick"], DASHES),
+    ("analytic_scale.py", ["--quick"], DASHES),
+    ("fast_path.py", ["--quick"], DASHES),
+    ("schedule_build.py", ["--quick"], DASHES),
+    ("records_io.py", ["--quick"], DASHES),
+    ("des_scale.py", ["--quick"], DASHES),
+    ("scaling.py", ["--quick"], DASHES),
     ("sweep_throughput.py", ["--repeat", "1"], DASHES),
     ("sweep_parallel.py", ["--repeat", "1", "--workers", "2"], DASHES),
     ("scale_limits.py", ["--repeat", "1", "--only", "1 KiB"], re.compile(r"1 KiB, dgx-h100")),
