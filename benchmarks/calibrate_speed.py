@@ -1,7 +1,7 @@
 """``commsim calibrate`` on real nccl-tests logs: how long a fit takes, with and without the
 schedule memo (:mod:`commsim.algorithms.memo`), in one process.
 
-Run: ``.venv/bin/python benchmarks/calibrate_speed.py [--only TEXT]``
+Run: ``.venv/bin/python benchmarks/calibrate_speed.py [--only TEXT] [--quick]``
 
 A fit times the same calls on thousands of networks that differ only in their latencies and
 bandwidths; the memo builds each call's schedule once. For each case the fit runs twice, the
@@ -11,7 +11,7 @@ topologies are the same byte for byte (the memo must change no number). The case
 all_reduce rows of logs in ``tests/data/nccl-tests``, calibrated as the presets benchmark
 does (``validate_presets.py``): one node of 8 A100 and two HGX B200 nodes (16 ranks, NCCL's
 trees across hosts: most of their time is the contended tree phases' DES, which the memo does
-not touch).
+not touch). ``--quick``: the A100 log's sizes from 1 MiB to 8 MiB.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, table
+from _common import ROOT, parse_args, table
 
 from commsim.algorithms import memo
 from commsim.cli import main as commsim
@@ -36,13 +36,13 @@ CASES = [
 ]
 
 
-def _fit(log: str, template: str) -> tuple[float, str]:
+def _fit(log: str, template: str, sizes: list[str]) -> tuple[float, str]:
     """Wall seconds of ``commsim calibrate LOG --topology TEMPLATE --collectives all_reduce``
-    (in this process) and the file it wrote."""
+    (in this process; ``sizes``: its ``--sizes``, if any) and the file it wrote."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "fitted.yaml"
         argv = ["calibrate", str(DATA / log), "--topology", template,
-                "--collectives", "all_reduce", "--out", str(out)]
+                "--collectives", "all_reduce", "--out", str(out), *sizes]
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(io.StringIO()):
             status = commsim(argv)
@@ -56,7 +56,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", action="append", default=[],
                         help="only the logs whose name contains TEXT (repeatable)")
-    args = parser.parse_args()
+    args = parse_args(parser, {}, "the A100 log from 1 MiB to 8 MiB")
+    sizes = ["--sizes", "1MiB:8MiB"] if args.quick else []
+    if args.quick and not args.only:
+        args.only = ["a100"]
     rows = []
     largest = memo.MEMO_LARGEST
     for log, template in CASES:
@@ -64,10 +67,10 @@ def main() -> None:
             continue
         memo.forget()
         memo.MEMO_LARGEST = -1  # the baseline: nothing kept
-        base_s, base_yaml = _fit(log, template)
+        base_s, base_yaml = _fit(log, template, sizes)
         memo.MEMO_LARGEST = largest
         memo.forget()
-        memo_s, memo_yaml = _fit(log, template)
+        memo_s, memo_yaml = _fit(log, template, sizes)
         rows.append((log.split("_")[0], template, base_s, memo_s, base_s / memo_s,
                      "yes" if memo_yaml == base_yaml else "NO"))
     print(table(["<log", "<template", "baseline s", "memo s", "baseline / memo",

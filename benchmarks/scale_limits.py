@@ -1,6 +1,6 @@
 """Scale limits: start-up, 4096 and 65,536 ranks, and the huge inputs, each a fresh command.
 
-Run: ``.venv/bin/python benchmarks/scale_limits.py [--repeat 3] [--only TEXT]``
+Run: ``.venv/bin/python benchmarks/scale_limits.py [--repeat 3] [--only TEXT] [--quick]``
 
 Each row is one ``commsim`` command line run in a fresh process (interpreter start, imports,
 the topology, the choice, the answer): its wall time (best of ``--repeat`` for the quick
@@ -9,7 +9,7 @@ on a loaded machine do not inflate), peak memory, exit status, and what it print
 algorithm chosen, ``sym`` when the output notes a time had by symmetry, or the start of the
 one-line error). ``x target`` is the wall time over the target of issue 15; the baseline row
 (an interpreter that imports nothing) is measured in the same run, so the ratios compare
-like with like on a loaded machine.
+like with like on a loaded machine. ``--quick``: the rows of :data:`QUICK`, once.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import table
+from _common import parse_args, table
 
 _SCRIPT = Path(sys.executable).with_name("commsim")  # the installed console script
 COMMSIM = [str(_SCRIPT)] if _SCRIPT.exists() else [sys.executable, "-m", "commsim"]
@@ -45,6 +45,8 @@ CASES: list[tuple[str, list[str], float, float | None, bool]] = [
     ("torus 16^4 (65536) des", [*RUN, "TORUS"], 10.0, None, False),
     ("torus 16^4 analytic", [*RUN, "TORUS", "--engine", "analytic"], 10.0, None, False),
 ]
+#: The --quick mode's rows: the start-up ones and a refusal (the error's summary).
+QUICK = ("--help", "1 KiB, dgx-h100 (8)", "x125000 (1,000,000)")
 
 
 def _measure(command: list[str]) -> tuple[float, float, float, int, str]:
@@ -73,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="runs of the quick rows")
     parser.add_argument("--only", default="", help="only rows whose label contains this")
-    args = parser.parse_args()
+    args = parse_args(parser, {"repeat": 1}, "the rows of QUICK, once")
     with tempfile.TemporaryDirectory() as tmp:
         torus = Path(tmp) / "torus16x4.yaml"
         torus.write_text(TORUS)
@@ -82,7 +84,7 @@ def main() -> None:
         rows: list[list[object]] = [["python -c pass (baseline)", base, base_cpu,
                                      round(base_mib), 0, "", "", ""]]
         for label, argv, target, target_mib, quick in CASES:
-            if args.only not in label:
+            if args.only not in label or (args.quick and label not in QUICK):
                 continue
             command = [*COMMSIM, *(str(torus) if a == "TORUS" else a for a in argv)]
             runs = [_measure(command) for _ in range(args.repeat if quick else 1)]

@@ -1,6 +1,6 @@
 """Sweeps: ``commsim.sweep.run_sweep`` on one process, two local processes, and a Dask cluster.
 
-Run: ``.venv/bin/python benchmarks/sweep_parallel.py [--repeat 3] [--workers 2]``
+Run: ``.venv/bin/python benchmarks/sweep_parallel.py [--repeat 3] [--workers 2] [--quick]``
 
 One grid of 192 points, half analytic and half DES: all_reduce, all_gather and reduce_scatter x
 ring, recursive_doubling, rabenseifner and auto x 4 sizes (16 KiB to 512 MiB, x32) x two
@@ -11,6 +11,7 @@ local processes (``concurrent.futures``; the pool's start-up counts), and a Dask
 ``LocalCluster`` of N single-threaded worker processes started before timing (its start-up is
 shown apart, as a user's long-running cluster pays it once). Each executor's frame is checked
 equal to ``jobs=1``'s. Best of ``--repeat``; the ratio is time / time at ``jobs=1``.
+``--quick``: one size (48 points), once.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import argparse
 import os
 import time
 
-from _common import best_of, table
+from _common import best_of, parse_args, table
 
 GRID: dict[str, object] = {
     "topologies": ["dgx-h100x4", "tpu-v4-64"],
@@ -38,8 +39,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2, help="processes / Dask workers")
-    args = parser.parse_args()
-    grid = load_grid(GRID)
+    args = parse_args(parser, {"repeat": 1}, "one size (48 points), once")
+    grid = load_grid({**GRID, "sizes": ["16KiB"]} if args.quick else GRID)
     points, workers = len(grid), args.workers
     run_sweep(load_grid({**GRID, "sizes": ["1KiB"]}), jobs=1)  # warm-up: imports, presets
 

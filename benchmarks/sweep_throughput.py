@@ -1,6 +1,6 @@
 """Sweeps: analytic predictions per second through ``commsim.simulate(..., engine="analytic")``.
 
-Run: ``.venv/bin/python benchmarks/sweep_throughput.py [--repeat 3]``
+Run: ``.venv/bin/python benchmarks/sweep_throughput.py [--repeat 3] [--quick]``
 
 A notebook-style scan, all-reduce at 11 sizes (1 KiB to 1 GiB, x4) x every algorithm that can
 run it plus ``auto`` x five topologies (8 to 1024 ranks: GPU servers and TPU tori). Each
@@ -9,14 +9,15 @@ so it is the costliest). Two cases: *cold*, each scan on a fresh copy of the net
 memoised yet: what a new question costs), and *warm*, the scan repeated on one network, whose
 timing layer (:class:`commsim.timing.Timer`) memoises every call it answered (what re-running a
 notebook cell costs). One warm-up call (imports) is not timed; the rest is best of
-``--repeat`` per topology. Target: >= 1,000 predictions/s cold.
+``--repeat`` per topology. Target: >= 1,000 predictions/s cold. ``--quick``: one GPU server
+and one TPU torus (:data:`QUICK`), once.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from _common import best_of, table
+from _common import best_of, parse_args, table
 
 from commsim import simulate
 from commsim.algorithms import ALGORITHMS
@@ -24,6 +25,7 @@ from commsim.errors import CommsimError
 from commsim.topology import load_topology
 
 TOPOLOGIES = ["dgx-h100x4", "dgx-a100x16", "tpu-v4-64", "tpu-v5e-256", "dgx-h100x128"]
+QUICK = ["dgx-h100x4", "tpu-v4-64"]
 SIZES = [4**k for k in range(5, 16)]  # 1 KiB .. 1 GiB
 
 
@@ -42,11 +44,11 @@ def _scan(topology: object) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse_args(parser, {"repeat": 1}, "a GPU server and a TPU torus, once")
     simulate("all_reduce", "dgx-h100", "1MiB", engine="analytic")  # warm-up: imports
     rows = []
     totals = {"cold": [0, 0.0], "warm": [0, 0.0]}
-    for name in TOPOLOGIES:
+    for name in QUICK if args.quick else TOPOLOGIES:
         network = load_topology(name)
         cold_s, count = best_of(args.repeat, lambda network=network: _scan(network.rebuilt()))
         _scan(network)  # fills the memo
