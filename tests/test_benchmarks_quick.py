@@ -39,7 +39,7 @@ QUICK: list[tuple[str, list[str], re.Pattern[str]]] = [
     ("plan_speed.py", ["--quick"], re.compile(r"configurations considered")),
     ("plan_published.py", ["--quick"], re.compile(r"^\|---", re.M)),
     ("gloo_accuracy.py", ["--world-sizes", "2", "--quick"], DASHES),
-    ("trace_replay_gloo.py", ["--captures", "1"], re.compile(r"^# calibrated: ", re.M)),
+    ("trace_replay_gloo.py", ["--quick"], re.compile(r"^# calibrated: ", re.M)),
 ]
 
 

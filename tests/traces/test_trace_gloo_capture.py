@@ -3,9 +3,10 @@
 The module fixture trains a small MLP (256-2048-2048-256, batch 4, 21 MB of float32
 gradients in two DDP buckets of 2 and 18.9 MB) with DDP over gloo on 2 processes on 127.0.0.1,
 profiles 6 steps with ``record_shapes=True``, and times standalone all-reduces of the buckets'
-sizes in the same processes (:mod:`_gloo_ddp_capture`). The tests import the traces, replay
-all 6 steps (``--step all``) and compare the replayed time with the measured one on two CPU
-topologies, both a ``switch`` of 2 ranks running gloo's ring all-reduce:
+sizes in the same processes (``benchmarks/_gloo_ddp_capture.py``, which the benchmark shares).
+The tests import the traces, replay all 6 steps (``--step all``) and compare the replayed time
+with the measured one on two CPU topologies, both a ``switch`` of 2 ranks running gloo's ring
+all-reduce:
 
 * **calibrated**: latency and bandwidth fitted (``commsim.validation.calibrate``) to the
   standalone all-reduce times, as ``commsim calibrate`` fits ``commsim measure`` output;
@@ -25,44 +26,31 @@ is why all six are replayed together. The capture takes 4-12 s.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 pytest.importorskip("torch")
 
-from _gloo_ddp_capture import capture  # noqa: E402
-
 from commsim.cli import main  # noqa: E402
-from commsim.collectives import Collective  # noqa: E402
 from commsim.replay import replay  # noqa: E402
-from commsim.traces import (  # noqa: E402
-    CommKind,
-    TraceModel,
-    collective_times,
-    load_trace_workload,
-    read_traces,
+from commsim.traces import CommKind, TraceModel, load_trace_workload, read_traces  # noqa: E402
+
+# appended, not popped: the spawned ranks import the helper by the parent's sys.path
+sys.path.append(str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from _gloo_ddp_capture import (  # noqa: E402
+    STEP,
+    calibrated_topology,
+    capture,
+    replay_ratio,
+    standalone_rows,
+    trace_rows,
 )
 
 pytestmark = pytest.mark.slow
 
-CONFIG: dict[str, Any] = {
-    "widths": [256, 2048, 2048, 256],
-    "batch": 4,
-    "bucket_cap_mb": 4,
-    "warmup_steps": 3,
-    "steps": 6,
-    "sizes": [65536],  # plus the buckets' sizes, read from the trace
-    "reps": 30,
-}
 PARAMS = 256 * 2048 + 2048 + 2048 * 2048 + 2048 + 2048 * 256 + 256
-TEMPLATE = {
-    "kind": "switch",
-    "ranks": 2,
-    "link": {"latency": "100us", "bandwidth": "1GB/s"},
-    "algorithms": {"all_reduce": "ring"},
-}
 #: A replayed step further than this factor from the measured one is a bug, not noise.
 SANITY_FACTOR = 10.0
 
@@ -70,42 +58,13 @@ SANITY_FACTOR = 10.0
 @pytest.fixture(scope="module")
 def captured(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("gloo_ddp")
-    capture(out / "traces", out / "timings.json", CONFIG, timeout_s=180)
+    capture(out / "traces", out / "timings.json", STEP, timeout_s=180)
     return out
 
 
 @pytest.fixture(scope="module")
 def model(captured: Path) -> TraceModel:
     return read_traces(captured / "traces")
-
-
-def calibrated_topology(rows: list[tuple[int, float]]) -> dict[str, Any]:
-    """A 2-rank switch fitted to all-reduce times ``(nbytes, seconds)``."""
-    import yaml
-
-    from commsim.validation.calibrate import calibrate
-    from commsim.validation.measurements import Measurement
-
-    measurements = [
-        Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=n, time_s=t) for n, t in rows
-    ]
-    return yaml.safe_load(calibrate(measurements, TEMPLATE).to_yaml())
-
-
-def standalone_rows(captured: Path) -> list[tuple[int, float]]:
-    timings = json.loads((captured / "timings.json").read_text())
-    return [(int(n), float(t)) for n, t in timings.items()]
-
-
-def trace_rows(model: TraceModel) -> list[tuple[int, float]]:
-    frame = collective_times(model, "all")
-    return [(int(n), float(t)) for n, t in zip(frame["nbytes"], frame["time_s"], strict=True)]
-
-
-def replay_ratio(model: TraceModel, topology: dict[str, Any]) -> float:
-    """Replayed / measured time of the profiled steps."""
-    result = replay(load_trace_workload(model, "all"), topology)
-    return 1 + float(result.extra["step_time_error_pct"]) / 100  # type: ignore[arg-type]
 
 
 def test_capture_is_read_as_the_step_it_was(model: TraceModel) -> None:

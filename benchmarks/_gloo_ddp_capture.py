@@ -1,13 +1,19 @@
-"""Capture real per-rank Kineto traces of a tiny DDP model trained with gloo on 2 processes.
+"""Capture real per-rank Kineto traces of a tiny DDP model trained with gloo on 2 processes,
+and replay them on a fitted topology.
 
-Used by the captured-trace tests (not a test module itself). :func:`capture` spawns
-``world_size`` processes on 127.0.0.1 (a free port, ``GLOO_SOCKET_IFNAME=lo``,
-``OMP_NUM_THREADS=1``, one torch thread each, a 60 s collective timeout), trains a small MLP
-under ``torch.profiler`` with ``record_shapes=True`` and writes ``rank<r>.json`` per rank. In the
-same processes it then times standalone ``all_reduce`` calls of the DDP buckets' sizes (read
-from the trace just written) and of ``config["sizes"]``, so that a topology can be calibrated
-on the machine as it was during the capture. Every
-process is joined, or terminated and killed, before :func:`capture` returns or raises.
+Used by ``benchmarks/trace_replay_gloo.py`` and ``tests/traces/test_trace_gloo_capture.py``
+(which adds this folder to ``sys.path``), so that the two capture and judge the same step.
+:func:`capture` spawns ``world_size`` processes on 127.0.0.1 (a free port,
+``GLOO_SOCKET_IFNAME=lo``, ``OMP_NUM_THREADS=1``, one torch thread each, a 60 s collective
+timeout), trains a small MLP under ``torch.profiler`` with ``record_shapes=True`` and writes
+``rank<r>.json`` per rank. In the same processes it then times standalone ``all_reduce`` calls
+of the DDP buckets' sizes (read from the trace just written) and of ``config["sizes"]``, so that
+a topology can be calibrated on the machine as it was during the capture. Every process is
+joined, or terminated and killed, before :func:`capture` returns or raises.
+
+:data:`STEP` is the step both capture; :func:`calibrated_topology` fits a 2-rank switch to
+all-reduce times (:func:`standalone_rows` of the capture, or :func:`trace_rows` of the step's
+own collectives) and :func:`replay_ratio` replays the profiled steps on it.
 """
 
 from __future__ import annotations
@@ -21,6 +27,25 @@ import statistics
 import time
 from pathlib import Path
 from typing import Any
+
+#: The step captured: a 256-2048-2048-256 MLP, batch 4, two DDP buckets; 6 profiled steps after
+#: 3 warm-up ones, then 30 standalone all-reduces per size (the buckets' and 64 KiB).
+STEP: dict[str, Any] = {
+    "widths": [256, 2048, 2048, 256],
+    "batch": 4,
+    "bucket_cap_mb": 4,
+    "warmup_steps": 3,
+    "steps": 6,
+    "sizes": [65536],  # plus the buckets' sizes, read from the trace
+    "reps": 30,
+}
+#: The topology fitted: 2 ranks behind a switch running gloo's ring all-reduce.
+TEMPLATE: dict[str, Any] = {
+    "kind": "switch",
+    "ranks": 2,
+    "link": {"latency": "100us", "bandwidth": "1GB/s"},
+    "algorithms": {"all_reduce": "ring"},
+}
 
 
 def _free_port() -> int:
@@ -152,3 +177,40 @@ def capture(
             if process.is_alive():
                 process.kill()
                 process.join()
+
+
+def calibrated_topology(rows: list[tuple[int, float]]) -> dict[str, Any]:
+    """:data:`TEMPLATE` fitted to all-reduce times ``(nbytes, seconds)``."""
+    import yaml
+
+    from commsim.collectives import Collective
+    from commsim.validation.calibrate import calibrate
+    from commsim.validation.measurements import Measurement
+
+    measurements = [
+        Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=n, time_s=t) for n, t in rows
+    ]
+    return yaml.safe_load(calibrate(measurements, TEMPLATE).to_yaml())
+
+
+def standalone_rows(captured: Path) -> list[tuple[int, float]]:
+    """The standalone all-reduce times :func:`capture` wrote (``captured/timings.json``)."""
+    timings = json.loads((captured / "timings.json").read_text())
+    return [(int(n), float(t)) for n, t in timings.items()]
+
+
+def trace_rows(model: Any) -> list[tuple[int, float]]:
+    """The times of the step's own collectives in a read capture (a ``TraceModel``)."""
+    from commsim.traces import collective_times
+
+    frame = collective_times(model, "all")
+    return [(int(n), float(t)) for n, t in zip(frame["nbytes"], frame["time_s"], strict=True)]
+
+
+def replay_ratio(model: Any, topology: dict[str, Any]) -> float:
+    """Replayed / measured time of the profiled steps of a read capture on ``topology``."""
+    from commsim.replay import replay
+    from commsim.traces import load_trace_workload
+
+    result = replay(load_trace_workload(model, "all"), topology)
+    return 1 + float(result.extra["step_time_error_pct"]) / 100
