@@ -11,7 +11,9 @@ median |error|, and the overall median |error| of the checking half. docs/measur
 the latest run. Takes about a minute; needs torch. The figure is a timing of a shared machine:
 run it on an otherwise idle one, and expect it to move by several points from run to run.
 ``--csv FILE`` re-uses a measurement instead of measuring (the shipped
-``tests/data/measure/gloo-vm-2cpu.csv`` gives a reproducible figure).
+``tests/data/measure/gloo-vm-2cpu.csv`` gives a reproducible figure). ``--quick``: 2 processes,
+the first 4 sizes (fitted on 2, checked on 2), 2 iterations in 1 round: the same path, for the
+test suite.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from _common import table
+from _common import parse_args, table
 
 from commsim.collectives import Collective
 from commsim.units import format_size
@@ -34,13 +36,14 @@ COLLECTIVES = ("broadcast", "reduce", "all_gather", "reduce_scatter", "all_reduc
 
 def measure_csv(world_sizes: tuple[int, ...], out: Path, quick: bool = False) -> Path:
     """Measure every collective at every size on real gloo processes; the CSV's path
-    (``quick``: 2 iterations in 1 round, the same path for the test suite)."""
+    (``quick``: the first 4 sizes, 2 iterations in 1 round, the same path for the test
+    suite)."""
     from commsim.measure import MeasureSpec, measure, write_csv
 
     spec = MeasureSpec(
         backend="gloo",
         world_sizes=world_sizes,
-        sizes=SIZES,
+        sizes=SIZES[:4] if quick else SIZES,
         iterations=2 if quick else 12,
         warmups=1 if quick else 2,
         rounds=1 if quick else 6,
@@ -60,9 +63,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--world-sizes", default="2,4")
     parser.add_argument("--csv", type=Path, default=None, help="use this measurement")
-    parser.add_argument("--quick", action="store_true",
-                        help="2 iterations in 1 round, for the test suite (figures meaningless)")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, {"world_sizes": "2"},
+                      "2 processes, 4 sizes, 2 iterations in 1 round (figures meaningless)", argv)
+    fit, check_sizes = (SIZES[0:4:2], SIZES[1:4:2]) if args.quick else (FIT, CHECK)
     if args.csv is None:
         world_sizes = tuple(int(p) for p in args.world_sizes.split(","))
         path = measure_csv(world_sizes, Path(tempfile.mkdtemp(prefix="commsim-gloo-")) / "m.csv",
@@ -71,16 +74,16 @@ def main(argv: list[str] | None = None) -> None:
     else:
         path, source = args.csv, str(args.csv)
     rows = read_csv(path)
-    calibration = calibrate_cpu(path, sizes=[(n, n) for n in FIT])
+    calibration = calibrate_cpu(path, sizes=[(n, n) for n in fit])
     check = [
         Measurement(
             collective=Collective(r.collective), ranks=r.ranks, nbytes=r.nbytes, time_s=r.time_s
         )
         for r in rows
-        if r.nbytes in CHECK and r.collective in COLLECTIVES
+        if r.nbytes in check_sizes and r.collective in COLLECTIVES
     ]
     report = validate(check, calibration.spec, engine="des")
-    print(f"gloo accuracy: {source}; fitted on {', '.join(format_size(n) for n in FIT)}")
+    print(f"gloo accuracy: {source}; fitted on {', '.join(format_size(n) for n in fit)}")
     print(
         table(
             ["<collective", "ranks", "size", "measured us", "predicted us", "error %"],

@@ -1,7 +1,7 @@
 """Presets vs real nccl-tests logs, uncalibrated: per log, per hardware family, overall.
 
 Run: ``.venv/bin/python benchmarks/validate_presets.py [--fast] [--no-write] [--skip-cross]
-[--only TEXT] [--rows FILE.csv]``
+[--only TEXT] [--rows FILE.csv] [--quick]``
 
 Every run of every log in ``tests/data/nccl-tests`` (a log of several runs counts each run) is
 predicted on the preset that matches its hardware (:data:`CASES`, the mapping table, with the
@@ -33,6 +33,8 @@ Deterministic: the same code and logs give the same tables and PNGs.
 writes no docs (a part of the table is not the table); ``--rows FILE.csv`` writes every
 predicted row (its run, family and preset, then the columns of ``commsim validate --json``), the
 evidence under the tables, to compare one change's before and after row by row.
+``--quick`` is ``--fast`` on the logs of :data:`QUICK` (a log of each family, one of them a
+machine of several collectives), for the test suite.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _bias import bias_table, size_table
+from _common import parse_args
 from _spread import SPLIT, by_family, group_table, spread_table
 
 from commsim.nccl_tables import NcclConfig
@@ -363,6 +366,17 @@ def run_cases(fast: bool, cases: Sequence[Case] = CASES) -> list[Result]:
     return results
 
 
+#: The --quick mode's logs: one per family, the RTX 4090 one with four collectives (the
+#: cross-collective table), the B200 one across two nodes.
+QUICK = (
+    "rtx4090-pcie_2gpu_1node_4collectives_unresolved-comprehensive",
+    "v100-sxm2-16gb_4gpu_1node_allreduce-c0_unresolved-gdr116",
+    "a100-sxm4-40gb_8gpu_1node_allreduce_unresolved-test-fixture",
+    "h100-sxm_8gpu_1node_allreduce_unresolved-single-node-readme",
+    "b200_16gpu_2node_gcp-a4-gib-rdma_allgather_dranet",
+)
+
+
 def select_cases(texts: Sequence[str]) -> tuple[Case, ...]:
     """The cases whose log file name contains one of ``texts`` (every case without any)."""
     if not texts:
@@ -563,7 +577,9 @@ def main(argv: list[str] | None = None) -> int:
                              "writes no docs")
     parser.add_argument("--rows", type=Path, metavar="FILE.csv",
                         help="write every predicted row to FILE.csv")
-    args = parser.parse_args(argv)
+    args = parse_args(parser, {"fast": True}, "--fast on a log of each family (QUICK)", argv)
+    if args.quick and not args.only:
+        args.only = list(QUICK)
     cases = select_cases(args.only)
     if not cases:
         print(f"validate_presets: error: --only {' '.join(map(repr, args.only))} matches no "
