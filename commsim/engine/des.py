@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -385,21 +385,39 @@ def _max_min_rates(
     capacity: list[float],
     on_link: Sequence[dict[int, _Flow]],
 ) -> dict[int, float]:
-    """Progressive filling: repeatedly saturate the link with the smallest fair share."""
+    """Progressive filling: repeatedly saturate the link with the smallest fair share
+    (ties: the lowest link index).
+
+    The smallest share is found in a heap: fixing flows at the smallest share never lowers
+    another link's share (exactly; a key that float rounding lowers is pushed again), so
+    every link keeps an entry no larger than its share and a popped entry that still equals
+    its link's share is the smallest of all."""
     spare = {link: capacity[link] for link in links}
     unfixed = {link: len(on_link[link]) for link in links}
+    heap = [(spare[link] / count, link) for link, count in unfixed.items() if count]
+    heapify(heap)
     rates: dict[int, float] = {}
     while len(rates) < len(flows):
-        share, bottleneck = min(
-            (spare[link] / count, link) for link, count in unfixed.items() if count
-        )
+        share, bottleneck = heappop(heap)
+        count = unfixed[bottleneck]
+        if not count:
+            continue
+        now = spare[bottleneck] / count
+        if now != share:
+            heappush(heap, (now, bottleneck))
+            continue
         for flow in on_link[bottleneck].values():
             if flow.index in rates:
                 continue
             rates[flow.index] = share
             for link in flow.links:
-                spare[link] = max(spare[link] - share, 0.0)  # clamp float rounding
-                unfixed[link] -= 1
+                left = unfixed[link] - 1
+                before = spare[link]
+                after = max(before - share, 0.0)  # clamp float rounding
+                spare[link] = after
+                unfixed[link] = left
+                if left and after / left < before / (left + 1):
+                    heappush(heap, (after / left, link))
     return rates
 
 
