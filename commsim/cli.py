@@ -231,6 +231,21 @@ def _add_run_outputs(run: argparse.ArgumentParser) -> None:
         help="write a Chrome/Perfetto trace (open in ui.perfetto.dev) of the same evaluation",
     )
     run.add_argument(
+        "--trace-ranks", metavar="LIST", default=None,
+        help="keep in the trace only the transfers from or to these ranks (e.g. 0-7,12)",
+    )
+    run.add_argument(
+        "--trace-links", metavar="PATTERN", default=None,
+        help="keep in the trace only the lanes of the links whose label matches this pattern "
+        "(as 'commsim topologies NAME --links' prints them, e.g. 'gpu[0-7]->*') and the transfers "
+        "that cross them",
+    )
+    run.add_argument(
+        "--trace-max-size", metavar="SIZE", default="256MiB",
+        help="refuse, before writing anything, a trace larger than this (default 256MiB: "
+        "larger JSON traces are slow or fail to open in ui.perfetto.dev)",
+    )
+    run.add_argument(
         "--plot",
         metavar="FILE.png",
         default=None,
@@ -282,6 +297,34 @@ def _max_memory(value: str | None) -> int | None:
     return nbytes
 
 
+def _trace_keep(args: argparse.Namespace, recorded: list[Any]) -> Any:
+    """``--trace-ranks``/``--trace-links`` as a TraceKeep, once every trace is known to fit
+    ``--trace-max-size`` (SpecError, before anything is written, naming its size)."""
+    from commsim.cliargs import rank_set
+    from commsim.errors import SpecError
+    from commsim.export import TraceKeep, trace_size
+    from commsim.units import format_size, parse_size
+
+    keep = TraceKeep(ranks=rank_set(args.trace_ranks) if args.trace_ranks else None,
+                     links=args.trace_links)
+    limit = parse_size(args.trace_max_size, "--trace-max-size")
+    for result in recorded:
+        if keep.ranks is not None and not keep.ranks & set(range(result.ranks)):
+            raise SpecError(f"--trace-ranks {args.trace_ranks}: no rank of the "
+                            f"{result.ranks} the call has")
+        slices, nbytes = trace_size(result, result.network, keep)
+        if keep.links is not None and slices == 0:
+            raise SpecError(f"--trace-links {args.trace_links!r}: no link the transfers "
+                            "cross matches it (see 'commsim topologies NAME --links')")
+        if nbytes > limit:
+            raise SpecError(
+                f"--trace: the trace of {format_size(result.nbytes)} would hold {slices:,} "
+                f"slices (about {nbytes / 1e6:,.0f} MB), more than --trace-max-size "
+                f"{args.trace_max_size}: keep some ranks (--trace-ranks 0-7) or links "
+                "(--trace-links PATTERN), or raise --trace-max-size")
+    return keep
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     """``commsim run``: simulate each size, write the requested files, print table or JSON."""
     from commsim.api import simulate
@@ -309,12 +352,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     # result without records (NCCL's composed estimates) fails here, before anything is written.
     if args.transfers or args.trace or (args.plot and not many):
         recorded = [r.with_records() for r in results]
+        keep = _trace_keep(args, recorded) if args.trace is not None else None
         for result in recorded:
             if args.transfers is not None:
                 write_transfers_csv(result, _per_size_path(args.transfers, result.nbytes, many))
             if args.trace is not None:
                 write_trace(result, _per_size_path(args.trace, result.nbytes, many),
-                            result.network)
+                            result.network, keep)
     if args.plot is not None:
         from commsim.plots import plot_busbw, plot_link_utilization
 

@@ -127,3 +127,24 @@ def join_negative_values(parser: argparse.ArgumentParser, argv: Sequence[str]) -
         out.append(token)
         i += 1
     return out
+
+
+def rank_set(value: str) -> frozenset[int]:
+    """``--trace-ranks``: ranks and ranges, ``0-7,12`` -> {0..7, 12}; SpecError naming a bad
+    part.
+
+    >>> sorted(rank_set("0-2,5"))
+    [0, 1, 2, 5]
+    """
+    ranks: set[int] = set()
+    for part in str(value).split(","):
+        low, _, high = part.strip().partition("-")
+        try:
+            first, last = int(low), int(high) if high else int(low)
+        except ValueError:
+            raise SpecError(f"--trace-ranks: {part.strip()!r} is not a rank or a range "
+                            "like 0-7") from None
+        if first < 0 or last < first or last - first > 1 << 20:
+            raise SpecError(f"--trace-ranks: {part.strip()!r} is not a range of ranks >= 0")
+        ranks.update(range(first, last + 1))
+    return frozenset(ranks)

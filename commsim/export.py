@@ -13,11 +13,17 @@ chrome://tracing open. Its layout:
 
 Concurrent transfers on the same rank or link go to separate lanes (``send``, ``send #2``, ...);
 lanes, times and the file layout are :mod:`commsim.trace_events`' (with replay's trace).
+
+A large schedule makes a trace too big to open (a ring on 512 GPUs: millions of events), so
+:class:`TraceKeep` keeps some ranks' transfers or some links' lanes, and :func:`trace_size`
+says how big a trace would be before anything is written.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +37,25 @@ from commsim.units import format_size
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["trace_events", "write_trace", "write_transfers_csv"]
+__all__ = ["TraceKeep", "trace_events", "trace_size", "write_trace", "write_transfers_csv"]
+
+#: Bytes a slice of a collective's trace takes in the file, the metadata events shared out:
+#: 257-272 measured on ring, double binary tree and NVLS all-reduce traces of 8 to 64 ranks.
+EVENT_BYTES = 270
+
+
+@dataclass(frozen=True, slots=True)
+class TraceKeep:
+    """What a trace keeps: the transfers from or to ``ranks`` (None: all), and of the links'
+    lanes those whose label matches the fnmatch pattern ``links`` with the transfers that cross
+    them (None: every link)."""
+
+    ranks: frozenset[int] | None = None
+    links: str | None = None
+
+    @property
+    def everything(self) -> bool:
+        return self.ranks is None and self.links is None
 
 
 def _records(result: Result) -> tuple[Columns, Timing]:
@@ -91,17 +115,21 @@ def _link_name(network: Network, link_id: int) -> str:
     return f"{network.devices[link.src].name}->{network.devices[link.dst].name}"
 
 
-def trace_events(result: Result, network: Network | None = None) -> dict[str, object]:
+def trace_events(result: Result, network: Network | None = None,
+                 keep: TraceKeep | None = None) -> dict[str, object]:
     """The trace as a JSON-ready dict ``{"displayTimeUnit", "otherData", "traceEvents"}``.
 
     ``network`` (the one the result ran on) adds the ``links`` process; without it only the
-    per-rank processes are written.
+    per-rank processes are written. ``keep`` narrows it (:class:`TraceKeep`; it needs
+    ``network`` for its ``links``).
     """
     import numpy as np
 
     cols, timing = _records(result)
+    hops = _hops(cols, network) if network is not None else None
+    rows, hops = _kept(cols, network, hops, keep or TraceKeep())
     start, end = timing.start_s.tolist(), timing.end_s.tolist()
-    slices = [Slice(ns(s), ns(e), i) for i, (s, e) in enumerate(zip(start, end, strict=True))]
+    slices = {i: Slice(ns(start[i]), ns(end[i]), i) for i in rows.tolist()}
     src, dst = cols.src.tolist(), cols.dst.tolist()
     offset, nbytes = cols.offset.tolist(), cols.nbytes.tolist()
     ops = np.array([OpKind.COPY.value, OpKind.REDUCE.value])[cols.reduce.astype(np.intp)].tolist()
@@ -122,9 +150,10 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
     trace = TraceEvents()
     # ranks, then the reducing switches an in-network schedule addresses
     ends = result.ranks + (result.schedule.endpoints if result.schedule is not None else 0)
-    _endpoint_tracks(trace, result.ranks, ends, cols, slices, network, describe)
-    if network is not None and len(cols):
-        _link_tracks(trace, ends, cols, slices, network, describe("link"))
+    _endpoint_tracks(trace, result.ranks, ends, cols, rows, slices, network, describe,
+                     every=keep is None or keep.everything)
+    if network is not None and hops is not None and len(cols):
+        _link_tracks(trace, ends, hops, slices, network, describe("link"))
     return trace.to_dict(
         {
             "generator": "commsim",
@@ -142,14 +171,70 @@ def trace_events(result: Result, network: Network | None = None) -> dict[str, ob
     )
 
 
-def _grouped(keys: np.ndarray, slices: list[Slice], groups: int) -> list[list[Slice]]:
-    """``slices`` (one per row of ``keys``) grouped by key ``0..groups-1``, in row order."""
+def trace_size(result: Result, network: Network | None = None,
+               keep: TraceKeep | None = None) -> tuple[int, int]:
+    """(slices, estimated bytes) of the trace :func:`trace_events` would make, had from the
+    schedule's routes without building it."""
+    cols, _ = _records(result)
+    hops = _hops(cols, network) if network is not None else None
+    rows, hops = _kept(cols, network, hops, keep or TraceKeep())
+    slices = 2 * len(rows) + (len(hops[0]) if hops is not None else 0)
+    return slices, slices * EVENT_BYTES
+
+
+def _hops(cols: Columns, network: Network) -> tuple[np.ndarray, np.ndarray]:
+    """Every (transfer, link of its route), by transfer: two arrays."""
     import numpy as np
 
-    order = np.argsort(keys, kind="stable")
-    bounds = np.searchsorted(keys[order], np.arange(groups + 1)).tolist()
-    rows = order.tolist()
-    return [[slices[i] for i in rows[a:b]] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    src, dst, which = cols.pairs()
+    paths = [network.route(s, d) for s, d in zip(src.tolist(), dst.tolist(), strict=True)]
+    hops = np.array([len(path) for path in paths], dtype=np.int64)[which]
+    links = np.array([link for path in paths for link in path], dtype=np.int64)
+    path_ptr = np.zeros(len(paths) + 1, dtype=np.int64)
+    np.cumsum([len(path) for path in paths], out=path_ptr[1:])
+    row = np.repeat(np.arange(len(cols), dtype=np.int64), hops)
+    first = np.repeat(path_ptr[which] - np.cumsum(hops) + hops, hops)
+    return row, links[first + np.arange(int(hops.sum()))]
+
+
+def _kept(cols: Columns, network: Network | None,
+          hops: tuple[np.ndarray, np.ndarray] | None, keep: TraceKeep
+          ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None]:
+    """The transfers ``keep`` keeps (indices, in order) and their (transfer, link) hops on
+    the links it keeps."""
+    import numpy as np
+
+    kept = np.ones(len(cols), dtype=bool)
+    if keep.ranks is not None:
+        ranks = np.fromiter(sorted(keep.ranks), dtype=np.int64)
+        kept &= np.isin(cols.src, ranks) | np.isin(cols.dst, ranks)
+    if keep.links is not None:
+        if network is None or hops is None:
+            raise ValueError("keeping links needs the network the result ran on")
+        names = np.array([fnmatchcase(_link_name(network, i), keep.links)
+                          for i in range(len(network.links))], dtype=bool)
+        on = names[hops[1]]
+        crossing = np.zeros(len(cols), dtype=bool)
+        crossing[hops[0][on]] = True
+        kept &= crossing
+        hops = (hops[0][on], hops[1][on])
+    if hops is not None and not keep.everything:
+        mine = kept[hops[0]]
+        hops = (hops[0][mine], hops[1][mine])
+    return np.flatnonzero(kept), hops
+
+
+def _grouped(keys: np.ndarray, rows: np.ndarray, slices: Mapping[int, Slice],
+             groups: int) -> list[list[Slice]]:
+    """The slices of ``rows`` grouped by their key ``0..groups-1`` (``keys[rows]``), in row
+    order."""
+    import numpy as np
+
+    mine = keys[rows]
+    order = np.argsort(mine, kind="stable")
+    bounds = np.searchsorted(mine[order], np.arange(groups + 1)).tolist()
+    at = rows[order].tolist()
+    return [[slices[i] for i in at[a:b]] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
 def _endpoint_tracks(
@@ -157,14 +242,19 @@ def _endpoint_tracks(
     ranks: int,
     ends: int,
     cols: Columns,
-    slices: list[Slice],
+    rows: np.ndarray,
+    slices: Mapping[int, Slice],
     network: Network | None,
     describe: Callable[[str], Callable[[Slice], Mapping[str, object]]],
+    every: bool,
 ) -> None:
-    """A process per rank and reducing switch, with its send and recv lanes."""
-    sends = _grouped(cols.src, slices, ends)
-    recvs = _grouped(cols.dst, slices, ends)
+    """A process per rank and reducing switch (``every``; else those with a kept transfer),
+    with its send and recv lanes."""
+    sends = _grouped(cols.src, rows, slices, ends)
+    recvs = _grouped(cols.dst, rows, slices, ends)
     for rank in range(ends):
+        if not (every or sends[rank] or recvs[rank]):
+            continue
         label = f"rank {rank}" if rank < ranks else f"switch {rank}"
         if network is not None:
             label += f" ({network.devices[network.endpoint_device(rank)].name})"
@@ -177,8 +267,8 @@ def _endpoint_tracks(
 def _link_tracks(
     trace: TraceEvents,
     pid: int,
-    cols: Columns,
-    slices: list[Slice],
+    hops: tuple[np.ndarray, np.ndarray],
+    slices: Mapping[int, Slice],
     network: Network,
     describe: Callable[[Slice], Mapping[str, object]],
 ) -> None:
@@ -186,16 +276,7 @@ def _link_tracks(
     import numpy as np
 
     trace.process(pid, "links")
-    src, dst, which = cols.pairs()
-    paths = [network.route(s, d) for s, d in zip(src.tolist(), dst.tolist(), strict=True)]
-    hops = np.array([len(path) for path in paths], dtype=np.int64)[which]
-    links = np.array([link for path in paths for link in path], dtype=np.int64)
-    path_ptr = np.zeros(len(paths) + 1, dtype=np.int64)
-    np.cumsum([len(path) for path in paths], out=path_ptr[1:])
-    # every (transfer, link of its route), by transfer
-    row = np.repeat(np.arange(len(cols), dtype=np.int64), hops)
-    first = np.repeat(path_ptr[which] - np.cumsum(hops) + hops, hops)
-    link = links[first + np.arange(int(hops.sum()))]
+    row, link = hops
     order = np.lexsort((row, link))
     link, row = link[order], row[order]
     cut = np.flatnonzero(np.diff(link)) + 1
@@ -207,6 +288,7 @@ def _link_tracks(
         tid += trace.track(pid, tid, _link_name(network, int(part_links[0])), mine, describe)
 
 
-def write_trace(result: Result, path: str | Path, network: Network | None = None) -> Path:
+def write_trace(result: Result, path: str | Path, network: Network | None = None,
+                keep: TraceKeep | None = None) -> Path:
     """Write :func:`trace_events` to ``path``, one event per line (stable, diff-friendly)."""
-    return write_trace_json(trace_events(result, network), path)
+    return write_trace_json(trace_events(result, network, keep), path)

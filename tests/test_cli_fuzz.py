@@ -126,6 +126,9 @@ def _run(rng: random.Random, f: dict[str, Pool]) -> list[str]:
     argv += _maybe(rng, "--engine", ["des", "analytic", "quantum"])
     argv += _maybe(rng, "--protocol", ["auto", "LL", "LL128", "Simple", "none", "LL64"], 0.2)
     argv += _maybe(rng, "--trace", f["out"], 0.1)
+    argv += _maybe(rng, "--trace-ranks", (["0-1", "1,3"], ["x-2", "5-1", "999", ""]), 0.05)
+    argv += _maybe(rng, "--trace-links", (["gpu[01]->*", "*"], ["nowhere", "["]), 0.05)
+    argv += _maybe(rng, "--trace-max-size", (["1KiB", "1GiB"], ["0", "-1MiB", "big"]), 0.05)
     argv += _maybe(rng, "--ranks", INTS, 0.2) + _what_if(rng, f, 0.2)
     return argv + (["--json"] if rng.random() < 0.6 else [])
 

@@ -11,7 +11,7 @@ import pytest
 
 from commsim.collectives import Collective
 from commsim.engine.des import simulate_des
-from commsim.export import trace_events, write_trace, write_transfers_csv
+from commsim.export import TraceKeep, trace_events, trace_size, write_trace, write_transfers_csv
 from commsim.network import Device, Link, Network
 from commsim.results import TRANSFER_COLUMNS, Result
 from commsim.schedule import OpKind, ScheduleBuilder
@@ -185,3 +185,54 @@ def test_table_doctest() -> None:
     import commsim.table
 
     assert doctest.testmod(commsim.table).failed == 0
+
+
+def test_trace_keeps_ranks_and_links() -> None:
+    """``TraceKeep``: the transfers from or to some ranks, or the lanes of some links and
+    the transfers crossing them; trace_size counts exactly the slices written."""
+    result, network = _result()
+
+    def slices(keep: TraceKeep | None) -> list[dict]:
+        events = trace_events(result, network, keep)["traceEvents"]
+        return [e for e in events if e["ph"] == "X"]
+
+    every = slices(None)
+    assert trace_size(result, network)[0] == len(every) == 12
+    to_1 = slices(TraceKeep(ranks=frozenset({1})))  # r0->r1 and r1->r2
+    assert {e["name"] for e in to_1} == {"r0->r1 [0,1000) copy", "r1->r2 [0,1000) reduce"}
+    assert trace_size(result, network, TraceKeep(ranks=frozenset({1})))[0] == len(to_1) == 8
+    into_2 = slices(TraceKeep(links="sw->gpu2"))  # the two transfers to rank 2, one link lane
+    lanes_of = {e["cat"] for e in into_2}
+    assert {e["name"] for e in into_2} == {"r0->r2 [1000,2000) copy", "r1->r2 [0,1000) reduce"}
+    assert lanes_of == {"send", "recv", "link"}
+    assert len([e for e in into_2 if e["cat"] == "link"]) == 2
+    assert trace_size(result, network, TraceKeep(links="sw->gpu2"))[0] == len(into_2) == 6
+
+
+def test_trace_size_estimates_the_file(tmp_path: Path) -> None:
+    """The estimate is the written file's size within 10% on a real schedule (a ring of 16
+    GPUs over two DGX H100 hosts), and keeping ranks shrinks both."""
+    import commsim
+
+    result = commsim.simulate("all_reduce", "dgx-h100x2", "1MiB", algorithm="ring").with_records()
+    for keep in (None, TraceKeep(ranks=frozenset(range(4)))):
+        path = write_trace(result, tmp_path / "t.json", result.network, keep)
+        estimate = trace_size(result, result.network, keep)[1]
+        assert abs(estimate - path.stat().st_size) < 0.1 * path.stat().st_size
+
+
+def test_run_refuses_a_huge_trace_before_writing(tmp_path: Path, capsys) -> None:
+    """``--trace-max-size``: one line naming the size and the ways to narrow it, exit 2, no
+    file; ``--trace-ranks`` brings the same trace under the limit."""
+    from commsim.cli import main
+
+    out = tmp_path / "t.json"
+    argv = ["run", "all_reduce", "-t", "dgx-h100x2", "-s", "1MiB", "-a", "ring",
+            "--trace", str(out), "--trace-max-size", "100KiB"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--trace-ranks" in err[0] and "MB" in err[0]
+    assert not out.exists()
+    assert main([*argv, "--trace-ranks", "0"]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    assert all(0 in (e["args"]["src"], e["args"]["dst"]) for e in events if e["ph"] == "X")
