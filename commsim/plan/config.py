@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from commsim.replay.stages import even_split, vstage_layers
+from commsim.replay.stages import even_split, split_label, vstage_layers
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
 
@@ -88,19 +88,3 @@ class PlanConfig:
             f"{self.schedule_label} {self.data_parallel} {self.recompute}"
         )
 
-
-def split_label(split: tuple[int, ...]) -> str:
-    """A split with runs of equal stages as ``n*count``.
-
-    >>> split_label((7, 8, 8, 8, 7)), split_label((3, 4))
-    ('7,8*3,7', '3,4')
-    """
-    parts: list[str] = []
-    i = 0
-    while i < len(split):
-        j = i
-        while j < len(split) and split[j] == split[i]:
-            j += 1
-        parts.append(str(split[i]) if j - i == 1 else f"{split[i]}*{j - i}")
-        i = j
-    return ",".join(parts)

@@ -37,7 +37,9 @@ The last stage adds the fp32 logits, ``4 T V / t``.
 **In flight**: a stage holds the activations of every micro-batch (model chunk) whose forward
 has run and backward has not. Counted from the schedule itself: 1F1B's first stage holds
 ``pp`` micro-batches, GPipe all ``k``, interleaved Megatron-LM's ``(pp - 1 - d) 2 + (v - 1)
-pp + 1`` chunks.
+pp + 1`` chunks. With stages of different layers (:mod:`commsim.replay.stages`) every stage
+is sized, its chunks in flight weighted by their own layers (walked from the schedule where
+its chunks differ), and the heaviest decides.
 
 **Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
 ``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP one layer's

@@ -47,10 +47,27 @@ def is_even(split: Sequence[int]) -> bool:
     return len(set(split)) <= 1
 
 
+def split_label(split: tuple[int, ...]) -> str:
+    """A split with runs of equal stages as ``n*count``.
+
+    >>> split_label((7, 8, 8, 8, 7)), split_label((3, 4))
+    ('7,8*3,7', '3,4')
+    """
+    parts: list[str] = []
+    i = 0
+    while i < len(split):
+        j = i
+        while j < len(split) and split[j] == split[i]:
+            j += 1
+        parts.append(str(split[i]) if j - i == 1 else f"{split[i]}*{j - i}")
+        i = j
+    return ",".join(parts)
+
+
 def check_split(split: Sequence[int], layers: int, pp: int, what: str) -> tuple[int, ...]:
     """``split`` if it has ``pp`` entries, each a whole number >= 1, summing to ``layers``;
     a SpecError naming ``what`` and the value otherwise."""
-    shown = ",".join(str(n) for n in split)
+    shown = split_label(tuple(split))
     for n in split:
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise SpecError(f"{what} {shown}: every stage needs a whole number of layers >= 1, "

@@ -203,11 +203,11 @@ def test_contract_example_parses() -> None:
         ({"compute": {"flops": "1TFLOP/s", "efficiency": 1.5}}, r"^compute.efficiency: must be"),
         (
             {"parallel": {"tp": 1, "pp": 3}, "pipeline": {"stage_layers": [1, 1, 1]}},
-            r"^pipeline.stage_layers: 1,1,1: sums to 3 layers, the model has 4",
+            r"^pipeline.stage_layers: 1\*3: sums to 3 layers, the model has 4",
         ),
         (
             {"parallel": {"tp": 1, "pp": 3}, "pipeline": {"stage_layers": [2, 2]}},
-            r"^pipeline.stage_layers: 2,2: 2 stages, but pp is 3",
+            r"^pipeline.stage_layers: 2\*2: 2 stages, but pp is 3",
         ),
         (
             {"parallel": {"tp": 1, "pp": 2}, "pipeline": {"stage_layers": [4, 0]}},
