@@ -141,6 +141,8 @@ STRAGGLERS = [
     (dict(tp=2, pp=4, schedule="interleaved", v=2, gb=8), 2),
     (dict(tp=4, pp=2, gb=16, data_parallel="ddp"), 7),
     (dict(cp=2, dp=4), 3),
+    (dict(pp=2, gb=8, layers=7, split=[3, 4]), 0),
+    (dict(tp=2, pp=4, schedule="interleaved", v=2, gb=8, layers=22, split=[5, 6, 6, 5]), 7),
 ]
 
 

@@ -71,6 +71,27 @@ def test_llama3_405b_over_16_stages(capsys):
     assert all(c["stage_layers"] == [7] + [8] * 14 + [7] for c in configs)
 
 
+def test_csv_has_the_split(capsys):
+    """--csv has a stage_layers column: the counts, first stage first, space-separated."""
+    code, out, err = _run(capsys, *LLAMA, "--schedule", "1f1b", "--csv")
+    assert code == 0, err
+    header, first = out.splitlines()[:2]
+    column = header.split(",").index("stage_layers")
+    assert first.split(",")[column] == " ".join(["7"] + ["8"] * 14 + ["7"])
+
+
+def test_a_what_if_on_uneven_stages(capsys):
+    """A slow GPU on uneven stages: planned, each stage at its pace, the healthy step beside."""
+    what_if = {"name": "slow", "ranks": {8: {"compute": 1.5}}}  # stage 1: 8 layers
+    out = plan("llama3-405b", "dgx-h100x16", global_batch=16, top=2, what_if=what_if,
+               space=SearchSpace(tp=(8,), cp=(1,), pp=(16,), micro_batch=(1,),
+                                 schedule=(("1f1b", 1),), data_parallel=("fsdp",),
+                                 recompute=("full",)))
+    record = out.result.configs[0].record
+    assert record["stage_layers"] == [7] + [8] * 14 + [7]
+    assert record["slowest_rank_stage"] == 1 and record["slowdown"] > 1
+
+
 def test_a_given_split_is_planned_as_given(capsys):
     """--stage-layers fixes the split (and the pp), heavier stages first if asked."""
     code, out, err = _run(capsys, *SMALL, "--stage-layers", "16,8", "--json", "--tp", "1")
