@@ -1,12 +1,15 @@
 """One training configuration the planner considers: the parallel layout and its settings.
 
 Ranks are laid out as the ``hybrid`` workload lays them out (Llama 3's ``[TP, CP, PP, DP]``
-order, TP fastest): rank ``t + tp (c + cp (p + pp d))``.
+order, TP fastest): rank ``t + tp (c + cp (p + pp d))``. Stages hold ``layers / pp`` layers
+each, or ``stage_layers`` (first stage first; :mod:`commsim.replay.stages`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from commsim.replay.stages import even_split, split_label, vstage_layers
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
 
@@ -15,7 +18,8 @@ SCHEDULES = ("1f1b", "gpipe", "interleaved")
 class PlanConfig:
     """Group sizes, micro-batch, pipeline schedule (``chunks`` per stage), data parallelism
     (``ddp``, ``zero1``, ``zero2``, ``fsdp``) and recompute (``none``, ``selective``,
-    ``full``)."""
+    ``full``); ``stage_layers``: each stage's layers when they differ (empty: equal
+    stages)."""
 
     tp: int
     cp: int
@@ -26,6 +30,7 @@ class PlanConfig:
     chunks: int
     data_parallel: str
     recompute: str
+    stage_layers: tuple[int, ...] = ()
 
     @property
     def world(self) -> int:
@@ -45,6 +50,14 @@ class PlanConfig:
         """The ranks holding TP rank 0's parameters of stage ``p`` (all replicas, CP ranks)."""
         return tuple(self.rank(0, c, p, d) for d in range(self.dp) for c in range(self.cp))
 
+    def split(self, layers: int) -> tuple[int, ...]:
+        """Layers per stage, first stage first, of a model of ``layers`` layers."""
+        return self.stage_layers or even_split(layers, self.pp)
+
+    def vstages(self, layers: int) -> list[range]:
+        """The global layers of each virtual stage (chunk ``c`` of stage ``p``: ``c pp + p``)."""
+        return vstage_layers(self.split(layers), self.chunks)
+
     @property
     def schedule_label(self) -> str:
         return f"interleaved:{self.chunks}" if self.schedule == "interleaved" else self.schedule
@@ -61,10 +74,17 @@ class PlanConfig:
             "chunks_per_stage": self.chunks,
             "data_parallel": self.data_parallel,
             "recompute": self.recompute,
+            **({"stage_layers": list(self.stage_layers)} if self.stage_layers else {}),
         }
 
     def label(self) -> str:
+        """``tp8 cp1 pp16[7,8*14,7] dp8 mb1 1f1b fsdp none``: the stages' layers shown only
+        when they differ (runs of equal stages as ``n*count``)."""
+        pp = f"pp{self.pp}"
+        if self.stage_layers:
+            pp += f"[{split_label(self.stage_layers)}]"
         return (
-            f"tp{self.tp} cp{self.cp} pp{self.pp} dp{self.dp} mb{self.micro_batch} "
+            f"tp{self.tp} cp{self.cp} {pp} dp{self.dp} mb{self.micro_batch} "
             f"{self.schedule_label} {self.data_parallel} {self.recompute}"
         )
+

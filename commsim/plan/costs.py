@@ -63,8 +63,8 @@ def plan_layer_params(model: ModelSpec, cfg: PlanConfig) -> Callable[[int], int]
 
 def stage_layers(cfg: PlanConfig, layers: int, stage: int) -> list[int]:
     """Global layers of ``stage`` in forward order, chunk by chunk."""
-    per = layers // (cfg.pp * cfg.chunks)
-    return [(c * cfg.pp + stage) * per + i for c in range(cfg.chunks) for i in range(per)]
+    ranges = cfg.vstages(layers)
+    return [i for c in range(cfg.chunks) for i in ranges[c * cfg.pp + stage]]
 
 
 def _buckets(layers: list[int], params: Callable[[int], int]) -> dict[int, int]:
@@ -177,6 +177,8 @@ def pipeline_costs(
     base = PipelineCosts(
         schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
         layers_per_chunk=model.layers // (cfg.pp * cfg.chunks),
+        chunk_layers=tuple(len(r) for r in cfg.vstages(model.layers)) if cfg.stage_layers
+        else (),
         attn_fwd=times.attn_fwd, mlp_fwd=times.mlp_fwd, attn_bwd=times.attn_bwd,
         mlp_bwd=times.mlp_bwd, attn_rc=times.attn_recompute, mlp_rc=times.mlp_recompute,
         rc_comm=times.recompute_collectives, logits_fwd=times.logits_fwd,

@@ -37,7 +37,9 @@ The last stage adds the fp32 logits, ``4 T V / t``.
 **In flight**: a stage holds the activations of every micro-batch (model chunk) whose forward
 has run and backward has not. Counted from the schedule itself: 1F1B's first stage holds
 ``pp`` micro-batches, GPipe all ``k``, interleaved Megatron-LM's ``(pp - 1 - d) 2 + (v - 1)
-pp + 1`` chunks.
+pp + 1`` chunks. With stages of different layers (:mod:`commsim.replay.stages`) every stage
+is sized, its chunks in flight weighted by their own layers (walked from the schedule where
+its chunks differ), and the heaviest decides.
 
 **Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
 ``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP one layer's
@@ -54,6 +56,7 @@ from commsim.plan.models import ModelSpec
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.pipeline import FORWARD, stage_orders
+from commsim.replay.stages import chunk_layers
 
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
 #: Bytes per token and hidden unit of a layer that sequence parallelism splits and plain TP
@@ -137,10 +140,12 @@ class Memory:
 
 
 @lru_cache(maxsize=4096)
-def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int) -> int:
+def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int,
+                 layers: int | None = None) -> int:
     """Parameters one TP rank of ``stage`` holds (embedding on the first, output layer on the
-    last stage; with ``pp = 1`` a tied output layer is the embedding itself)."""
-    params = model.layers // pp * model.layer_params
+    last stage; with ``pp = 1`` a tied output layer is the embedding itself); ``layers``: the
+    stage's layers (None: ``model.layers / pp``)."""
+    params = (model.layers // pp if layers is None else layers) * model.layer_params
     if stage == 0:
         params += model.embedding_params
     if stage == pp - 1 and (pp > 1 or not model.tied_embeddings):
@@ -177,9 +182,17 @@ def peak_memory(
     data_parallel: str,
     recompute: str,
     stack: Stack = DEFAULT,
+    stage_layers: tuple[int, ...] = (),
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
-    first (most in flight, the embedding) or the last (logits, the output layer)."""
+    first (most in flight, the embedding) or the last (logits, the output layer); with
+    ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides."""
+    if stage_layers:
+        return max((_stage_memory(model, tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=micro_batch,
+                                  microbatches=microbatches, schedule=schedule, chunks=chunks,
+                                  data_parallel=data_parallel, recompute=recompute, stack=stack,
+                                  split=stage_layers, stage=p) for p in range(pp)),
+                   key=lambda m: m.total)
     per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
     layers_per_chunk = model.layers // (pp * chunks)
     tokens = micro_batch * model.seq / cp
@@ -204,3 +217,48 @@ def peak_memory(
             best = mem
     assert best is not None
     return best
+
+
+def held_layers(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
+                stage: int) -> int:
+    """The most layers of ``stage`` whose forward has run and backward has not, its model
+    chunks holding ``chunks`` layers each (they may differ: :mod:`commsim.replay.stages`)."""
+    if len(set(chunks)) == 1:
+        return stage_in_flight(schedule, pp, microbatches, len(chunks), stage) * chunks[0]
+    return _held_walk(schedule, pp, microbatches, chunks, stage)
+
+
+@lru_cache(maxsize=1024)
+def _held_walk(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
+               stage: int) -> int:
+    order = stage_orders(schedule, stages=pp, microbatches=microbatches,
+                         chunks=len(chunks))[stage]
+    held = peak = 0
+    for op in order:
+        held += chunks[op.chunk] if op.kind == FORWARD else -chunks[op.chunk]
+        peak = max(peak, held)
+    return peak
+
+
+def _stage_memory(model: ModelSpec, *, tp: int, cp: int, pp: int, dp: int, micro_batch: int,
+                  microbatches: int, schedule: str, chunks: int, data_parallel: str,
+                  recompute: str, stack: Stack, split: tuple[int, ...], stage: int) -> Memory:
+    """:func:`peak_memory`'s terms for one ``stage`` of a ``split``: its layers' states, the
+    layers it holds in flight, the last stage's logits, the buffers."""
+    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
+    tokens = micro_batch * model.seq / cp
+    layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
+    params = stage_params(model, tp=tp, pp=pp, stage=stage, layers=split[stage])
+    w, g, o = states(params, data_parallel, dp * cp, microbatches, stack.grad_bytes)
+    sizes = chunk_layers(split, chunks)[stage]
+    act = held_layers(schedule, pp, microbatches, sizes, stage) * per_layer
+    if recompute == "full":
+        act += layer_activation_bytes(model, micro_batch, tp, cp, "none", stack)
+    if stage == pp - 1:
+        act += 4.0 * tokens * model.vocab / tp
+    buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
+    if data_parallel == "fsdp" and dp * cp > 1:
+        buffers += layer_weights * stack.grad_bytes // WEIGHT_BYTES
+    elif dp * cp > 1:
+        buffers += 2 * DEFAULT_BUCKET_BYTES
+    return Memory(stage, w, g, o, math.ceil(act), math.ceil(buffers))

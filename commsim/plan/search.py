@@ -48,6 +48,7 @@ from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.graph import MAX_TASKS
 from commsim.replay.pipeline import pipeline_ops
+from commsim.replay.stages import check_split, chunk_layers, is_even, search_split
 
 
 def divisors(n: int) -> list[int]:
@@ -71,6 +72,9 @@ class SearchSpace:
     schedule: tuple[tuple[str, int | None], ...] | None = None  #: (name, V or None: search)
     data_parallel: tuple[str, ...] = DATA_PARALLEL
     recompute: tuple[str, ...] = RECOMPUTE
+    #: layers per stage, first stage first (None: equal stages where pp divides the layers,
+    #: else the split :func:`~commsim.replay.stages.search_split` finds)
+    stage_layers: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,8 +132,13 @@ def _check_space(model: ModelSpec, gpus: int, space: SearchSpace) -> None:
     _check_axis("tp", space.tp, gpus, "the GPUs")
     _check_axis("cp", space.cp, model.seq, "the sequence length")
     _check_axis("cp", space.cp, gpus, "the GPUs")
-    _check_axis("pp", space.pp, model.layers, "the model's layers")
+    for p in space.pp or ():
+        if p > model.layers:
+            raise SpecError(f"--pp {p}: more stages than the model's {model.layers} layers")
     _check_axis("pp", space.pp, gpus, "the GPUs")
+    if space.stage_layers is not None:
+        for p in space.pp or (len(space.stage_layers),):
+            check_split(space.stage_layers, model.layers, p, "--stage-layers")
     for mb in space.micro_batch or ():
         if mb < 1:
             raise SpecError(f"--micro-batch {mb}: must be >= 1")
@@ -141,7 +150,8 @@ def _layouts(model: ModelSpec, gpus: int, space: SearchSpace,
     tps = space.tp or [t for t in divisors(gpus) if model.heads % t == 0
                        and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
     cps = space.cp or [c for c in divisors(gpus) if model.seq % c == 0]
-    pps = space.pp or [p for p in divisors(gpus) if model.layers % p == 0]
+    pps = space.pp or ([len(space.stage_layers)] if space.stage_layers is not None
+                       else [p for p in divisors(gpus) if model.layers % p == 0])
     out = []
     for tp in tps:
         for cp in cps:
@@ -156,7 +166,11 @@ def _layouts(model: ModelSpec, gpus: int, space: SearchSpace,
 
 
 def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
-               axes: dict[str, Any], rejected: list[Rejected]) -> list[tuple[str, int]]:
+               axes: dict[str, Any], rejected: list[Rejected],
+               splits: Sequence[tuple[int, ...]] = ()) -> list[tuple[str, int]]:
+    """The schedules to try (rejections into ``rejected``); ``splits``: the stages' layers
+    when they differ (the chunk counts that place on any of them; each configuration is
+    checked against its own in :func:`_unplaced`)."""
     wanted = space.schedule
     if wanted is None:
         wanted = (("1f1b", 1),) if pp == 1 else (("1f1b", 1), ("gpipe", 1), ("interleaved", None))
@@ -169,11 +183,14 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
             continue
         per = model.layers // pp
         chunks = [v] if v is not None else [c for c in divisors(per) if c > 1]
+        if splits and v is None:
+            chunks = [c for c in range(2, max(map(max, splits)) + 2)
+                      if any(_unplaced(sp, c) is None for sp in splits)]
         for c in chunks:
             why = ""
             if pp == 1:
                 why = "interleaved needs pp > 1"
-            elif per % c:
+            elif not splits and per % c:
                 why = f"{c} chunks do not divide the stage's {per} layers"
             elif k % pp:
                 why = f"interleaved needs micro-batches ({k}) divisible by pp ({pp})"
@@ -183,6 +200,32 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
             elif not _too_many_ops(pp, k, c, at, rejected):
                 out.append((name, c))
     return out
+
+
+def _unplaced(split: tuple[int, ...], chunks: int) -> str | None:
+    """Why ``split``'s stages do not split into ``chunks`` model chunks (None: they do)."""
+    try:
+        chunk_layers(split, chunks)
+    except SpecError as exc:
+        return str(exc)
+    return None
+
+
+def _split(model: ModelSpec, device: DeviceSpec, space: SearchSpace, stack: Stack,
+           tp: int, cp: int, pp: int, mb: int, recompute: str) -> tuple[int, ...]:
+    """A configuration's stage layers where they differ (empty: equal stages):
+    ``--stage-layers``, or, where pp does not divide the layers,
+    :func:`~commsim.replay.stages.search_split` on the configuration's compute per
+    micro-batch (a layer's forward, backward and recompute; the output layer and loss on the
+    last stage)."""
+    if space.stage_layers is not None:
+        return () if is_even(space.stage_layers) else space.stage_layers
+    if model.layers % pp == 0:
+        return ()
+    t = layer_costs(model, device, tp, cp, mb, recompute, stack)
+    layer = (t.attn_fwd + t.mlp_fwd + t.attn_bwd + t.mlp_bwd + t.attn_recompute
+             + t.mlp_recompute)
+    return search_split(model.layers, pp, layer, t.logits_fwd + t.logits_bwd)
 
 
 def _too_many_ops(pp: int, k: int, v: int, axes: dict[str, Any],
@@ -220,14 +263,21 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                                                 f"the global batch ({global_batch})"))
                 continue
             k = global_batch // (mb * dp)
+            splits = {rc: _split(model, device, space, stack, tp, cp, pp, mb, rc)
+                      for rc in space.recompute}
+            uneven = sorted({sp for sp in splits.values() if sp})
             for name, v in _schedules(model, pp, k, space, {**axes, "micro_batch": mb},
-                                      result.rejected):
+                                      result.rejected, uneven):
                 for dpm in space.data_parallel:
                     for rc in space.recompute:
                         cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb,
                                          schedule=name, chunks=v, data_parallel=dpm,
-                                         recompute=rc)
-                        out.append(_candidate(model, device, cfg, k, stack, per_stage))
+                                         recompute=rc, stage_layers=splits[rc])
+                        why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
+                        if why:
+                            result.rejected.append(Rejected(cfg.axes(), why))
+                        else:
+                            out.append(_candidate(model, device, cfg, k, stack, per_stage))
     result.considered = len(out) + len(result.rejected)
     return out
 
@@ -253,7 +303,10 @@ def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
                       micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
-                      recompute=cfg.recompute, stack=stack)
+                      recompute=cfg.recompute, stack=stack, stage_layers=cfg.stage_layers)
+    if cfg.stage_layers:
+        stages = _bound_split(model, device, cfg, k, stack, per_stage or (1.0,) * cfg.pp)
+        return _Candidate(cfg, k, mem, max(stages), per_stage or (), stages)
     if per_stage is None:
         return _Candidate(cfg, k, mem, _bound(model, device, cfg, k, stack))
     stages = _bound_slow(model, device, cfg, k, stack, per_stage)
@@ -291,6 +344,25 @@ def _bound_slow(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, s
     return tuple(out)
 
 
+def _bound_split(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, stack: Stack,
+                 factors: tuple[float, ...]) -> tuple[float, ...]:
+    """:func:`_bound_slow` for stages of different layers (``cfg.stage_layers``): each stage's
+    compute at its factor, after the first micro-batch's forward through the first model
+    chunk of every stage before it, and before the last one's backward back through them."""
+    t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
+    layer = (t.attn_fwd + t.mlp_fwd + t.attn_bwd + t.mlp_bwd + t.attn_recompute
+             + t.mlp_recompute)
+    sizes = chunk_layers(cfg.stage_layers, cfg.chunks)
+    out: list[float] = []
+    crossed = 0.0
+    for stage, f in enumerate(factors):
+        own = f * k * (sum(sizes[stage]) * layer
+                       + (t.logits_fwd + t.logits_bwd if stage == cfg.pp - 1 else 0.0))
+        out.append(own + crossed)
+        crossed += f * sizes[stage][0] * layer
+    return tuple(out)
+
+
 def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer,
                 stage: int | None = None) -> float:
     """The last stage's (or ``stage``'s) TP and CP collectives, which its layers wait for
@@ -307,6 +379,9 @@ def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer,
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
     fwd = cg + 2 * ar
     bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
+    if cfg.stage_layers:  # every op of n > 0 layers: all but its last all-reduce
+        sizes = chunk_layers(cfg.stage_layers, cfg.chunks)[p]
+        return c.microbatches * sum(n * (fwd + bwd) - 2 * ar for n in sizes if n)
     return c.microbatches * cfg.chunks * (per_chunk * (fwd + bwd) - 2 * ar)
 
 
@@ -322,6 +397,7 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
     fits = c.memory.total <= device.memory_bytes
     record = {
         **cfg.axes(),
+        "stage_layers": list(cfg.split(model.layers)),
         "microbatches": c.microbatches,
         "step_time_s": est.step_time_s,
         "tokens_per_s": tokens_per_s,
