@@ -55,7 +55,7 @@ class Hops:
                 return none
             return np.broadcast_to(np.asarray(column, dtype=np.int64), shape).reshape(-1)
 
-        afters = list(after or [])
+        afters: list[np.ndarray | None] = list(after or [])
         if len(afters) > 2:
             raise ValueError("a hop waits for at most two others")
         afters += [None] * (2 - len(afters))
@@ -215,7 +215,7 @@ def axes(sizes: np.ndarray, starts: np.ndarray, dims: tuple[int, ...]) -> Hops:
     ends = np.zeros((p, p + 1), dtype=np.int64)
     np.cumsum(sizes, axis=1, out=ends[:, 1:])
     hops = Hops()
-    phases: dict[int, tuple[np.ndarray, int]] = {}   # axis -> (first id, origins per pair)
+    phases: dict[int, tuple[int, int]] = {}   # axis -> (first id, origins per pair)
     for a, d in enumerate(dims):
         if d < 2:
             continue
@@ -243,7 +243,7 @@ def _phase_grid(p: int, dims: tuple[int, ...], a: int) -> tuple[np.ndarray, ...]
     return r.ravel(), t.ravel(), u.ravel()
 
 
-def _hop_id(phases: dict[int, tuple[np.ndarray, int]], dims: tuple[int, ...], b: int,
+def _hop_id(phases: dict[int, tuple[int, int]], dims: tuple[int, ...], b: int,
             sender: np.ndarray, receiver_coord: np.ndarray, sender_coord: np.ndarray,
             origin: np.ndarray, stride: list[int]) -> np.ndarray:
     """Id of phase ``b``'s hop from ``sender`` to the rank whose axis-``b`` coordinate is
@@ -255,7 +255,7 @@ def _hop_id(phases: dict[int, tuple[np.ndarray, int]], dims: tuple[int, ...], b:
     return base + (sender * (d - 1) + t) * origins + u
 
 
-def _brought(phases: dict[int, tuple[np.ndarray, int]], dims: tuple[int, ...],
+def _brought(phases: dict[int, tuple[int, int]], dims: tuple[int, ...],
              stride: list[int], coord: list[np.ndarray], a: int, r: np.ndarray,
              origin: np.ndarray) -> np.ndarray:
     """The hop that brought ``origin``'s blocks to ``r`` (the last phase before ``a`` whose
@@ -271,7 +271,7 @@ def _brought(phases: dict[int, tuple[np.ndarray, int]], dims: tuple[int, ...],
     return out
 
 
-def _lockstep(phases: dict[int, tuple[np.ndarray, int]], dims: tuple[int, ...],
+def _lockstep(phases: dict[int, tuple[int, int]], dims: tuple[int, ...],
               stride: list[int], coord: list[np.ndarray], a: int,
               r: np.ndarray) -> np.ndarray | None:
     """The previous phase's hop that brought ``r`` its axis neighbour's own blocks."""
