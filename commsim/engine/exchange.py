@@ -47,15 +47,31 @@ def _serial(hop: Hop, nbytes: int, chunks: int) -> float:
     return sum(hop.copy(piece) for piece in _pieces(nbytes, chunks))
 
 
+def _serial_each(hop: Hop, nbytes: np.ndarray, chunks: int) -> np.ndarray:
+    """:func:`_serial` of every block of ``nbytes`` (an empty piece costs nothing)."""
+    out = np.zeros(len(nbytes))
+    for piece in _pieces_of(nbytes, chunks):
+        out += np.where(piece > 0, hop.alpha_s + piece / hop.beta_Bps, 0.0)
+    return out
+
+
 def pairwise(call: Call, chunks: int, pairs: PairCosts) -> float:
+    """Round by round, each rank's exchange after both of its exchanges of the round before
+    (the schedule's lockstep; an empty block waits for nothing of its own)."""
     p = call.ranks
     sizes, _ = _layout(call)
     r = np.arange(p, dtype=np.int64)
     xor = p & (p - 1) == 0
     peers = [r ^ k if xor else (r + k) % p for k in range(1, p)]
     hops = pairs.memo(("a2a pairwise", xor), lambda: [pairs.hop(r, q) for q in peers])
-    return sum(_serial(hop, int(sizes[r, q].max()), chunks)
-               for hop, q in zip(hops, peers, strict=True))
+    sent = np.zeros(p)          # when each rank's last exchange ended
+    for k, (hop, q) in enumerate(zip(hops, peers, strict=True), start=1):
+        start = sent
+        if k > 1:
+            came = r ^ (k - 1) if xor else (r - (k - 1)) % p
+            start = np.maximum(sent, sent[came])
+        sent = start + _serial_each(hop, sizes[r, q], chunks)
+    return float(sent.max(initial=0.0)) if p > 1 else 0.0
 
 
 def bruck(call: Call, chunks: int, pairs: PairCosts) -> float:
