@@ -149,17 +149,28 @@ def _add_run_parser(sub: Any) -> None:
     run.add_argument(
         "collective",
         metavar="COLLECTIVE",
-        help="broadcast, reduce, all_gather, reduce_scatter or all_reduce "
-        "(all-reduce, allreduce too)",
+        help="broadcast, reduce, all_gather, reduce_scatter, all_reduce or all_to_all "
+        "(all-reduce, allreduce, alltoall too)",
     )
     add_topology(run)
     run.add_argument(
         "--size",
         "-s",
-        required=True,
+        default=None,
         metavar="SIZE|MIN:MAX[:FACTOR]",
-        help="bytes of the full buffer (nccl-tests' size), e.g. 1GiB or 1KiB:1GiB:4",
+        help="bytes of the full buffer (nccl-tests' size; all_to_all: each rank's send "
+        "buffer), e.g. 1GiB or 1KiB:1GiB:4 (required unless --matrix)",
     )
+    run.add_argument(
+        "--matrix", default=None, metavar="FILE",
+        help="all_to_all as all-to-allv: bytes rank s sends rank j at row s, column j of a "
+        "CSV or YAML file (p x p); the size is the largest rank's send buffer",
+    )  # fmt: skip
+    run.add_argument(
+        "--skew", type=float, default=None, metavar="S",
+        help="all_to_all as all-to-allv: each rank sends SIZE bytes, rank 0 (1 + S) times "
+        "the even share, the others the rest evenly (0: even)",
+    )  # fmt: skip
     _add_run_how(run)
     add_what_if(run)
     _add_run_outputs(run)
@@ -175,7 +186,8 @@ def _add_run_how(run: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="ring, ring_bidirectional, binomial_tree, recursive_doubling, rabenseifner, "
         "double_binary_tree, torus, hierarchical, hierarchical_rabenseifner, nvls, collnet, "
-        "gloo, or auto (default: for each size, NCCL's choice where the topology runs NCCL, "
+        "gloo; all_to_all: pairwise, bruck, all_pairs, pxn, torus, hierarchical; or auto "
+        "(default: for each size, NCCL's choice where the topology runs NCCL, "
         "else the fastest: simulated up to 64 ranks, closed forms beyond)",
     )
     run.add_argument(
@@ -328,14 +340,20 @@ def _trace_keep(args: argparse.Namespace, recorded: list[Any]) -> Any:
 def cmd_run(args: argparse.Namespace) -> int:
     """``commsim run``: simulate each size, write the requested files, print table or JSON."""
     from commsim.api import simulate
+    from commsim.errors import SpecError
     from commsim.export import write_trace, write_transfers_csv
     from commsim.table import format_healthy, format_table
     from commsim.topology import load_topology
     from commsim.topology.degrade import apply_what_if
     from commsim.units import parse_size_range
 
-    many = ":" in args.size  # a range, even one that yields a single size, gives a list
-    sizes = parse_size_range(args.size, "--size")
+    if args.size is None and args.matrix is None:
+        raise SpecError("the following arguments are required: --size/-s (or --matrix)")
+    if args.size is not None and args.matrix is not None:
+        raise SpecError("--matrix gives the sizes: drop --size")
+    many = args.size is not None and ":" in args.size  # a range gives a list, even of one
+    sizes: list[int | None] = (list(parse_size_range(args.size, "--size"))
+                               if args.size is not None else [None])
     healthy_network = load_topology(args.topology)
     network, what_if = (apply_what_if(healthy_network, args.what_if)
                         if args.what_if is not None else (healthy_network, None))
@@ -343,7 +361,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     def run_on(net: object) -> list[Any]:
         return [simulate(args.collective, net, nbytes, algorithm=args.algorithm,  # type: ignore[arg-type]
                          root=args.root, ranks=args.ranks, chunks=args.chunks,
-                         engine=args.engine, protocol=args.protocol)
+                         engine=args.engine, protocol=args.protocol, matrix=args.matrix,
+                         skew=args.skew)
                 for nbytes in sizes]
 
     results = run_on(network)

@@ -114,6 +114,9 @@ class CollectiveCall:
     algorithm: str = "auto"
     protocol: str = "auto"
     chunks: int | None = None
+    #: All-to-allv: bytes rank ``s`` sends rank ``j`` at ``counts[s * ranks + j]`` (``nbytes``
+    #: is then the largest row's sum); None: every other collective, and even all-to-all.
+    counts: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collective", parse_collective(self.collective))
@@ -154,7 +157,8 @@ class Timer:
         """
         check_engine(engine)
         net = self.group_network(call.group)
-        c = make_call(call.collective, net, call.nbytes, root=call.root, chunks=call.chunks)
+        c = make_call(call.collective, net, call.nbytes, root=call.root, chunks=call.chunks,
+                      counts=call.counts)
         among = self.candidates(call, c, net)
         if len(among) == 1:
             best = among[0]

@@ -28,6 +28,7 @@ QUICK: list[tuple[str, list[str], re.Pattern[str]]] = [
     ("what_if_speed.py", ["--quick"], DASHES),
     ("failure_figures.py", ["--quick"], DASHES),
     ("des_throughput.py", ["--quick"], DASHES),
+    ("alltoall_speed.py", ["--quick"], DASHES),
     ("analytic_scale.py", ["--quick"], DASHES),
     ("fast_path.py", ["--quick"], DASHES),
     ("schedule_build.py", ["--quick"], DASHES),

@@ -95,8 +95,8 @@ def _files(tmp: Path) -> dict[str, Pool]:
 #: (good values, bad values) of each kind of argument; a bad one is drawn 15% of the time.
 SIZES = (["1KiB", "64KiB", "1MiB", "0", "1KiB:16KiB", "8B:1MiB:4", "64MiB", "1024"],
          ["-1GiB", "1e30", "2PiB", "abc", "1:0", "1KiB:1MiB:1.0000001", "12parsecs", "1.5"])
-COLLECTIVES = (["all_reduce", "all-gather", "reducescatter", "broadcast", "reduce", "allreduce"],
-               ["alltoall", "", "ALL_REDUCE!"])
+COLLECTIVES = (["all_reduce", "all-gather", "reducescatter", "broadcast", "reduce", "allreduce",
+                "alltoall"], ["all_to_some", "", "ALL_REDUCE!"])
 ALGORITHMS = (["auto", "ring", "binomial_tree", "recursive_doubling", "rabenseifner",
                "double_binary_tree"], ["torus", "nvls", "nope"])
 INTS = (["1", "2", "4"], ["0", "-1", "999", "x", "2.5"])
@@ -129,6 +129,7 @@ def _run(rng: random.Random, f: dict[str, Pool]) -> list[str]:
     argv += _maybe(rng, "--trace-ranks", (["0-1", "1,3"], ["x-2", "5-1", "999", ""]), 0.05)
     argv += _maybe(rng, "--trace-links", (["gpu[01]->*", "*"], ["nowhere", "["]), 0.05)
     argv += _maybe(rng, "--trace-max-size", (["1KiB", "1GiB"], ["0", "-1MiB", "big"]), 0.05)
+    argv += _maybe(rng, "--skew", ["0", "0.5", "1"], 0.05)
     argv += _maybe(rng, "--ranks", INTS, 0.2) + _what_if(rng, f, 0.2)
     return argv + (["--json"] if rng.random() < 0.6 else [])
 

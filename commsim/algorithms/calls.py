@@ -17,8 +17,10 @@ def make_call(
     *,
     root: int = 0,
     chunks: int | None = None,
+    counts: tuple[int, ...] | None = None,
 ) -> Call:
-    """Validate the pieces of a collective call on all ranks of ``network``."""
+    """Validate the pieces of a collective call on all ranks of ``network`` (``counts``: an
+    all-to-allv's bytes per pair, see :class:`~commsim.algorithms.base.Call`)."""
     host_switches, fabric_switch = network.reducing_switches_of()
     return Call(
         collective=parse_collective(collective),
@@ -30,6 +32,7 @@ def make_call(
         host_switches=host_switches,
         fabric_switch=fabric_switch,
         torus_dims=torus_dims(network),
+        counts=counts,
     )
 
 

@@ -130,6 +130,21 @@ class _Arrival:
         self.index = index
 
 
+class _Reshare:
+    """The event "re-share the links that changed at this instant", after every other event
+    of the instant (one max-min filling for all the flows that started or drained at once)."""
+
+    __slots__ = ("callbacks",)
+    _ok = True
+
+    def __init__(self, callbacks: tuple[object, ...]) -> None:
+        self.callbacks = callbacks
+
+
+#: The re-sharing of an instant runs after its other events (SimPy's NORMAL is 1).
+LATE = NORMAL + 1
+
+
 class _Simulation:
     """One run of one schedule's transfers (its columns); all state is local to the instance.
 
@@ -174,6 +189,9 @@ class _Simulation:
         self._eid = self.env._eid
         self._on_drained = (self._drained,)
         self._on_arrival = (self._arrival,)
+        # links whose flows changed at this instant, re-shared once at its end
+        self._changed: dict[int, None] = {}
+        self._on_reshare = (self._reshare_changed,)
 
     def run(self) -> Timing:
         # NOTE: every event allocates objects that die young; with the collector on, the
@@ -277,7 +295,7 @@ class _Simulation:
             heappush(self._queue, (now + max(flow.remaining, 0.0) / rate, NORMAL,
                                    next(self._eid), _Drained(self._on_drained, flow)))
             return
-        self._reshare(path)
+        self._defer(path)
 
     def _drained(self, event: _Drained) -> None:
         flow = event.flow
@@ -292,7 +310,7 @@ class _Simulation:
             if flows:
                 busy = True
         if busy:  # flows left behind on a shared link may speed up
-            self._reshare(flow.links)
+            self._defer(flow.links)
         self._arrive(index, flow)
 
     def _arrive(self, index: int, flow: _Flow | None = None,
@@ -357,6 +375,21 @@ class _Simulation:
                     flows[index] = flow
                     stack.extend(other for other in flow.links if other not in links)
         return list(flows.values()), list(links)
+
+    def _defer(self, links: Iterable[int]) -> None:
+        """Re-share ``links``' component at the end of this instant: flows that start or
+        drain together (an all-to-all's million) cost one max-min filling, not one each. The
+        rates are those of the instant's last state, as re-sharing after each change gives
+        (a rate set and replaced within an instant moves no byte)."""
+        if not self._changed:
+            heappush(self._queue, (self.env._now, LATE, next(self._eid),
+                                   _Reshare(self._on_reshare)))
+        self._changed.update(dict.fromkeys(links))
+
+    def _reshare_changed(self, event: _Reshare) -> None:
+        links = list(self._changed)
+        self._changed.clear()
+        self._reshare(links)
 
     def _reshare(self, seed_links: Iterable[int]) -> None:
         """Max-min fair rates (progressive filling) for the component around ``seed_links``."""

@@ -57,6 +57,9 @@ def _cases(kind: str) -> list[tuple[str, Collective, int]]:
             or algo.reduces_in
             or not algo.closed_form
             or (kind == "ring" and name != "ring")
+            # Bruck's closed form is exact for equal blocks only (a round's blocks of unequal
+            # sizes share one link and end apart): tests/algorithms/test_alltoall.py
+            or name == "bruck"
         ):
             continue
         for coll in sorted(algo.collectives):

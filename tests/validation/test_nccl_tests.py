@@ -213,7 +213,7 @@ def test_overrides_win() -> None:
     log = parse_nccl_tests(MODERN_HEADER + MODERN_ROWS, "s", collective="allreduce", ranks=2)
     assert any("given" in note for note in log.notes)
     with pytest.raises(SpecError, match="--collective"):
-        parse_nccl_tests(MODERN_HEADER + MODERN_ROWS, "s", collective="alltoall")
+        parse_nccl_tests(MODERN_HEADER + MODERN_ROWS, "s", collective="all_to_some")
     with pytest.raises(SpecError, match="--ranks"):
         parse_nccl_tests(MODERN_HEADER + MODERN_ROWS, "s", ranks=0)
 
