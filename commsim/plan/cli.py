@@ -142,8 +142,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.list_models:
         for name, m in CATALOGUE.items():
-            print(f"{name:14s} {m.params / 1e9:7.1f}B  l={m.layers} h={m.hidden} a={m.heads} "
-                  f"g={m.kv_heads} f={m.ffn_hidden} V={m.vocab} s={m.seq}  # {m.source}")
+            moe = "" if m.moe is None else (
+                f" E={m.moe.experts} k={m.moe.top_k} fe={m.moe.expert_ffn_hidden} "
+                f"active {m.active_params / 1e9:.1f}B")
+            print(f"{name:15s} {m.params / 1e9:7.1f}B  l={m.layers} h={m.hidden} a={m.heads} "
+                  f"g={m.kv_heads} f={m.ffn_hidden} V={m.vocab} s={m.seq}{moe}  # {m.source}")
         return 0
     for flag, value in (("MODEL", args.model), ("--topology", args.topology),
                         ("--global-batch", args.global_batch)):
