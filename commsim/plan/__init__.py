@@ -41,7 +41,7 @@ MAX_GLOBAL_BATCH = 2**40
 #: A configuration's axes, and the keys that are its work over its step (``healthy`` under a
 #: what-if gives them for the healthy step).
 HEALTHY_AXES = ("tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage",
-                "data_parallel", "recompute")
+                "data_parallel", "recompute", "ep")
 HEALTHY_RATES = ("tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 
 
@@ -102,7 +102,9 @@ class PlanOutcome:
 
     def table(self, top: int) -> str:
         """The ranked configurations as a text table (``top`` rows; 0: all)."""
-        head = (f"{'#':>3} {'config':44s} {'step':>9} {'tokens/s':>10} {'model':>6} "
+        rows = self.result.configs if top == 0 else self.result.configs[:top]
+        width = 49 if any(e.config.ep > 1 for e in rows) else 44
+        head = (f"{'#':>3} {'config':{width}s} {'step':>9} {'tokens/s':>10} {'model':>6} "
                 f"{'hw':>6} {'MFU':>5} {'exp.comm':>8} {'bubble':>6} {'memory':>9} fits")
         if self.what_if is not None:
             head += f" {'healthy':>9} {'slower':>6}"
@@ -116,14 +118,13 @@ class PlanOutcome:
             "TFLOP/s per GPU: model (6N + attention) and hardware (with recompute)"
             + ("" if self.stack == Stack() else f"; stack: {self.stack.label()}"),
         ]
-        rows = self.result.configs if top == 0 else self.result.configs[:top]
         if self.what_if is not None:
             lines += note(self.what_if, [e.record for e in rows])
         lines.append(head)
         for i, e in enumerate(rows, 1):
             r = e.record
             lines.append(
-                f"{i:>3} {e.config.label():44s} {r['step_time_s']:>8.3f}s "
+                f"{i:>3} {e.config.label():{width}s} {r['step_time_s']:>8.3f}s "
                 f"{r['tokens_per_s']:>10.4g} {r['model_tflops_per_gpu']:>6.1f} "
                 f"{r['hardware_tflops_per_gpu']:>6.1f} {r['mfu']:>5.1%} "
                 f"{r['exposed_comm_s']:>7.3f}s {r['bubble_fraction']:>6.1%} "

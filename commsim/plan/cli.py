@@ -37,11 +37,12 @@ examples:
   commsim plan gpt3-175b --topology dgx-a100x96 --global-batch 1536 --tp 8 --json
   commsim plan model.yaml --topology dgx-h100x4 --global-batch 64 --gpu-memory 40GiB --csv
   commsim plan llama3-8b --topology dgx-h100x4 --global-batch 256 --what-if slow-gpu.yaml
+  commsim plan mixtral-8x7b --topology dgx-h100x8 --global-batch 256 --seq 4096 --ep 4,8
 """
 
 CSV_COLUMNS = (
     "tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage", "data_parallel",
-    "recompute", "microbatches", "step_time_s", "tokens_per_s", "model_tflops_per_gpu",
+    "recompute", "ep", "microbatches", "step_time_s", "tokens_per_s", "model_tflops_per_gpu",
     "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
     "peak_memory_bytes", "fits", "reason",
 )
@@ -66,6 +67,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--gpus", metavar="N", help="GPUs to use (default: the topology's ranks)")
     for axis in ("tp", "cp", "pp", "micro-batch"):
         p.add_argument(f"--{axis}", metavar="LIST", help=f"{axis} values to try")
+    p.add_argument("--ep", metavar="LIST", help="expert-parallel sizes to try (mixtures of "
+                   "experts; taken from the data-parallel ranks: each divides the experts and dp)")
     p.add_argument("--schedule", metavar="LIST", help=", ".join(SCHEDULES) + ", interleaved:V")
     p.add_argument("--data-parallel", metavar="LIST", help=", ".join(DATA_PARALLEL))
     p.add_argument("--recompute", metavar="LIST", help=", ".join(RECOMPUTE))
@@ -159,6 +162,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         data_parallel=_words(args.data_parallel, "--data-parallel", DATA_PARALLEL)
         or DATA_PARALLEL,
         recompute=_words(args.recompute, "--recompute", RECOMPUTE) or RECOMPUTE,
+        ep=_ints(args.ep, "--ep"),
     )
     top = _int(args.top, "--top", 0)
     outcome = plan(

@@ -1,7 +1,12 @@
 """One training configuration the planner considers: the parallel layout and its settings.
 
 Ranks are laid out as the ``hybrid`` workload lays them out (Llama 3's ``[TP, CP, PP, DP]``
-order, TP fastest): rank ``t + tp (c + cp (p + pp d))``.
+order, TP fastest): rank ``t + tp (c + cp (p + pp d))``. Expert parallelism (``ep``, mixtures
+of experts) is taken from the data-parallel replicas, as Megatron-Core places it (its order
+``tp-cp-ep-dp-pp``: EP next to CP inside DP): replicas ``d`` with the same ``d // ep`` form an
+expert-parallel group, and the ``dp cp / ep`` ranks with the same ``d % ep`` (every CP rank)
+hold the same experts: the expert data-parallel group, over which expert gradients are
+reduced and their optimizer state sharded.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ class PlanConfig:
     chunks: int
     data_parallel: str
     recompute: str
+    ep: int = 1
 
     @property
     def world(self) -> int:
@@ -45,6 +51,16 @@ class PlanConfig:
         """The ranks holding TP rank 0's parameters of stage ``p`` (all replicas, CP ranks)."""
         return tuple(self.rank(0, c, p, d) for d in range(self.dp) for c in range(self.cp))
 
+    def ep_group(self, p: int, d: int) -> tuple[int, ...]:
+        """TP rank 0's expert-parallel group in stage ``p`` of replica ``d``."""
+        first = d - d % self.ep
+        return tuple(self.rank(0, 0, p, e) for e in range(first, first + self.ep))
+
+    def expert_dp_group(self, p: int) -> tuple[int, ...]:
+        """The ranks holding TP rank 0's experts of EP rank 0 in stage ``p``."""
+        return tuple(self.rank(0, c, p, d) for d in range(0, self.dp, self.ep)
+                     for c in range(self.cp))
+
     @property
     def schedule_label(self) -> str:
         return f"interleaved:{self.chunks}" if self.schedule == "interleaved" else self.schedule
@@ -61,10 +77,13 @@ class PlanConfig:
             "chunks_per_stage": self.chunks,
             "data_parallel": self.data_parallel,
             "recompute": self.recompute,
+            "ep": self.ep,
         }
 
     def label(self) -> str:
+        """``tp8 cp1 pp2 dp32 mb2 1f1b fsdp none`` (``ep8`` after ``dp`` when ``ep > 1``)."""
+        ep = f" ep{self.ep}" if self.ep > 1 else ""
         return (
-            f"tp{self.tp} cp{self.cp} pp{self.pp} dp{self.dp} mb{self.micro_batch} "
+            f"tp{self.tp} cp{self.cp} pp{self.pp} dp{self.dp}{ep} mb{self.micro_batch} "
             f"{self.schedule_label} {self.data_parallel} {self.recompute}"
         )

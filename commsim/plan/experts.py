@@ -82,15 +82,21 @@ class MoESpec:
         """Weights of one routed expert: ``3 h f_e`` (SwiGLU) or ``2 h f_e``."""
         return (3 if mlp == "swiglu" else 2) * hidden * self.expert_ffn_hidden
 
-    def load(self, ep: int) -> float:
-        """Tokens the busiest of ``ep`` expert-parallel ranks processes, over the even share
-        (1 without skew): its ``E/ep`` experts are the hottest and ``E/ep - 1`` others."""
+    def shares(self, ep: int) -> tuple[float, float]:
+        """(hottest, other) expert's tokens over the even share: ``1 + skew`` and
+        ``(E - 1 - skew) / (E - 1)``, each capped at the capacity factor."""
         e = self.experts
         hot = 1.0 + self.skew
         other = (e - hot) / (e - 1) if e > 1 else 1.0
         if self.capacity_factor is not None:
             hot, other = min(hot, self.capacity_factor), min(other, self.capacity_factor)
-        local = e // ep
+        return hot, other
+
+    def load(self, ep: int) -> float:
+        """Tokens the busiest of ``ep`` expert-parallel ranks processes, over the even share
+        (1 without skew): its ``E/ep`` experts are the hottest and ``E/ep - 1`` others."""
+        hot, other = self.shares(ep)
+        local = self.experts // ep
         return (hot + (local - 1) * other) / local
 
 

@@ -39,6 +39,13 @@ has run and backward has not. Counted from the schedule itself: 1F1B's first sta
 ``pp`` micro-batches, GPipe all ``k``, interleaved Megatron-LM's ``(pp - 1 - d) 2 + (v - 1)
 pp + 1`` chunks.
 
+**Mixtures of experts** (:mod:`.moe_layer`): a stage's routed experts, ``E/ep`` per MoE layer
+split ``t`` ways, have their states sharded over the expert data-parallel ranks,
+``dp cp / ep`` (:mod:`.config`), the rest (attention, router, shared experts, dense layers,
+embeddings) over ``dp cp`` as above; a MoE layer's MLP activations are the routed tokens'
+(:func:`~commsim.plan.moe_layer.moe_activation_bytes`, the busiest rank's), and a stage's
+per-layer activations are the mean over its layers, dense and MoE.
+
 **Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
 ``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP one layer's
 unsharded gradients, being reduce-scattered.
@@ -51,6 +58,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from commsim.plan.models import ModelSpec
+from commsim.plan.moe_layer import moe_activation_bytes
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.pipeline import FORWARD, stage_orders
@@ -136,16 +144,34 @@ class Memory:
         }
 
 
+def layer_ids(layers: int, pp: int, chunks: int, stage: int) -> list[int]:
+    """Global layers of ``stage`` in forward order, chunk by chunk."""
+    per = layers // (pp * chunks)
+    return [(c * pp + stage) * per + i for c in range(chunks) for i in range(per)]
+
+
 @lru_cache(maxsize=4096)
-def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int) -> int:
-    """Parameters one TP rank of ``stage`` holds (embedding on the first, output layer on the
-    last stage; with ``pp = 1`` a tied output layer is the embedding itself)."""
-    params = model.layers // pp * model.layer_params
+def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int, chunks: int = 1) -> int:
+    """Parameters one TP rank of ``stage`` holds but its routed experts (embedding on the
+    first, output layer on the last stage; with ``pp = 1`` a tied output layer is the
+    embedding itself)."""
+    if model.moe is None:
+        params = model.layers // pp * model.layer_params
+    else:
+        params = sum(model.dense_params_at(i) for i in layer_ids(model.layers, pp, chunks, stage))
     if stage == 0:
         params += model.embedding_params
     if stage == pp - 1 and (pp > 1 or not model.tied_embeddings):
         params += model.embedding_params
     return math.ceil(params / tp)
+
+
+@lru_cache(maxsize=4096)
+def stage_expert_params(model: ModelSpec, *, tp: int, pp: int, ep: int, stage: int,
+                        chunks: int = 1) -> int:
+    """Routed-expert parameters one rank of ``stage`` holds: ``1/(ep t)`` of its MoE layers'."""
+    ids = layer_ids(model.layers, pp, chunks, stage)
+    return math.ceil(sum(model.experts_at(i) for i in ids) / (ep * tp))
 
 
 def states(params: int, data_parallel: str, shards: int,
@@ -177,6 +203,7 @@ def peak_memory(
     data_parallel: str,
     recompute: str,
     stack: Stack = DEFAULT,
+    ep: int = 1,
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
     first (most in flight, the embedding) or the last (logits, the output layer)."""
@@ -186,8 +213,16 @@ def peak_memory(
     layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
     best: Memory | None = None
     for stage in sorted({0, pp - 1}):
-        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp,
-                         microbatches, stack.grad_bytes)
+        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage, chunks=chunks),
+                         data_parallel, dp * cp, microbatches, stack.grad_bytes)
+        if model.moe is not None:
+            per_layer = _mean_layer_bytes(model, micro_batch, tp, cp, ep, recompute, stack,
+                                          layer_ids(model.layers, pp, chunks, stage))
+            experts = states(stage_expert_params(model, tp=tp, pp=pp, ep=ep, stage=stage,
+                                                 chunks=chunks),
+                             data_parallel, max(dp * cp // ep, 1), microbatches,
+                             stack.grad_bytes)
+            w, g, o = w + experts[0], g + experts[1], o + experts[2]
         flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
         act = flight * layers_per_chunk * per_layer
         if recompute == "full":
@@ -204,3 +239,19 @@ def peak_memory(
             best = mem
     assert best is not None
     return best
+
+
+def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: int,
+                      recompute: str, stack: Stack, ids: list[int]) -> float:
+    """The mean over ``ids`` of a layer's activations: a MoE layer's MLP half replaced by
+    the routed tokens' (:func:`~commsim.plan.moe_layer.moe_activation_bytes`)."""
+    dense = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
+    if recompute == "full":
+        return dense
+    tokens = micro_batch * model.seq / cp
+    mlp = (3 * tokens * model.hidden
+           + (6 if model.mlp == "swiglu" else 4) * tokens * model.ffn_hidden) / tp
+    moe = dense - mlp + moe_activation_bytes(model, tp=tp, cp=cp, ep=ep,
+                                             micro_batch=micro_batch, recompute=recompute)
+    n_moe = sum(1 for i in ids if model.is_moe(i))
+    return (n_moe * moe + (len(ids) - n_moe) * dense) / len(ids)

@@ -1,7 +1,8 @@
 """The planner's search: every configuration of the axes, checked, sized, pruned and timed.
 
-1. **Enumerate** TP x CP x PP (DP is what remains of the GPUs) x micro-batch x schedule x
-   data parallelism x recompute. An axis the user lists is checked on its own first (a value
+1. **Enumerate** TP x CP x PP (DP is what remains of the GPUs) x EP (mixtures of experts:
+   every EP dividing the experts and DP) x micro-batch x schedule x data parallelism x
+   recompute. An axis the user lists is checked on its own first (a value
    that cannot divide what it splits is a one-line error); an omitted axis takes every value
    that divides (TP: the heads and the GPUs, CP: the sequence, PP: the layers; micro-batch:
    the per-replica batch; interleaved: every ``V > 1`` dividing the stage's layers). With one
@@ -22,6 +23,7 @@ slowest rank's pace (:func:`~commsim.plan.costs.stage_factors`), in the bound as
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -44,6 +46,7 @@ from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
 from commsim.plan.memory import DATA_PARALLEL, Memory, layer_activation_bytes, peak_memory
 from commsim.plan.models import ModelSpec
+from commsim.plan.moe_layer import MoETimes, moe_times
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.graph import MAX_TASKS
@@ -71,6 +74,7 @@ class SearchSpace:
     schedule: tuple[tuple[str, int | None], ...] | None = None  #: (name, V or None: search)
     data_parallel: tuple[str, ...] = DATA_PARALLEL
     recompute: tuple[str, ...] = RECOMPUTE
+    ep: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +137,27 @@ def _check_space(model: ModelSpec, gpus: int, space: SearchSpace) -> None:
     for mb in space.micro_batch or ():
         if mb < 1:
             raise SpecError(f"--micro-batch {mb}: must be >= 1")
+    for ep in space.ep or ():
+        if model.moe is None and ep != 1:
+            raise SpecError(f"--ep {ep}: {model.name} has no experts (only --ep 1)")
+    if model.moe is not None:
+        _check_axis("ep", space.ep, model.moe.experts, "the model's experts")
+        _check_axis("ep", space.ep, gpus, "the GPUs")
+
+
+def _eps(model: ModelSpec, dp: int, space: SearchSpace, axes: dict[str, Any],
+         rejected: list[Rejected]) -> list[int]:
+    """The EP sizes of a layout: those asked for (rejected where they do not divide dp), or
+    every divisor of the experts that divides dp."""
+    if model.moe is None:
+        return [1]
+    if space.ep is None:
+        return [e for e in divisors(model.moe.experts) if dp % e == 0]
+    for e in space.ep:
+        if dp % e:
+            rejected.append(Rejected({**axes, "ep": e}, f"ep {e} does not divide dp ({dp}): "
+                                     "the expert-parallel ranks are data-parallel ranks"))
+    return [e for e in space.ep if dp % e == 0]
 
 
 def _layouts(model: ModelSpec, gpus: int, space: SearchSpace,
@@ -220,14 +245,13 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                                                 f"the global batch ({global_batch})"))
                 continue
             k = global_batch // (mb * dp)
+            eps = _eps(model, dp, space, {**axes, "micro_batch": mb}, result.rejected)
             for name, v in _schedules(model, pp, k, space, {**axes, "micro_batch": mb},
                                       result.rejected):
-                for dpm in space.data_parallel:
-                    for rc in space.recompute:
-                        cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb,
-                                         schedule=name, chunks=v, data_parallel=dpm,
-                                         recompute=rc)
-                        out.append(_candidate(model, device, cfg, k, stack, per_stage))
+                for dpm, rc, ep in itertools.product(space.data_parallel, space.recompute, eps):
+                    cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, schedule=name,
+                                     chunks=v, data_parallel=dpm, recompute=rc, ep=ep)
+                    out.append(_candidate(model, device, cfg, k, stack, per_stage))
     result.considered = len(out) + len(result.rejected)
     return out
 
@@ -253,11 +277,30 @@ def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
                       micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
-                      recompute=cfg.recompute, stack=stack)
+                      recompute=cfg.recompute, stack=stack, ep=cfg.ep)
     if per_stage is None:
         return _Candidate(cfg, k, mem, _bound(model, device, cfg, k, stack))
     stages = _bound_slow(model, device, cfg, k, stack, per_stage)
     return _Candidate(cfg, k, mem, max(stages), per_stage, stages)
+
+
+def _moe_times(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig) -> MoETimes | None:
+    if model.moe is None:
+        return None
+    return moe_times(model, device, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
+
+
+def _layer_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
+                 t: LayerTimes) -> tuple[float, float]:
+    """(forward, backward with recompute) compute of a layer, at most any layer's: the MLP
+    half the cheaper of the dense and the MoE one where a model has both."""
+    mlp_f, mlp_b = t.mlp_fwd, t.mlp_bwd
+    m = _moe_times(model, device, cfg)
+    if m is not None and model.moe is not None:
+        f, b = m.pre_fwd + m.experts_fwd, m.pre_bwd + m.experts_bwd
+        mlp_f, mlp_b = (min(mlp_f, f), min(mlp_b, b)) if model.moe.dense_layers else (f, b)
+    rc = mlp_f if cfg.recompute == "full" else 0.0
+    return t.attn_fwd + mlp_f, t.attn_bwd + mlp_b + t.attn_recompute + rc
 
 
 def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
@@ -267,8 +310,7 @@ def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
     before the last micro-batch's backward crosses them back (compute only)."""
     t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd = per_chunk * (t.attn_fwd + t.mlp_fwd)
-    bwd = per_chunk * (t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute)
+    fwd, bwd = (per_chunk * x for x in _layer_bound(model, device, cfg, t))
     last = k * (cfg.chunks * (fwd + bwd) + t.logits_fwd + t.logits_bwd)
     return last + (cfg.pp - 1) * (fwd + bwd)
 
@@ -279,8 +321,7 @@ def _bound_slow(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, s
     its factor, after and before the crossing of the stages before it."""
     t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd = per_chunk * (t.attn_fwd + t.mlp_fwd)
-    bwd = per_chunk * (t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute)
+    fwd, bwd = (per_chunk * x for x in _layer_bound(model, device, cfg, t))
     out: list[float] = []
     crossed = 0.0
     for stage, f in enumerate(factors):
@@ -315,7 +356,8 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
     cfg = c.config
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches, stack=stack,
-                                       device=device, compute_factor=c.factors))
+                                       device=device, compute_factor=c.factors,
+                                       moe=_moe_times(model, device, cfg)))
     tokens_per_s = global_batch * model.seq / est.step_time_s
     mflops = model_flops_per_token(model) * tokens_per_s / cfg.world
     hflops = hardware_flops_per_token(model, cfg.recompute) * tokens_per_s / cfg.world
@@ -425,4 +467,5 @@ def retime(model: ModelSpec, device: DeviceSpec, e: Evaluated, timer: Collective
     cfg = e.config
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     return estimate_step(pipeline_costs(cfg, model, times, timer, e.microbatches, stack=stack,
-                                        device=device)).step_time_s
+                                        device=device,
+                                        moe=_moe_times(model, device, cfg))).step_time_s
