@@ -31,6 +31,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cache
 
 import numpy as np
 
@@ -52,6 +53,7 @@ def plan_layer_params(model: ModelSpec, cfg: PlanConfig) -> Callable[[int], int]
     """Parameters of global layer ``i`` on one TP rank: the embedding with layer 0, the
     output layer with the last layer (unless tied and on the same stage)."""
 
+    @cache
     def params(layer: int) -> int:
         n = model.dense_params_at(layer)
         if layer == 0:
@@ -120,6 +122,20 @@ def slowest_rank(cfg: PlanConfig, factors: np.ndarray) -> dict[str, int | float]
             "stage": rest % cfg.pp, "replica": rest // cfg.pp}
 
 
+def _memo(timer: CollectiveTimer, group: tuple[int, ...]) -> Callable[[str, int], float]:
+    """``timer.collective`` among one ``group``, memoised per (collective, bytes) without
+    hashing the group again (a stage's layers repeat a few sizes over a large group)."""
+    seen: dict[tuple[str, int], float] = {}
+
+    def timed(collective: str, nbytes: int) -> float:
+        key = (collective, nbytes)
+        if key not in seen:
+            seen[key] = timer.collective(collective, group, nbytes)
+        return seen[key]
+
+    return timed
+
+
 def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, stack: Stack,
                      gather: list[tuple[float, ...]], reduce: list[dict[int, float]],
                      final: list[float]) -> None:
@@ -131,20 +147,20 @@ def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, 
     grad = stack.grad_bytes
     coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
     for p in range(cfg.pp):
-        group = cfg.expert_dp_group(p)
+        timed = _memo(timer, cfg.expert_dp_group(p))
         mine = stage_layers(cfg, model.layers, p)
         per = {i: -(-model.experts_at(i) // (cfg.ep * cfg.tp)) for i in mine if model.is_moe(i)}
         if cfg.data_parallel == "fsdp":
-            gather[p] = tuple(g + timer.collective("all_gather", group, per.get(i, 0) * BYTES)
+            gather[p] = tuple(g + timed("all_gather", per.get(i, 0) * BYTES)
                               for g, i in zip(gather[p], mine, strict=True))
         total = sum(per.values())
         if cfg.data_parallel in ("zero1", "zero2"):
-            final[p] += timer.collective("all_gather", group, total * BYTES)
+            final[p] += timed("all_gather", total * BYTES)
         if stack.grad_overlap or cfg.data_parallel == "fsdp":
             for i, n in per.items():
-                reduce[p][i] = reduce[p].get(i, 0.0) + timer.collective(coll, group, n * grad)
+                reduce[p][i] = reduce[p].get(i, 0.0) + timed(coll, n * grad)
         else:
-            final[p] += timer.collective(coll, group, total * grad)
+            final[p] += timed(coll, total * grad)
 
 
 def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
@@ -158,10 +174,9 @@ def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
         group = cfg.dp_group(p)
         mine = stage_layers(cfg, layers, p)
         if cfg.data_parallel == "fsdp":
-            gather.append(tuple(timer.collective("all_gather", group, params(i) * BYTES)
-                                for i in mine))
-            reduce.append({i: timer.collective("reduce_scatter", group, params(i) * grad)
-                           for i in mine})
+            timed = _memo(timer, group)
+            gather.append(tuple(timed("all_gather", params(i) * BYTES) for i in mine))
+            reduce.append({i: timed("reduce_scatter", params(i) * grad) for i in mine})
             final.append(0.0)
             continue
         coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
@@ -177,7 +192,7 @@ def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
             final.append(timer.collective(coll, group, total * grad) + gathered)
     if model.moe is not None:
         _expert_dp_costs(cfg, model, timer, stack, gather, reduce, final)
-    if len(cfg.dp_group(0)) < 2:
+    if cfg.dp * cfg.cp < 2:
         return (), (), ()
     return tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final)
 

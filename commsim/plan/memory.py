@@ -217,7 +217,7 @@ def peak_memory(
                          data_parallel, dp * cp, microbatches, stack.grad_bytes)
         if model.moe is not None:
             per_layer = _mean_layer_bytes(model, micro_batch, tp, cp, ep, recompute, stack,
-                                          layer_ids(model.layers, pp, chunks, stage))
+                                          (pp, chunks, stage))
             experts = states(stage_expert_params(model, tp=tp, pp=pp, ep=ep, stage=stage,
                                                  chunks=chunks),
                              data_parallel, max(dp * cp // ep, 1), microbatches,
@@ -241,10 +241,13 @@ def peak_memory(
     return best
 
 
+@lru_cache(maxsize=4096)
 def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: int,
-                      recompute: str, stack: Stack, ids: list[int]) -> float:
-    """The mean over ``ids`` of a layer's activations: a MoE layer's MLP half replaced by
-    the routed tokens' (:func:`~commsim.plan.moe_layer.moe_activation_bytes`)."""
+                      recompute: str, stack: Stack, where: tuple[int, int, int]) -> float:
+    """The mean over the layers of a stage (``where``: pp, chunks, stage) of a layer's
+    activations: a MoE layer's MLP half replaced by the routed tokens'
+    (:func:`~commsim.plan.moe_layer.moe_activation_bytes`)."""
+    ids = layer_ids(model.layers, *where)
     dense = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
     if recompute == "full":
         return dense

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -118,7 +119,7 @@ class ModelSpec:
         """Q, K, V and output projections: ``2 h a d + 2 h g d`` (``2 h^2 + 2 h g h/a``), or
         MLA's (:meth:`~commsim.plan.experts.MLASpec.params`)."""
         if self.mla is not None:
-            return self.mla.params(self.hidden, self.heads)
+            return _mla_params(self.mla, self.hidden, self.heads)
         return 2 * self.hidden * self.q_hidden + 2 * self.hidden * self.kv_hidden
 
     @property
@@ -187,6 +188,11 @@ class ModelSpec:
         moe = self.moe_layers * (self.dense_params_at(last) + self.experts_at(last))
         return ((self.layers - self.moe_layers) * self.layer_params + moe
                 + out * self.embedding_params)
+
+
+@lru_cache(maxsize=64)
+def _mla_params(mla: MLASpec, hidden: int, heads: int) -> int:
+    return mla.params(hidden, heads)
 
 
 def _m(name: str, source: str, **kw: Any) -> ModelSpec:
