@@ -44,9 +44,15 @@ from commsim.plan.compute import (
 from commsim.plan.config import PlanConfig
 from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
-from commsim.plan.memory import DATA_PARALLEL, Memory, layer_activation_bytes, peak_memory
+from commsim.plan.memory import (
+    DATA_PARALLEL,
+    Memory,
+    layer_activation_bytes,
+    layer_ids,
+    peak_memory,
+)
 from commsim.plan.models import ModelSpec
-from commsim.plan.moe_layer import MoETimes, moe_times
+from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_times
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.graph import MAX_TASKS
@@ -348,7 +354,22 @@ def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer,
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
     fwd = cg + 2 * ar
     bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
-    return c.microbatches * cfg.chunks * (per_chunk * (fwd + bwd) - 2 * ar)
+    a2a = _a2a_bound(model, cfg, timer, p)
+    return c.microbatches * cfg.chunks * (per_chunk * (fwd + bwd + a2a[0]) - 2 * ar - a2a[1])
+
+
+def _a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
+               stage: int) -> tuple[float, float]:
+    """(per layer, per op) of a MoE stage's all-to-alls already timed (its first expert-
+    parallel group's): the mean layer's dispatches and combines (4, 6 with full recompute),
+    and the forward's last combine that the next op may overlap; (0, 0) without experts."""
+    if model.moe is None or cfg.ep < 2:
+        return 0.0, 0.0
+    nbytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
+    a2a = timer.known("all_to_all", cfg.ep_group(stage, 0), nbytes)
+    ids = layer_ids(model.layers, cfg.pp, cfg.chunks, stage)
+    share = sum(1 for i in ids if model.is_moe(i)) / len(ids)
+    return (6 if cfg.recompute == "full" else 4) * share * a2a, a2a
 
 
 def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: CollectiveTimer,

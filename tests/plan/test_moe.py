@@ -155,3 +155,15 @@ def test_ep_not_dividing_dp_is_rejected(capsys, tmp_path):
     assert code == 0 and {c["ep"] for c in data["configs"]} == {8}
     assert any(r.get("ep") == 8 and "does not divide dp (4)" in r["reason"]
                for r in data["rejected"])
+
+
+def test_pruning_keeps_the_best_moe_configs():
+    """The search's bound (compute, and the TP/CP collectives and all-to-alls already
+    timed) never prunes a configuration that ranks in the top: the top 3 with pruning
+    equal the top 3 of timing everything."""
+    space = SearchSpace(tp=(1, 2), cp=(1,), data_parallel=("ddp", "zero1"),
+                        recompute=("none", "full"))
+    every = plan(TINY, "dgx-h100", global_batch=16, space=space, top=0).result.configs
+    pruned = plan(TINY, "dgx-h100", global_batch=16, space=space, top=3).result.configs
+    assert len(pruned) < len(every)
+    assert [e.record for e in pruned[:3]] == [e.record for e in every[:3]]
