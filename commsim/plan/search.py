@@ -398,6 +398,8 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
         "memory": c.memory.as_dict(),
         "fits": fits,
     }
+    if model.moe is not None:  # the busiest expert-parallel rank's tokens over the even share
+        record["expert_load"] = model.moe.load(cfg.ep)
     return Evaluated(cfg, c.microbatches, c.memory, fits, record)
 
 

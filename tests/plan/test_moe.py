@@ -167,3 +167,27 @@ def test_pruning_keeps_the_best_moe_configs():
     pruned = plan(TINY, "dgx-h100", global_batch=16, space=space, top=3).result.configs
     assert len(pruned) < len(every)
     assert [e.record for e in pruned[:3]] == [e.record for e in every[:3]]
+
+
+def test_mla_attention_shapes():
+    """DeepSeek-V3's latent attention: its projections' weights are the published shapes
+    (q 7168->1536->128x192, kv 7168->512+64->128x256, out 128x128->7168), the down
+    projections are not split by TP, and the causal core multiplies by a (192 + 128) / 2."""
+    v3 = catalogue_model("deepseek-v3")
+    assert v3.attention_params == (7168 * 1536 + 1536 * 128 * 192 + 7168 * 576
+                                   + 512 * 128 * 256 + 128 * 128 * 7168)
+    t8 = v3.mla.projections(7168, 128, 8)
+    assert t8[0] == (1536 + 576, 7168) and t8[1] == (16 * 192, 1536)
+    assert v3.core_width == 128 * 160
+
+
+def test_deepseek_v3_on_2048_gpus():
+    """DeepSeek-V3 (MLA, 3 dense layers, 256 experts) plans on 2,048 H100 in a fixed
+    layout: it fits, its all-to-alls are exposed communication, and MFU counts the active
+    parameters only."""
+    space = SearchSpace(tp=(8,), cp=(1,), pp=(1,), micro_batch=(1,), schedule=(("1f1b", 1),),
+                        data_parallel=("zero1",), recompute=("full",), ep=(64,))
+    out = plan("deepseek-v3", "dgx-h100x256", global_batch=2048, space=space)
+    best = out.result.configs[0].record
+    assert best["ep"] == 64 and best["fits"] and best["exposed_comm_s"] > 0
+    assert best["expert_load"] == 1.0 and 0 < best["mfu"] < 1
