@@ -39,7 +39,7 @@ from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
 from commsim.plan.evaluate import MoEStage, PipelineCosts, PipelineTiming, evaluate_pipeline
-from commsim.plan.memory import layer_ids
+from commsim.plan.memory import layer_ids, moe_share
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_tp_bytes
 from commsim.plan.stack import DEFAULT, Stack
@@ -267,8 +267,7 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
     starts = _distinct_blocks(cfg, timer)
     out = []
     for p in range(cfg.pp):
-        mine = stage_layers(cfg, model.layers, p)
-        share = sum(1 for i in mine if model.is_moe(i)) / len(mine)
+        share = moe_share(model, cfg.pp, cfg.chunks, p)
         a2a = max(timer.collective("all_to_all", cfg.ep_group(p, d), a2a_bytes) for d in starts)
         out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
                             a2a, timer.collective("all_reduce", cfg.tp_group(p, 0), tp_bytes)))

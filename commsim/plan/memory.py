@@ -247,7 +247,6 @@ def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: 
     """The mean over the layers of a stage (``where``: pp, chunks, stage) of a layer's
     activations: a MoE layer's MLP half replaced by the routed tokens'
     (:func:`~commsim.plan.moe_layer.moe_activation_bytes`)."""
-    ids = layer_ids(model.layers, *where)
     dense = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
     if recompute == "full":
         return dense
@@ -256,5 +255,12 @@ def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: 
            + (6 if model.mlp == "swiglu" else 4) * tokens * model.ffn_hidden) / tp
     moe = dense - mlp + moe_activation_bytes(model, tp=tp, cp=cp, ep=ep,
                                              micro_batch=micro_batch, recompute=recompute)
-    n_moe = sum(1 for i in ids if model.is_moe(i))
-    return (n_moe * moe + (len(ids) - n_moe) * dense) / len(ids)
+    share = moe_share(model, *where)
+    return share * moe + (1 - share) * dense
+
+
+@lru_cache(maxsize=4096)
+def moe_share(model: ModelSpec, pp: int, chunks: int, stage: int) -> float:
+    """The fraction of ``stage``'s layers that are mixtures of experts."""
+    ids = layer_ids(model.layers, pp, chunks, stage)
+    return sum(1 for i in ids if model.is_moe(i)) / len(ids)

@@ -48,7 +48,7 @@ from commsim.plan.memory import (
     DATA_PARALLEL,
     Memory,
     layer_activation_bytes,
-    layer_ids,
+    moe_share,
     peak_memory,
 )
 from commsim.plan.models import ModelSpec
@@ -367,8 +367,7 @@ def _a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
         return 0.0, 0.0
     nbytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
     a2a = timer.known("all_to_all", cfg.ep_group(stage, 0), nbytes)
-    ids = layer_ids(model.layers, cfg.pp, cfg.chunks, stage)
-    share = sum(1 for i in ids if model.is_moe(i)) / len(ids)
+    share = moe_share(model, cfg.pp, cfg.chunks, stage)
     return (6 if cfg.recompute == "full" else 4) * share * a2a, a2a
 
 
