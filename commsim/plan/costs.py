@@ -264,7 +264,7 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
     a2a_bytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
                                micro_batch=cfg.micro_batch)
     tp_bytes = moe_tp_bytes(model, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
-    starts = _distinct_blocks(cfg, timer)
+    starts = _distinct_replicas(cfg, timer, cfg.ep)
     out = []
     for p in range(cfg.pp):
         share = moe_share(model, cfg.pp, cfg.chunks, p)
@@ -272,21 +272,6 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
         out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
                             a2a, timer.collective("all_reduce", cfg.tp_group(p, 0), tp_bytes)))
     return tuple(out)
-
-
-def _distinct_blocks(cfg: PlanConfig, timer: CollectiveTimer) -> list[int]:
-    """First replicas of the expert-parallel groups that may sit differently on the hosts
-    (as :func:`_distinct_replicas`: the group of replica ``d`` starts at GPU ``d R``)."""
-    per_host = timer.network.meta.get("gpus_per_node")
-    size = cfg.tp * cfg.cp * cfg.pp
-    if not isinstance(per_host, int) or timer.exact is None or timer.exact:
-        return list(range(0, cfg.dp, cfg.ep))
-    first: dict[int, int] = {}
-    for d in range(0, cfg.dp, cfg.ep):
-        first.setdefault(d * size % per_host, d)
-        if len(first) == per_host:
-            break
-    return sorted(first.values())
 
 
 def _optimizer(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
@@ -305,22 +290,24 @@ def _optimizer(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
     return tuple(out)
 
 
-def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer) -> range | list[int]:
+def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer,
+                       step: int = 1) -> range | list[int]:
     """Replicas that may differ: on hosts of ``G`` GPUs each, replica ``d`` starts at GPU
     ``d R`` (``R = tp cp pp``), so replicas with the same ``d R mod G`` sit alike, unless a
-    what-if's changed links touch a host of theirs (:attr:`CollectiveTimer.exact`)."""
+    what-if's changed links touch a host of theirs (:attr:`CollectiveTimer.exact`). With
+    ``step``, only every ``step``-th replica (the first of each expert-parallel group)."""
     per_host = timer.network.meta.get("gpus_per_node")
     exact = timer.exact
     if (timer.network.meta.get("kind") != "hierarchical" or not isinstance(per_host, int)
             or exact is None):
-        return range(cfg.dp)
+        return range(0, cfg.dp, step)
     size = cfg.tp * cfg.cp * cfg.pp
     first: dict[int, int] = {}
-    for d in range(cfg.dp):
+    for d in range(0, cfg.dp, step):
         first.setdefault(d * size % per_host, d)
         if len(first) == per_host:
             break
-    touched = {r // size for r in exact if r < cfg.dp * size}
+    touched = {r // size // step * step for r in exact if r < cfg.dp * size}
     return sorted(set(first.values()) | touched)
 
 

@@ -77,12 +77,12 @@ def layer_activation_bytes(
     stack: Stack = DEFAULT,
 ) -> float:
     """Bytes one layer keeps for its backward per micro-batch on one rank (see above)."""
-    h, f, a = model.hidden, model.ffn_hidden, model.heads
+    h, a = model.hidden, model.heads
     tokens = micro_batch * model.seq / cp
     if recompute == "full":
         return 2.0 * tokens * h / (tp if stack.sequence_parallel else 1)
     attention = (7 + 4 * model.kv_heads / a) * tokens * h
-    mlp = 3 * tokens * h + (6 if model.mlp == "swiglu" else 4) * tokens * f
+    mlp = _mlp_bytes(model, tokens)
     norms = 4 * tokens * h
     unfused = stack.attention == "unfused" and recompute != "selective"
     scores = 5.0 * a * tokens * model.seq if unfused else 0.0
@@ -91,6 +91,13 @@ def layer_activation_bytes(
         return total / tp
     # without sequence parallelism the norms' and dropouts' 10 T h are whole on every TP rank
     return UNSPLIT * tokens * h + (total - UNSPLIT * tokens * h) / tp
+
+
+def _mlp_bytes(model: ModelSpec, tokens: float) -> float:
+    """A dense MLP half's activations of ``tokens`` tokens, before any split: ``3 T h`` (its
+    input and dropout mask) and ``4 T f`` (GeLU) or ``6 T f`` (SwiGLU)."""
+    per_f = 6 if model.mlp == "swiglu" else 4
+    return 3 * tokens * model.hidden + per_f * tokens * model.ffn_hidden
 
 
 @lru_cache(maxsize=4096)
@@ -250,9 +257,7 @@ def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: 
     dense = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
     if recompute == "full":
         return dense
-    tokens = micro_batch * model.seq / cp
-    mlp = (3 * tokens * model.hidden
-           + (6 if model.mlp == "swiglu" else 4) * tokens * model.ffn_hidden) / tp
+    mlp = _mlp_bytes(model, micro_batch * model.seq / cp) / tp
     moe = dense - mlp + moe_activation_bytes(model, tp=tp, cp=cp, ep=ep,
                                              micro_batch=micro_batch, recompute=recompute)
     share = moe_share(model, *where)
