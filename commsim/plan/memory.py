@@ -217,7 +217,11 @@ def peak_memory(
     per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
     layers_per_chunk = model.layers // (pp * chunks)
     tokens = micro_batch * model.seq / cp
-    layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
+    # the largest layer a rank holds: a dense one, or a MoE layer with its 1/ep of the experts
+    last = model.layers - 1
+    largest = max(model.layer_params,
+                  model.dense_params_at(last) + math.ceil(model.experts_at(last) / ep))
+    layer_weights = math.ceil(largest / tp) * WEIGHT_BYTES
     best: Memory | None = None
     for stage in sorted({0, pp - 1}):
         w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage, chunks=chunks),
