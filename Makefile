@@ -36,7 +36,7 @@ demo: $(STAMP)
 	done
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check commsim tests benchmarks

@@ -18,10 +18,12 @@ with the *source's own* FLOP count, so that the comparison is of step times:
   no sequence parallelism, weight gradients added by a separate kernel, blocking pipeline
   sends with the TP all-gather on receive, fp16 loss scaling).
 * The Llama 3 team 2024, "The Llama 3 Herd of Models", Table 4 (405B on H100 80GB, 16M tokens
-  per batch): TFLOP/s per GPU as model FLOPs (``6 N`` plus causal attention). Modelled with
-  128 layers: the paper removes one layer from the first and the last of 16 stages (126), so
-  that the first model chunk holds only the embedding and the last only the output layer,
-  that is one layer per chunk: interleaved with 8 chunks per stage. Micro-batch 1, FSDP, no
+  per batch): TFLOP/s per GPU as model FLOPs (``6 N`` plus causal attention). The model's own
+  126 layers over 16 stages as the paper places them (Section 3.3.2): one layer fewer on the
+  first and the last stage (7, 8 x 14, 7), so that, interleaved with 8 chunks per stage (one
+  layer each), the first model chunk holds only the embedding and the last only the output
+  layer and the loss (Megatron-LM's embedding/loss-in-split rule,
+  :mod:`commsim.replay.stages`). Micro-batch 1, FSDP, no
   recompute, today's stack (fused attention) with the paper's fp32 gradient accumulation and
   reduce-scatter (:data:`commsim.plan.stack.LLAMA3`). The RoCE fabric is modelled by the
   dgx-h100 preset's 400 Gb/s per GPU.
@@ -53,10 +55,13 @@ from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
 from commsim.plan.search import layer_costs  # noqa: E402
 from commsim.plan.stack import DEFAULT, LLAMA3, MEGATRON_2021, Stack  # noqa: E402
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
+from commsim.replay.stages import split_label  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
 
 MEGATRON = "Narayanan et al. 2021, Table 1 (A100)"
 LLAMA3_SRC = "Llama 3 2024, Table 4 (H100)"
+#: Llama 3 405B's 126 layers over its 16 pipeline stages (Section 3.3.2)
+LLAMA3_STAGES = (7,) + (8,) * 14 + (7,)
 
 
 @dataclass(frozen=True)
@@ -92,10 +97,11 @@ def _meg(params: str, heads: int, hidden: int, layers: int, tp: int, pp: int, gp
 
 
 def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
-    model = replace(catalogue_model("llama3-405b"), layers=128, seq=seq)
+    model = replace(catalogue_model("llama3-405b"), seq=seq)
     pp, tp = 16, 8
     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=gpus // (tp * cp * pp), micro_batch=1,
-                     schedule="interleaved", chunks=8, data_parallel="fsdp", recompute="none")
+                     schedule="interleaved", chunks=8, data_parallel="fsdp", recompute="none",
+                     stage_layers=LLAMA3_STAGES)
     return Row(LLAMA3_SRC, f"Llama 3 405B cp{cp} s{seq}", model, f"dgx-h100x{gpus // 8}", cfg,
                16 * 2**20 // seq, tflops, LLAMA3)
 
@@ -146,9 +152,12 @@ def tflops(row: Row, step_s: float) -> float:
 
 def choose(row: Row, step_s: float) -> str:
     """What ``commsim plan`` picks for the row's model, GPUs, batch and stack (TP within a
-    node), and its predicted step against the published layout's ``step_s``."""
-    space = SearchSpace(tp=(1, 2, 4, 8), cp=(row.config.cp,), recompute=("none", "selective",
-                                                                         "full"))
+    node; for Llama 3, PP of every power of two to 32, uneven where it does not divide the
+    126 layers), and its predicted step against the published layout's ``step_s``."""
+    # Llama 3 405B's 126 layers divide by no PP beyond 2: its uneven depths are asked for
+    pp = (1, 2, 4, 8, 16, 32) if row.source == LLAMA3_SRC else None
+    space = SearchSpace(tp=(1, 2, 4, 8), cp=(row.config.cp,), pp=pp,
+                        recompute=("none", "selective", "full"))
     out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1,
                stack=row.stack)
     best = out.result.configs[0]
@@ -181,7 +190,8 @@ def main() -> None:
         err = 100 * (pred - row.published_tflops) / row.published_tflops
         errors.append(abs(err))
         c = row.config
-        line = (f"| {row.source} | {row.label} | {c.world} | {c.tp} | {c.cp} | {c.pp} | {c.dp} "
+        pp = f"{c.pp} ({split_label(c.stage_layers)})" if c.stage_layers else str(c.pp)
+        line = (f"| {row.source} | {row.label} | {c.world} | {c.tp} | {c.cp} | {pp} | {c.dp} "
                 f"| {_schedule(c)} | {row.global_batch} | {row.published_tflops:.0f} "
                 f"| {pred:.0f} | {err:+.1f}% |")
         if args.choose:

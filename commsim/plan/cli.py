@@ -23,6 +23,9 @@ from commsim.plan.stack import named_stack
 
 _EPILOG = """\
 An omitted axis is searched over every value that divides. LIST is a comma list.
+A --pp that does not divide the layers gets lighter first and last stages (as Megatron-LM's
+--decoder-first/last-pipeline-num-layers place them), the split whose slowest stage is
+fastest; --stage-layers fixes the split (first stage first; 8*14 is fourteen stages of 8).
 schedules: 1f1b, gpipe, interleaved (every V), interleaved:V.
 data parallel: ddp, zero1, zero2, fsdp.  recompute: none, selective, full.
 stacks: current, megatron-2021 (unfused attention, no sequence parallelism, weight gradients
@@ -38,12 +41,14 @@ examples:
   commsim plan model.yaml --topology dgx-h100x4 --global-batch 64 --gpu-memory 40GiB --csv
   commsim plan llama3-8b --topology dgx-h100x4 --global-batch 256 --what-if slow-gpu.yaml
   commsim plan mixtral-8x7b --topology dgx-h100x8 --global-batch 256 --seq 4096 --ep 4,8
+  commsim plan llama3-405b --topology dgx-h100x256 --global-batch 512 --pp 16 --tp 8
+  commsim plan llama3-405b -t dgx-h100x256 --global-batch 512 --stage-layers 7,8*14,7 --tp 8
 """
 
 CSV_COLUMNS = (
     "tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage", "data_parallel",
-    "recompute", "ep", "microbatches", "step_time_s", "tokens_per_s", "model_tflops_per_gpu",
-    "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
+    "recompute", "ep", "stage_layers", "microbatches", "step_time_s", "tokens_per_s",
+    "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
     "peak_memory_bytes", "fits", "reason",
 )
 
@@ -69,6 +74,10 @@ def add_parser(sub: Any) -> None:
         p.add_argument(f"--{axis}", metavar="LIST", help=f"{axis} values to try")
     p.add_argument("--ep", metavar="LIST", help="expert-parallel sizes to try (mixtures of "
                    "experts; taken from the data-parallel ranks: each divides the experts and dp)")
+    p.add_argument("--stage-layers", metavar="LIST",
+                   help="layers per pipeline stage, first stage first (7,8*14,7: sums to the "
+                   "layers, one entry per stage); default: equal, or lighter first and last "
+                   "stages where --pp does not divide the layers")
     p.add_argument("--schedule", metavar="LIST", help=", ".join(SCHEDULES) + ", interleaved:V")
     p.add_argument("--data-parallel", metavar="LIST", help=", ".join(DATA_PARALLEL))
     p.add_argument("--recompute", metavar="LIST", help=", ".join(RECOMPUTE))
@@ -121,6 +130,24 @@ def _words(value: str | None, flag: str, known: tuple[str, ...]) -> tuple[str, .
     return tuple(out)
 
 
+def _split(value: str | None) -> tuple[int, ...] | None:
+    """``--stage-layers``: layer counts in order, ``n*count`` for ``count`` stages of ``n``
+    (the library checks them against the model and ``--pp``)."""
+    if value is None:
+        return None
+    out: list[int] = []
+    for word in value.split(","):
+        n, _, times = word.strip().partition("*")
+        try:
+            out += [int(n)] * (int(times) if times else 1)
+        except ValueError:
+            raise SpecError(f"--stage-layers {value}: {word.strip()!r} is not a layer count "
+                            "(n, or n*stages)") from None
+    if not out:
+        raise SpecError(f"--stage-layers {value!r}: empty list")
+    return tuple(out)
+
+
 def _schedules(value: str | None) -> tuple[tuple[str, int | None], ...] | None:
     if value is None:
         return None
@@ -163,6 +190,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         or DATA_PARALLEL,
         recompute=_words(args.recompute, "--recompute", RECOMPUTE) or RECOMPUTE,
         ep=_ints(args.ep, "--ep"),
+        stage_layers=_split(args.stage_layers),
     )
     top = _int(args.top, "--top", 0)
     outcome = plan(
@@ -197,8 +225,16 @@ def to_csv(result: PlanResult, extra: tuple[str, ...] = ()) -> str:
     writer = csv.DictWriter(buf, columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for e in result.configs:
-        writer.writerow({**e.record, "reason": ""})
+        writer.writerow({**e.record, "stage_layers": _layers(e.record["stage_layers"]),
+                         "reason": ""})
     for r in result.rejected:
-        writer.writerow({**r.axes, "peak_memory_bytes": r.peak_memory_bytes, "fits": "",
+        layers = r.axes.get("stage_layers")
+        writer.writerow({**r.axes, "stage_layers": "" if layers is None else _layers(layers),
+                         "peak_memory_bytes": r.peak_memory_bytes, "fits": "",
                          "reason": r.reason})
     return buf.getvalue()
+
+
+def _layers(split: list[int]) -> str:
+    """A split in a CSV cell: its counts joined by spaces."""
+    return " ".join(str(n) for n in split)

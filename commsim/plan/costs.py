@@ -67,7 +67,7 @@ def plan_layer_params(model: ModelSpec, cfg: PlanConfig) -> Callable[[int], int]
 
 def stage_layers(cfg: PlanConfig, layers: int, stage: int) -> list[int]:
     """Global layers of ``stage`` in forward order, chunk by chunk."""
-    return layer_ids(layers, cfg.pp, cfg.chunks, stage)
+    return layer_ids(layers, cfg.pp, cfg.chunks, stage, cfg.stage_layers)
 
 
 def _buckets(layers: list[int], params: Callable[[int], int]) -> dict[int, int]:
@@ -225,6 +225,8 @@ def pipeline_costs(
     base = PipelineCosts(
         schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
         layers_per_chunk=model.layers // (cfg.pp * cfg.chunks),
+        chunk_layers=tuple(len(r) for r in cfg.vstages(model.layers)) if cfg.stage_layers
+        else (),
         attn_fwd=times.attn_fwd, mlp_fwd=times.mlp_fwd, attn_bwd=times.attn_bwd,
         mlp_bwd=times.mlp_bwd, attn_rc=times.attn_recompute, mlp_rc=times.mlp_recompute,
         rc_comm=times.recompute_collectives, logits_fwd=times.logits_fwd,
@@ -267,7 +269,7 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
     starts = _distinct_replicas(cfg, timer, cfg.ep)
     out = []
     for p in range(cfg.pp):
-        share = moe_share(model, cfg.pp, cfg.chunks, p)
+        share = moe_share(model, cfg.pp, cfg.chunks, p, cfg.stage_layers)
         a2a = max(timer.collective("all_to_all", cfg.ep_group(p, d), a2a_bytes) for d in starts)
         out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
                             a2a, timer.collective("all_reduce", cfg.tp_group(p, 0), tp_bytes)))

@@ -69,21 +69,23 @@ class PipelineCosts:
 
     ``attn_fwd``, ``mlp_fwd``, ``attn_bwd``, ``mlp_bwd`` are the compute of a layer's halves;
     ``attn_rc``/``mlp_rc`` the forward re-run before the backward (with the forward's
-    collectives when ``rc_comm``); ``logits_fwd``/``logits_bwd`` the last virtual stage's
-    output layer. Per stage: ``tp_ar`` (0: no TP group), ``cp_gather``/``cp_rs`` (0: no CP
-    group); ``send`` maps ``(src, dst)`` stages to a send's seconds. ``gather[stage]`` lists
-    the FSDP all-gather of each of the stage's layers in first-use order (empty: nothing
-    sharded); ``reduce[stage]`` maps a global layer to the reduction issued after its last
-    backward; ``final[stage]`` runs on the ``dp`` stream after the last reduction and the
-    stage's last op (ZeRO's weight all-gather; without overlap, the gradient reduction too).
-    ``optimizer[stage]`` is the optimizer step, on the compute stream once every stream of
-    the stage is done (empty: none). With ``p2p_blocking`` a stage's compute stream waits for
-    each of its sends (Megatron-LM 2021), and a received tensor is usable ``recv_gather[stage]``
-    after it arrives (its TP all-gather). ``compute_factor[stage]`` multiplies every compute
-    of the stage (its layers, logits and optimizer step: a what-if's slowest rank among the
-    stage's ranks, :func:`commsim.plan.costs.stage_factors`; empty: all at healthy pace).
-    ``moe[stage]`` (empty: a dense model) replaces the MLP half of its MoE layers
-    (:class:`MoEStage`).
+    collectives when ``rc_comm``); ``logits_fwd``/``logits_bwd`` the last virtual stage's output
+    layer. ``chunk_layers[v]``: the layers of virtual stage ``v`` when stages differ
+    (:mod:`commsim.replay.stages`; empty: ``layers_per_chunk`` each, a chunk of none runs an
+    empty kernel, the embedding or the loss alone). Per stage: ``tp_ar`` (0: no TP group),
+    ``cp_gather``/``cp_rs`` (0: no CP group); ``send`` maps ``(src, dst)`` stages to a send's
+    seconds. ``gather[stage]`` lists the FSDP all-gather of each of the stage's layers in
+    first-use order (empty: nothing sharded); ``reduce[stage]`` maps a global layer to the
+    reduction issued after its last backward; ``final[stage]`` runs on the ``dp`` stream after
+    the last reduction and the stage's last op (ZeRO's weight all-gather; without overlap, the
+    gradient reduction too). ``optimizer[stage]`` is the optimizer step, on the compute stream
+    once every stream of the stage is done (empty: none). With ``p2p_blocking`` a stage's
+    compute stream waits for each of its sends (Megatron-LM 2021), and a received tensor is
+    usable ``recv_gather[stage]`` after it arrives (its TP all-gather).
+    ``compute_factor[stage]`` multiplies every compute of the stage (its layers, logits and
+    optimizer step: a what-if's slowest rank among the stage's ranks,
+    :func:`commsim.plan.costs.stage_factors`; empty: all at healthy pace). ``moe[stage]``
+    (empty: a dense model) replaces the MLP half of its MoE layers (:class:`MoEStage`).
     """
 
     schedule: str
@@ -91,6 +93,7 @@ class PipelineCosts:
     chunks: int
     microbatches: int
     layers_per_chunk: int
+    chunk_layers: tuple[int, ...] = ()
     attn_fwd: float
     mlp_fwd: float
     attn_bwd: float
@@ -291,6 +294,12 @@ class _Evaluator:
         ]
         self.end: list[float] = []
         self.last_vstage = c.pp * c.chunks - 1
+        count = c.pp * c.chunks
+        self.sizes = c.chunk_layers or (c.layers_per_chunk,) * count
+        #: per virtual stage, its first global layer and its first index among its stage's
+        self.starts = [sum(self.sizes[:v]) for v in range(count)]
+        self.offsets = [sum(self.sizes[ch * c.pp + v % c.pp] for ch in range(v // c.pp))
+                        for v in range(count)]
 
     def run_op(self, stage: int, op: PipeOp, dep: int) -> None:
         """Run ``op`` on ``stage`` after step ``dep`` of the trace (-1: nothing)."""
@@ -298,13 +307,15 @@ class _Evaluator:
         ready = self.end[dep] if dep >= 0 else 0.0
         vstage = op.chunk * c.pp + stage
         forward = op.kind == FORWARD
-        n = c.layers_per_chunk
+        n = self.sizes[vstage]
         if not forward and vstage == self.last_vstage and c.logits_bwd:
             ready = _run(st, "compute", ready, c.logits_bwd * c.factor(stage))
         blocks = st.blocks[0 if forward else 1]
         gathers = c.gather[stage] if c.gather else ()
-        if forward and op.microbatch == 0 and gathers:
-            ready = self._first_forward(st, blocks, ready, gathers, op.chunk * n, n)
+        if n == 0:  # the embedding or the loss alone: an empty kernel on the compute stream
+            ready = _run(st, "compute", ready, 0.0)
+        elif forward and op.microbatch == 0 and gathers:
+            ready = self._first_forward(st, blocks, ready, gathers, self.offsets[vstage], n)
         else:
             ready = _run_layers(st, blocks, ready, n)
             if not forward and op.microbatch == c.microbatches - 1 and c.reduce:
@@ -337,8 +348,8 @@ class _Evaluator:
     def _reduce(self, st: _Stage, stage: int, vstage: int, end: float, per: float) -> None:
         """Micro-batch k-1's backward: each layer's reduction after its backward (layer ``i``
         of the op, in backward order, ends ``(n - 1 - i) per`` before the op)."""
-        n = self.c.layers_per_chunk
-        lo = vstage * n
+        n = self.sizes[vstage]
+        lo = self.starts[vstage]
         reduce = self.c.reduce[stage]
         for i, layer in enumerate(reversed(range(lo, lo + n))):
             if layer in reduce:

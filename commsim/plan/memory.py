@@ -37,7 +37,9 @@ The last stage adds the fp32 logits, ``4 T V / t``.
 **In flight**: a stage holds the activations of every micro-batch (model chunk) whose forward
 has run and backward has not. Counted from the schedule itself: 1F1B's first stage holds
 ``pp`` micro-batches, GPipe all ``k``, interleaved Megatron-LM's ``(pp - 1 - d) 2 + (v - 1)
-pp + 1`` chunks.
+pp + 1`` chunks. With stages of different layers (:mod:`commsim.replay.stages`) every stage
+is sized, its chunks in flight weighted by their own layers (walked from the schedule where
+its chunks differ), and the heaviest decides.
 
 **Mixtures of experts** (:mod:`.moe_layer`): a stage's routed experts, ``E/ep`` per MoE layer
 split ``t`` ways, have their states sharded over the expert data-parallel ranks,
@@ -62,6 +64,7 @@ from commsim.plan.moe_layer import moe_activation_bytes
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.pipeline import FORWARD, stage_orders
+from commsim.replay.stages import chunk_layers, even_split, stage_layer_ids
 
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
 #: Bytes per token and hidden unit of a layer that sequence parallelism splits and plain TP
@@ -151,21 +154,24 @@ class Memory:
         }
 
 
-def layer_ids(layers: int, pp: int, chunks: int, stage: int) -> list[int]:
-    """Global layers of ``stage`` in forward order, chunk by chunk."""
-    per = layers // (pp * chunks)
-    return [(c * pp + stage) * per + i for c in range(chunks) for i in range(per)]
+def layer_ids(layers: int, pp: int, chunks: int, stage: int,
+              split: tuple[int, ...] = ()) -> list[int]:
+    """Global layers of ``stage`` in forward order, chunk by chunk, of ``split`` (each stage's
+    layers; empty: ``layers / pp`` each)."""
+    return stage_layer_ids(split or even_split(layers, pp), chunks, stage)
 
 
 @lru_cache(maxsize=4096)
-def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int, chunks: int = 1) -> int:
+def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int, chunks: int = 1,
+                 split: tuple[int, ...] = ()) -> int:
     """Parameters one TP rank of ``stage`` holds but its routed experts (embedding on the
     first, output layer on the last stage; with ``pp = 1`` a tied output layer is the
-    embedding itself)."""
+    embedding itself); ``split``: each stage's layers (empty: ``model.layers / pp`` each)."""
     if model.moe is None:
-        params = model.layers // pp * model.layer_params
+        params = (split[stage] if split else model.layers // pp) * model.layer_params
     else:
-        params = sum(model.dense_params_at(i) for i in layer_ids(model.layers, pp, chunks, stage))
+        ids = layer_ids(model.layers, pp, chunks, stage, split)
+        params = sum(model.dense_params_at(i) for i in ids)
     if stage == 0:
         params += model.embedding_params
     if stage == pp - 1 and (pp > 1 or not model.tied_embeddings):
@@ -175,9 +181,9 @@ def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int, chunks: int 
 
 @lru_cache(maxsize=4096)
 def stage_expert_params(model: ModelSpec, *, tp: int, pp: int, ep: int, stage: int,
-                        chunks: int = 1) -> int:
+                        chunks: int = 1, split: tuple[int, ...] = ()) -> int:
     """Routed-expert parameters one rank of ``stage`` holds: ``1/(ep t)`` of its MoE layers'."""
-    ids = layer_ids(model.layers, pp, chunks, stage)
+    ids = layer_ids(model.layers, pp, chunks, stage, split)
     return math.ceil(sum(model.experts_at(i) for i in ids) / (ep * tp))
 
 
@@ -211,51 +217,83 @@ def peak_memory(
     recompute: str,
     stack: Stack = DEFAULT,
     ep: int = 1,
+    stage_layers: tuple[int, ...] = (),
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
-    first (most in flight, the embedding) or the last (logits, the output layer)."""
-    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
-    layers_per_chunk = model.layers // (pp * chunks)
-    tokens = micro_batch * model.seq / cp
-    # the largest layer a rank holds: a dense one, or a MoE layer with its 1/ep of the experts
-    last = model.layers - 1
-    largest = max(model.layer_params,
-                  model.dense_params_at(last) + math.ceil(model.experts_at(last) / ep))
-    layer_weights = math.ceil(largest / tp) * WEIGHT_BYTES
-    best: Memory | None = None
-    for stage in sorted({0, pp - 1}):
-        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage, chunks=chunks),
-                         data_parallel, dp * cp, microbatches, stack.grad_bytes)
-        if model.moe is not None:
-            per_layer = _mean_layer_bytes(model, micro_batch, tp, cp, ep, recompute, stack,
-                                          (pp, chunks, stage))
-            experts = states(stage_expert_params(model, tp=tp, pp=pp, ep=ep, stage=stage,
-                                                 chunks=chunks),
-                             data_parallel, max(dp * cp // ep, 1), microbatches,
-                             stack.grad_bytes)
-            w, g, o = w + experts[0], g + experts[1], o + experts[2]
-        flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
-        act = flight * layers_per_chunk * per_layer
-        if recompute == "full":
-            act += layer_activation_bytes(model, micro_batch, tp, cp, "none", stack)
-        if stage == pp - 1:
-            act += 4.0 * tokens * model.vocab / tp
-        buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
-        if data_parallel == "fsdp" and dp * cp > 1:  # a layer's gradient being reduce-scattered
-            buffers += layer_weights * stack.grad_bytes // WEIGHT_BYTES
-        elif dp * cp > 1:
-            buffers += 2 * DEFAULT_BUCKET_BYTES
-        mem = Memory(stage, w, g, o, math.ceil(act), math.ceil(buffers))
-        if best is None or mem.total > best.total:
-            best = mem
-    assert best is not None
-    return best
+    first (most in flight, the embedding) or the last (logits, the output layer); with
+    ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides."""
+    stages = range(pp) if stage_layers else sorted({0, pp - 1})
+    where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
+                   microbatches=microbatches, schedule=schedule, chunks=chunks,
+                   data_parallel=data_parallel, recompute=recompute, stack=stack,
+                   split=stage_layers)
+    return max((_stage_memory(model, where, p) for p in stages), key=lambda m: m.total)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Where:
+    """:func:`peak_memory`'s configuration, handed to each stage's :func:`_stage_memory`."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int
+    micro_batch: int
+    microbatches: int
+    schedule: str
+    chunks: int
+    data_parallel: str
+    recompute: str
+    stack: Stack
+    split: tuple[int, ...]
+
+
+def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
+    """:func:`peak_memory`'s terms for one ``stage``: its layers' states (routed experts
+    sharded over the expert data-parallel ranks), the layers it holds in flight, the last
+    stage's logits, the buffers."""
+    tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
+    split = w.split or even_split(model.layers, pp)
+    tokens = w.micro_batch * model.seq / cp
+    shards = w.dp * cp
+    weights, grads, optim = states(
+        stage_params(model, tp=tp, pp=pp, stage=stage, chunks=w.chunks, split=w.split),
+        w.data_parallel, shards, w.microbatches, stack.grad_bytes)
+    if model.moe is None:
+        per_layer = layer_activation_bytes(model, w.micro_batch, tp, cp, w.recompute, stack)
+    else:
+        per_layer = _mean_layer_bytes(model, w.micro_batch, tp, cp, w.ep, w.recompute, stack,
+                                      (pp, w.chunks, stage, w.split))
+        experts = states(stage_expert_params(model, tp=tp, pp=pp, ep=w.ep, stage=stage,
+                                             chunks=w.chunks, split=w.split),
+                         w.data_parallel, max(shards // w.ep, 1), w.microbatches,
+                         stack.grad_bytes)
+        weights, grads, optim = weights + experts[0], grads + experts[1], optim + experts[2]
+    sizes = chunk_layers(split, w.chunks)[stage]
+    act = held_layers(w.schedule, pp, w.microbatches, sizes, stage) * per_layer
+    if w.recompute == "full":
+        act += layer_activation_bytes(model, w.micro_batch, tp, cp, "none", stack)
+    if stage == pp - 1:
+        act += 4.0 * tokens * model.vocab / tp
+    buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
+    if w.data_parallel == "fsdp" and shards > 1:  # a layer's gradient being reduce-scattered
+        # the largest layer a rank holds: a dense one, or a MoE layer with its 1/ep of the
+        # experts
+        last = model.layers - 1
+        largest = max(model.layer_params,
+                      model.dense_params_at(last) + math.ceil(model.experts_at(last) / w.ep))
+        buffers += math.ceil(largest / tp) * WEIGHT_BYTES * stack.grad_bytes // WEIGHT_BYTES
+    elif shards > 1:
+        buffers += 2 * DEFAULT_BUCKET_BYTES
+    return Memory(stage, weights, grads, optim, math.ceil(act), math.ceil(buffers))
 
 
 @lru_cache(maxsize=4096)
 def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: int,
-                      recompute: str, stack: Stack, where: tuple[int, int, int]) -> float:
-    """The mean over the layers of a stage (``where``: pp, chunks, stage) of a layer's
+                      recompute: str, stack: Stack,
+                      where: tuple[int, int, int, tuple[int, ...]]) -> float:
+    """The mean over the layers of a stage (``where``: pp, chunks, stage, split) of a layer's
     activations: a MoE layer's MLP half replaced by the routed tokens'
     (:func:`~commsim.plan.moe_layer.moe_activation_bytes`)."""
     dense = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
@@ -269,7 +307,30 @@ def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: 
 
 
 @lru_cache(maxsize=4096)
-def moe_share(model: ModelSpec, pp: int, chunks: int, stage: int) -> float:
-    """The fraction of ``stage``'s layers that are mixtures of experts."""
-    ids = layer_ids(model.layers, pp, chunks, stage)
-    return sum(1 for i in ids if model.is_moe(i)) / len(ids)
+def moe_share(model: ModelSpec, pp: int, chunks: int, stage: int,
+              split: tuple[int, ...] = ()) -> float:
+    """The fraction of ``stage``'s layers (of ``split``; empty: equal stages) that are
+    mixtures of experts (0 for a stage of none)."""
+    ids = layer_ids(model.layers, pp, chunks, stage, split)
+    return sum(1 for i in ids if model.is_moe(i)) / len(ids) if ids else 0.0
+
+
+def held_layers(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
+                stage: int) -> int:
+    """The most layers of ``stage`` whose forward has run and backward has not, its model
+    chunks holding ``chunks`` layers each (they may differ: :mod:`commsim.replay.stages`)."""
+    if len(set(chunks)) == 1:
+        return stage_in_flight(schedule, pp, microbatches, len(chunks), stage) * chunks[0]
+    return _held_walk(schedule, pp, microbatches, chunks, stage)
+
+
+@lru_cache(maxsize=1024)
+def _held_walk(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
+               stage: int) -> int:
+    order = stage_orders(schedule, stages=pp, microbatches=microbatches,
+                         chunks=len(chunks))[stage]
+    held = peak = 0
+    for op in order:
+        held += chunks[op.chunk] if op.kind == FORWARD else -chunks[op.chunk]
+        peak = max(peak, held)
+    return peak

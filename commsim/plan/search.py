@@ -27,36 +27,31 @@ import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from commsim.errors import SpecError
 from commsim.network import Network
-from commsim.plan.compute import (
-    RECOMPUTE,
-    LayerTimes,
-    hardware_flops_per_token,
-    layer_times,
-    model_flops_per_token,
+from commsim.plan.bounds import (
+    comm_bound,
+    layer_costs,
+    moe_costs,
+    slow_bound,
+    split_bound,
+    step_bound,
 )
+from commsim.plan.compute import RECOMPUTE, hardware_flops_per_token, model_flops_per_token
 from commsim.plan.config import PlanConfig
 from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
-from commsim.plan.memory import (
-    DATA_PARALLEL,
-    Memory,
-    layer_activation_bytes,
-    moe_share,
-    peak_memory,
-)
+from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory
 from commsim.plan.models import ModelSpec
-from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_times
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.graph import MAX_TASKS
 from commsim.replay.pipeline import pipeline_ops
+from commsim.replay.stages import check_split, chunk_layers, is_even, search_split
 
 
 def divisors(n: int) -> list[int]:
@@ -81,6 +76,9 @@ class SearchSpace:
     data_parallel: tuple[str, ...] = DATA_PARALLEL
     recompute: tuple[str, ...] = RECOMPUTE
     ep: tuple[int, ...] | None = None
+    #: layers per stage, first stage first (None: equal stages where pp divides the layers,
+    #: else the split :func:`~commsim.replay.stages.search_split` finds)
+    stage_layers: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,8 +136,13 @@ def _check_space(model: ModelSpec, gpus: int, space: SearchSpace) -> None:
     _check_axis("tp", space.tp, gpus, "the GPUs")
     _check_axis("cp", space.cp, model.seq, "the sequence length")
     _check_axis("cp", space.cp, gpus, "the GPUs")
-    _check_axis("pp", space.pp, model.layers, "the model's layers")
+    for p in space.pp or ():
+        if p > model.layers:
+            raise SpecError(f"--pp {p}: more stages than the model's {model.layers} layers")
     _check_axis("pp", space.pp, gpus, "the GPUs")
+    if space.stage_layers is not None:
+        for p in space.pp or (len(space.stage_layers),):
+            check_split(space.stage_layers, model.layers, p, "--stage-layers")
     for mb in space.micro_batch or ():
         if mb < 1:
             raise SpecError(f"--micro-batch {mb}: must be >= 1")
@@ -172,7 +175,8 @@ def _layouts(model: ModelSpec, gpus: int, space: SearchSpace,
     tps = space.tp or [t for t in divisors(gpus) if model.heads % t == 0
                        and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
     cps = space.cp or [c for c in divisors(gpus) if model.seq % c == 0]
-    pps = space.pp or [p for p in divisors(gpus) if model.layers % p == 0]
+    pps = space.pp or ([len(space.stage_layers)] if space.stage_layers is not None
+                       else [p for p in divisors(gpus) if model.layers % p == 0])
     out = []
     for tp in tps:
         for cp in cps:
@@ -187,7 +191,11 @@ def _layouts(model: ModelSpec, gpus: int, space: SearchSpace,
 
 
 def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
-               axes: dict[str, Any], rejected: list[Rejected]) -> list[tuple[str, int]]:
+               axes: dict[str, Any], rejected: list[Rejected],
+               splits: Sequence[tuple[int, ...]] = ()) -> list[tuple[str, int]]:
+    """The schedules to try (rejections into ``rejected``); ``splits``: the stages' layers
+    when they differ (the chunk counts that place on any of them; each configuration is
+    checked against its own in :func:`_unplaced`)."""
     wanted = space.schedule
     if wanted is None:
         wanted = (("1f1b", 1),) if pp == 1 else (("1f1b", 1), ("gpipe", 1), ("interleaved", None))
@@ -200,11 +208,14 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
             continue
         per = model.layers // pp
         chunks = [v] if v is not None else [c for c in divisors(per) if c > 1]
+        if splits and v is None:
+            chunks = [c for c in range(2, max(map(max, splits)) + 2)
+                      if any(_unplaced(sp, c) is None for sp in splits)]
         for c in chunks:
             why = ""
             if pp == 1:
                 why = "interleaved needs pp > 1"
-            elif per % c:
+            elif not splits and per % c:
                 why = f"{c} chunks do not divide the stage's {per} layers"
             elif k % pp:
                 why = f"interleaved needs micro-batches ({k}) divisible by pp ({pp})"
@@ -214,6 +225,32 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
             elif not _too_many_ops(pp, k, c, at, rejected):
                 out.append((name, c))
     return out
+
+
+def _unplaced(split: tuple[int, ...], chunks: int) -> str | None:
+    """Why ``split``'s stages do not split into ``chunks`` model chunks (None: they do)."""
+    try:
+        chunk_layers(split, chunks)
+    except SpecError as exc:
+        return str(exc)
+    return None
+
+
+def _split(model: ModelSpec, device: DeviceSpec, space: SearchSpace, stack: Stack,
+           tp: int, cp: int, pp: int, mb: int, recompute: str) -> tuple[int, ...]:
+    """A configuration's stage layers where they differ (empty: equal stages):
+    ``--stage-layers``, or, where pp does not divide the layers,
+    :func:`~commsim.replay.stages.search_split` on the configuration's compute per
+    micro-batch (a layer's forward, backward and recompute; the output layer and loss on the
+    last stage)."""
+    if space.stage_layers is not None:
+        return () if is_even(space.stage_layers) else space.stage_layers
+    if model.layers % pp == 0:
+        return ()
+    t = layer_costs(model, device, tp, cp, mb, recompute, stack)
+    layer = (t.attn_fwd + t.mlp_fwd + t.attn_bwd + t.mlp_bwd + t.attn_recompute
+             + t.mlp_recompute)
+    return search_split(model.layers, pp, layer, t.logits_fwd + t.logits_bwd)
 
 
 def _too_many_ops(pp: int, k: int, v: int, axes: dict[str, Any],
@@ -252,23 +289,22 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                 continue
             k = global_batch // (mb * dp)
             eps = _eps(model, dp, space, {**axes, "micro_batch": mb}, result.rejected)
+            splits = {rc: _split(model, device, space, stack, tp, cp, pp, mb, rc)
+                      for rc in space.recompute}
+            uneven = sorted({sp for sp in splits.values() if sp})
             for name, v in _schedules(model, pp, k, space, {**axes, "micro_batch": mb},
-                                      result.rejected):
+                                      result.rejected, uneven):
                 for dpm, rc, ep in itertools.product(space.data_parallel, space.recompute, eps):
                     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, schedule=name,
-                                     chunks=v, data_parallel=dpm, recompute=rc, ep=ep)
-                    out.append(_candidate(model, device, cfg, k, stack, per_stage))
+                                     chunks=v, data_parallel=dpm, recompute=rc, ep=ep,
+                                     stage_layers=splits[rc])
+                    why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
+                    if why:
+                        result.rejected.append(Rejected(cfg.axes(), why))
+                    else:
+                        out.append(_candidate(model, device, cfg, k, stack, per_stage))
     result.considered = len(out) + len(result.rejected)
     return out
-
-
-@lru_cache(maxsize=4096)
-def layer_costs(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, mb: int,
-                recompute: str, stack: Stack = DEFAULT) -> LayerTimes:
-    """The compute of one layer (:func:`~commsim.plan.compute.layer_times`), memoised."""
-    ew = layer_activation_bytes(model, mb, tp, cp, "selective", stack)
-    return layer_times(model, device, tp=tp, cp=cp, micro_batch=mb, recompute=recompute,
-                       elementwise_bytes=ew, stack=stack)
 
 
 def _layout_factors(factors: np.ndarray, tpcp: int, pp: int, dp: int) -> tuple[float, ...]:
@@ -283,92 +319,15 @@ def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
                       micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
-                      recompute=cfg.recompute, stack=stack, ep=cfg.ep)
+                      recompute=cfg.recompute, stack=stack, ep=cfg.ep,
+                      stage_layers=cfg.stage_layers)
+    if cfg.stage_layers:
+        stages = split_bound(model, device, cfg, k, stack, per_stage or (1.0,) * cfg.pp)
+        return _Candidate(cfg, k, mem, max(stages), per_stage or (), stages)
     if per_stage is None:
-        return _Candidate(cfg, k, mem, _bound(model, device, cfg, k, stack))
-    stages = _bound_slow(model, device, cfg, k, stack, per_stage)
+        return _Candidate(cfg, k, mem, step_bound(model, device, cfg, k, stack))
+    stages = slow_bound(model, device, cfg, k, stack, per_stage)
     return _Candidate(cfg, k, mem, max(stages), per_stage, stages)
-
-
-def _moe_times(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig) -> MoETimes | None:
-    if model.moe is None:
-        return None
-    return moe_times(model, device, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
-
-
-def _layer_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
-                 t: LayerTimes) -> tuple[float, float]:
-    """(forward, backward with recompute) compute of a layer, at most any layer's: the MLP
-    half the cheaper of the dense and the MoE one where a model has both."""
-    mlp_f, mlp_b = t.mlp_fwd, t.mlp_bwd
-    m = _moe_times(model, device, cfg)
-    if m is not None and model.moe is not None:
-        f, b = m.pre_fwd + m.experts_fwd, m.pre_bwd + m.experts_bwd
-        mlp_f, mlp_b = (min(mlp_f, f), min(mlp_b, b)) if model.moe.dense_layers else (f, b)
-    rc = mlp_f if cfg.recompute == "full" else 0.0
-    return t.attn_fwd + mlp_f, t.attn_bwd + mlp_b + t.attn_recompute + rc
-
-
-def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
-           stack: Stack) -> float:
-    """A lower bound on the step: the last stage's compute (all its ops, one at a time),
-    after the first micro-batch's forward has crossed the ``pp - 1`` stages before it, and
-    before the last micro-batch's backward crosses them back (compute only)."""
-    t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
-    per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd, bwd = (per_chunk * x for x in _layer_bound(model, device, cfg, t))
-    last = k * (cfg.chunks * (fwd + bwd) + t.logits_fwd + t.logits_bwd)
-    return last + (cfg.pp - 1) * (fwd + bwd)
-
-
-def _bound_slow(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, stack: Stack,
-                factors: tuple[float, ...]) -> tuple[float, ...]:
-    """:func:`_bound` with each stage's compute ``factors``, for every stage: its compute at
-    its factor, after and before the crossing of the stages before it."""
-    t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
-    per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd, bwd = (per_chunk * x for x in _layer_bound(model, device, cfg, t))
-    out: list[float] = []
-    crossed = 0.0
-    for stage, f in enumerate(factors):
-        own = f * k * (cfg.chunks * (fwd + bwd)
-                       + (t.logits_fwd + t.logits_bwd if stage == cfg.pp - 1 else 0.0))
-        out.append(own + crossed)
-        crossed += f * (fwd + bwd)
-    return tuple(out)
-
-
-def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer,
-                stage: int | None = None) -> float:
-    """The last stage's (or ``stage``'s) TP and CP collectives, which its layers wait for
-    (all but the last all-reduce of each op, which the next op's first compute may overlap):
-    those of shapes already timed (0 for the others, so the bound costs no simulation)."""
-    cfg = c.config
-    p = cfg.pp - 1 if stage is None else stage
-    tokens = cfg.micro_batch * model.seq // cfg.cp
-    ar = timer.known("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
-    kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
-    cp_bytes = 2 * cfg.micro_batch * model.seq * kv * 2
-    cg = timer.known("all_gather", cfg.cp_group(p, 0), cp_bytes)
-    rs = timer.known("reduce_scatter", cfg.cp_group(p, 0), cp_bytes)
-    per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd = cg + 2 * ar
-    bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
-    a2a = _a2a_bound(model, cfg, timer, p)
-    return c.microbatches * cfg.chunks * (per_chunk * (fwd + bwd + a2a[0]) - 2 * ar - a2a[1])
-
-
-def _a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
-               stage: int) -> tuple[float, float]:
-    """(per layer, per op) of a MoE stage's all-to-alls already timed (its first expert-
-    parallel group's): the mean layer's dispatches and combines (4, 6 with full recompute),
-    and the forward's last combine that the next op may overlap; (0, 0) without experts."""
-    if model.moe is None or cfg.ep < 2:
-        return 0.0, 0.0
-    nbytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
-    a2a = timer.known("all_to_all", cfg.ep_group(stage, 0), nbytes)
-    share = moe_share(model, cfg.pp, cfg.chunks, stage)
-    return (6 if cfg.recompute == "full" else 4) * share * a2a, a2a
 
 
 def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: CollectiveTimer,
@@ -377,13 +336,14 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches, stack=stack,
                                        device=device, compute_factor=c.factors,
-                                       moe=_moe_times(model, device, cfg)))
+                                       moe=moe_costs(model, device, cfg)))
     tokens_per_s = global_batch * model.seq / est.step_time_s
     mflops = model_flops_per_token(model) * tokens_per_s / cfg.world
     hflops = hardware_flops_per_token(model, cfg.recompute) * tokens_per_s / cfg.world
     fits = c.memory.total <= device.memory_bytes
     record = {
         **cfg.axes(),
+        "stage_layers": list(cfg.split(model.layers)),
         "microbatches": c.microbatches,
         "step_time_s": est.step_time_s,
         "tokens_per_s": tokens_per_s,
@@ -464,9 +424,9 @@ def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
             bound, what = c.bound_s, "compute alone"
             if bound <= -best[0]:
                 what = "compute and TP/CP traffic"
-                bound = (max(b + _comm_bound(model, c, timer, p)
+                bound = (max(b + comm_bound(model, c.config, c.microbatches, timer, p)
                              for p, b in enumerate(c.stage_bounds)) if c.stage_bounds
-                         else bound + _comm_bound(model, c, timer))
+                         else bound + comm_bound(model, c.config, c.microbatches, timer))
             if bound > -best[0]:
                 result.rejected.append(Rejected(
                     c.config.axes(), f"pruned: its {what} ({bound:.4g} s) exceeds the "
@@ -490,4 +450,4 @@ def retime(model: ModelSpec, device: DeviceSpec, e: Evaluated, timer: Collective
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     return estimate_step(pipeline_costs(cfg, model, times, timer, e.microbatches, stack=stack,
                                         device=device,
-                                        moe=_moe_times(model, device, cfg))).step_time_s
+                                        moe=moe_costs(model, device, cfg))).step_time_s

@@ -7,7 +7,9 @@ GPUs. The step, on the simulated network:
 
 * each data replica runs ``global_batch / (micro_batch * dp)`` micro-batches through a
   pipeline of ``pp`` stages (:mod:`.pipeline`'s schedules, ``v`` chunks per stage); a stage's
-  chunk holds ``layers / (pp v)`` layers; activations go to the next stage as sends of
+  chunk holds ``layers / (pp v)`` layers, or, with ``pipeline.stage_layers`` (a list, first
+  stage first), its share of its stage's layers as :mod:`.stages` places them (Megatron-LM's
+  uneven stages); activations go to the next stage as sends of
   ``micro_batch * seq/cp * hidden * bytes_per_param / tp`` from each TP rank to its peer;
 * each layer runs as in :mod:`.tensor`: attention and MLP halves, each followed by a TP
   all-reduce of the activation (``micro_batch * seq/cp * hidden * bytes_per_param``); with
@@ -38,13 +40,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from commsim.errors import SpecError
+from commsim.errors import SpecError, describe
 from commsim.network import Network
 from commsim.replay import fields
 from commsim.replay.graph import StepGraph
 from commsim.replay.hybrid_graph import HybridGraphBuilder, Parallel
 from commsim.replay.metrics import StepMetrics
 from commsim.replay.pipeline import SCHEDULES, stage_orders
+from commsim.replay.stages import check_split, chunk_layers, even_split, stage_layer_ids
 from commsim.replay.transformer import Model
 
 KIND = "hybrid"
@@ -68,6 +71,8 @@ class HybridSpec:
         Sequences per micro-batch per replica, and per step.
     schedule, chunks_per_stage
         The pipeline schedule and its ``v``.
+    stage_layers
+        Layers per stage, first stage first (empty: ``layers / pp`` each); see :mod:`.stages`.
     data_parallel
         ``ddp`` or ``fsdp``.
     recompute
@@ -88,6 +93,7 @@ class HybridSpec:
     global_batch: int
     schedule: str = "1f1b"
     chunks_per_stage: int = 1
+    stage_layers: tuple[int, ...] = ()
     data_parallel: str = "fsdp"
     recompute: str = "none"
     bytes_per_param: int = 2
@@ -111,7 +117,13 @@ class HybridSpec:
                 f"global_batch: {self.global_batch} is not a multiple of micro_batch x dp "
                 f"({self.micro_batch} x {par.dp})"
             )
-        if m.layers % (par.pp * self.chunks_per_stage):
+        if self.stage_layers:
+            check_split(self.stage_layers, m.layers, par.pp, "pipeline.stage_layers:")
+            try:
+                chunk_layers(self.stage_layers, self.chunks_per_stage)
+            except SpecError as exc:
+                raise SpecError(f"pipeline.stage_layers: {exc}") from None
+        elif m.layers % (par.pp * self.chunks_per_stage):
             raise SpecError(
                 f"model.layers: {m.layers} layers do not split into pp x chunks_per_stage "
                 f"({par.pp} x {self.chunks_per_stage}) equal chunks"
@@ -145,6 +157,11 @@ class HybridSpec:
     def layers_per_chunk(self) -> int:
         return self.model.layers // (self.parallel.pp * self.chunks_per_stage)
 
+    @property
+    def split(self) -> tuple[int, ...]:
+        """Layers per stage, first stage first."""
+        return self.stage_layers or even_split(self.model.layers, self.parallel.pp)
+
     # -- per-layer quantities on one rank ----------------------------------------------------
     def _rate(self) -> float:
         return self.flops * self.efficiency
@@ -177,16 +194,13 @@ class HybridSpec:
             params += m.embedding_params
         return math.ceil(params / par.tp)
 
-    def stage_layers(self, stage: int) -> list[int]:
+    def layers_of(self, stage: int) -> list[int]:
         """Global layers held by ``stage``, in forward order (chunk by chunk)."""
-        per, pp = self.layers_per_chunk, self.parallel.pp
-        return [
-            (c * pp + stage) * per + i for c in range(self.chunks_per_stage) for i in range(per)
-        ]
+        return stage_layer_ids(self.split, self.chunks_per_stage, stage)
 
     def static_bytes(self, stage: int) -> int:
         """Bytes held all step by one rank of ``stage``: weights, gradients, Adam states."""
-        params = sum(self.layer_params(layer) for layer in self.stage_layers(stage))
+        params = sum(self.layer_params(layer) for layer in self.layers_of(stage))
         per_param = 2 * self.bytes_per_param + OPTIMIZER_BYTES_PER_PARAM
         if self.data_parallel == "fsdp":
             return math.ceil(params / (self.parallel.dp * self.parallel.cp)) * per_param
@@ -247,7 +261,7 @@ def parse(data: Mapping[str, Any]) -> HybridSpec:
     par = fields.mapping(data["parallel"], "parallel")
     fields.check_keys(par, (), ("tp", "cp", "pp", "dp"), "parallel")
     pipe = fields.mapping(data.get("pipeline", {}), "pipeline")
-    fields.check_keys(pipe, (), ("schedule", "chunks_per_stage"), "pipeline")
+    fields.check_keys(pipe, (), ("schedule", "chunks_per_stage", "stage_layers"), "pipeline")
     comp = fields.mapping(data["compute"], "compute")
     fields.check_keys(
         comp, ("flops", "efficiency"), ("layer_forward_time", "layer_backward_time"), "compute"
@@ -265,6 +279,7 @@ def parse(data: Mapping[str, Any]) -> HybridSpec:
         chunks_per_stage=fields.positive_int(
             pipe.get("chunks_per_stage", 1), "pipeline.chunks_per_stage"
         ),
+        stage_layers=_stage_layers(pipe.get("stage_layers")),
         data_parallel=fields.choice(
             data.get("data_parallel", "fsdp"), "data_parallel", DATA_PARALLEL
         ),
@@ -276,3 +291,14 @@ def parse(data: Mapping[str, Any]) -> HybridSpec:
         layer_backward_time_s=times["layer_backward_time"],
         algorithm=fields.algorithm(data.get("algorithm", "auto"), "algorithm"),
     )
+
+
+def _stage_layers(value: object) -> tuple[int, ...]:
+    """``pipeline.stage_layers``: a list of layer counts (None: even stages)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list | tuple) or not value:
+        raise SpecError(f"pipeline.stage_layers: must be a list of layer counts, got "
+                        f"{describe(value)}")
+    return tuple(fields.positive_int(n, f"pipeline.stage_layers[{i}]")
+                 for i, n in enumerate(value))

@@ -15,6 +15,7 @@ from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph
 from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
+from commsim.replay.stages import vstage_layers
 from commsim.replay.tensor import tp_layer
 from commsim.replay.transformer import Model
 
@@ -67,10 +68,12 @@ class HybridSpec(Protocol):
     def microbatches(self) -> int: ...
     @property
     def layers_per_chunk(self) -> int: ...
+    @property
+    def split(self) -> tuple[int, ...]: ...
     def layer_times(self) -> tuple[float, float]: ...
     def logits_time(self) -> float: ...
     def layer_params(self, layer: int) -> int: ...
-    def stage_layers(self, stage: int) -> list[int]: ...
+    def layers_of(self, stage: int) -> list[int]: ...
     def static_bytes(self, stage: int) -> int: ...
 
 
@@ -106,6 +109,7 @@ class HybridGraphBuilder:
         self.first_use: dict[tuple[int, int], list[list[int]]] = {}
         self.gathers: dict[tuple[int, int], int] = {}  # (layer, t) -> all-gather task
         self.buckets = {p: self._buckets(p) for p in range(par.pp)}
+        self.vstages = vstage_layers(spec.split, spec.chunks_per_stage)
 
     # groups (lists of global ranks)
     def _tp_group(self, c: int, p: int, d: int) -> list[int]:
@@ -121,7 +125,7 @@ class HybridGraphBuilder:
         """DDP: layer closing a bucket -> (bucket index, bytes), in backward order."""
         out: dict[int, tuple[int, int]] = {}
         held = 0
-        order = list(reversed(self.spec.stage_layers(stage)))
+        order = list(reversed(self.spec.layers_of(stage)))
         for i, layer in enumerate(order):
             held += self.spec.layer_params(layer) * self.spec.bytes_per_param
             if held >= DEFAULT_BUCKET_BYTES or i == len(order) - 1:
@@ -154,14 +158,18 @@ class HybridGraphBuilder:
 
     def _run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
         spec, par = self.spec, self.par
-        per = spec.layers_per_chunk
         vstage = op.chunk * par.pp + stage
-        layers = list(range(vstage * per, (vstage + 1) * per))
+        layers = list(self.vstages[vstage])
         ranks = self.stage_ranks[stage]
         done = {r: ([deps[i]] if deps else []) for i, r in enumerate(ranks)}
         forward = op.kind == FORWARD
         last_stage = vstage == par.pp * spec.chunks_per_stage - 1
         tag = f" mb{op.microbatch}"
+        if not layers:  # a chunk of only the embedding or the loss: an empty kernel
+            phase = "forward" if forward else "backward"
+            for r in ranks:
+                done[r] = [self.b.compute(r, 0.0, name=f"chunk{op.chunk} (no layers){tag}",
+                                          phase=phase, deps=done[r])]
         if not forward and last_stage:
             for r in ranks:
                 done[r] = [

@@ -88,7 +88,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="how to predict: 'nccl' (NCCL's algorithms and LL/LL128/Simple protocols, the "
         "fastest; default for nccl-tests logs), 'auto' (the topology's mapping, else the "
-        "fastest of all; default for CSVs), an algorithm name, or ALGORITHM+PROTOCOL",
+        "fastest of all; default for CSVs), an algorithm name, or ALGORITHM/PROTOCOL as run "
+        "prints it (ring/LL128)",
     )
     parser.add_argument(
         "--protocol",
@@ -96,7 +97,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         metavar="PROTO",
         help="restrict NCCL's choice to one protocol, LL, LL128 or Simple; 'auto' for NCCL's "
         "choice among all; 'none' for plain alpha-beta (default: the one protocol a log's "
-        "printed NCCL_PROTO allows, else auto; an ALGORITHM+PROTOCOL --algorithm wins)",
+        "printed NCCL_PROTO allows, else auto; an ALGORITHM/PROTOCOL --algorithm wins)",
     )
     parser.add_argument(
         "--engine",

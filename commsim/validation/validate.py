@@ -172,7 +172,8 @@ class Predictor:
     ``algorithm`` is ``auto`` (the topology's choice: NCCL's on a machine that runs it, its
     ``algorithms:`` mapping, else the fastest candidate), an algorithm name, ``nccl`` (NCCL's
     choice of algorithm and protocol even on a topology without an ``nccl:`` block), or
-    ``ALGORITHM+PROTOCOL`` (``ring+LL128``: that NCCL pair). ``engine`` is ``des`` (the
+    ``ALGORITHM/PROTOCOL`` (``ring/LL128``, as ``run`` names it; ``ring+LL128`` too: that NCCL
+    pair). ``engine`` is ``des`` (the
     default, as ``run``), ``analytic``, or ``auto`` (:func:`~commsim.timing.resolve_engine`).
     ``protocol`` is the timing layer's (``none``: plain alpha-beta even on a topology that
     runs NCCL).
@@ -181,6 +182,7 @@ class Predictor:
     def __init__(self, network: Network, *, algorithm: str = "auto", engine: str = "des",
                  protocol: str = "auto"):
         resolve_engine(engine, 1)  # validates the name
+        algorithm = algorithm.replace("/", "+")  # ring/LL128, as run prints it, or ring+LL128
         self.network = network
         self.algorithm = algorithm
         self.engine = engine
@@ -204,7 +206,7 @@ class Predictor:
         call = CollectiveCall(collective=parse_collective(collective), nbytes=nbytes, group=group,
                               algorithm=self._algorithm, protocol=self._protocol)
         result = self._timer.time(call, used)
-        name = f"{result.algorithm}+{result.protocol}" if result.protocol else result.algorithm
+        name = f"{result.algorithm}/{result.protocol}" if result.protocol else result.algorithm
         return Prediction(time_s=result.time_s, algorithm=name, engine=used)
 
 
@@ -288,7 +290,7 @@ def _runs_nccl_model(network: Network, algorithm: str, protocol: str) -> bool:
     if chosen == "none":
         return False
     return (chosen != "auto" or isinstance(network.meta.get("nccl"), dict)
-            or algorithm == "nccl" or "+" in algorithm)
+            or algorithm == "nccl" or "+" in algorithm or "/" in algorithm)
 
 
 def validate(
@@ -387,7 +389,7 @@ def format_report(report: ValidationReport) -> str:
     engines = ", ".join(sorted({r.engine for r in report.rows}))
     typed = len({r.dtype for r in report.rows}) > 1
     width = max(len("type"), *(len(r.dtype) for r in report.rows)) if typed else 0
-    algo = max([18, *(len(r.algorithm) for r in report.rows)])  # hierarchical_pipelined+LL128
+    algo = max([18, *(len(r.algorithm) for r in report.rows)])  # hierarchical_pipelined/LL128
 
     def type_cell(text: str) -> str:
         return f"  {text:<{width}}" if typed else ""

@@ -144,6 +144,21 @@ def test_interleaved_pipeline_in_hybrid() -> None:
     assert r.step_time_s > 0
 
 
+def test_uneven_stages_each_hold_their_layers() -> None:
+    """``pipeline.stage_layers`` gives each stage its own layers: an even list replays as the
+    default does, an uneven one runs layers 0 on the first stage and 1..3 on the second."""
+    par = {"tp": 4, "cp": 1, "pp": 2, "dp": 1}
+    even = replay(_hybrid(parallel=par, pipeline={"stage_layers": [2, 2]}), HIER)
+    assert even.step_time_s == replay(_hybrid(parallel=par), HIER).step_time_s
+    uneven = replay(_hybrid(parallel=par, pipeline={"stage_layers": [1, 3]}), HIER)
+    tasks = uneven.tasks()
+    fwd = tasks[tasks["name"].str.startswith("fwd L")]
+    first = {name.split()[1] for name, ranks in zip(fwd["name"], fwd["ranks"], strict=True)
+             if ranks[0] < 4}
+    assert first == {"L0"}
+    assert uneven.step_time_s > even.step_time_s  # the last stage's 3 layers pace the step
+
+
 def test_contract_example_parses() -> None:
     """The contract's hybrid example is a valid workload."""
     spec = workload_from_dict(
@@ -186,6 +201,31 @@ def test_contract_example_parses() -> None:
         ),
         ({"compute": {"flops": "0TFLOP/s", "efficiency": 0.5}}, r"^compute.flops: must be > 0"),
         ({"compute": {"flops": "1TFLOP/s", "efficiency": 1.5}}, r"^compute.efficiency: must be"),
+        (
+            {"parallel": {"tp": 1, "pp": 3}, "pipeline": {"stage_layers": [1, 1, 1]}},
+            r"^pipeline.stage_layers: 1\*3: sums to 3 layers, the model has 4",
+        ),
+        (
+            {"parallel": {"tp": 1, "pp": 3}, "pipeline": {"stage_layers": [2, 2]}},
+            r"^pipeline.stage_layers: 2\*2: 2 stages, but pp is 3",
+        ),
+        (
+            {"parallel": {"tp": 1, "pp": 2}, "pipeline": {"stage_layers": [4, 0]}},
+            r"^pipeline.stage_layers\[1\]: must be a positive integer",
+        ),
+        (
+            {"parallel": {"tp": 1, "pp": 2}, "pipeline": {"stage_layers": 4}},
+            r"^pipeline.stage_layers: must be a list of layer counts",
+        ),
+        (
+            {
+                "parallel": {"tp": 1, "pp": 2},
+                "global_batch": 2,
+                "pipeline": {"schedule": "interleaved", "chunks_per_stage": 3,
+                             "stage_layers": [1, 3]},
+            },
+            r"^pipeline.stage_layers: interleaved:3: stage 0's 1 layers do not split",
+        ),
     ],
 )
 def test_invalid_hybrid_workloads(over: dict[str, object], message: str) -> None:

@@ -81,7 +81,7 @@ def test_fastest_protocol_follows_size() -> None:
     net = load_topology(SWITCH)
     small = validate_one(net, 1024)
     large = validate_one(net, 1 << 30)
-    assert (small, large) == ("ring+LL", "ring+Simple")
+    assert (small, large) == ("ring/LL", "ring/Simple")
 
 
 def test_ring_channels_use_every_nic_of_a_host() -> None:
@@ -141,7 +141,7 @@ def test_a3_mega_logs_against_the_preset() -> None:
     )
     largest = [m for m in reduce.measurements() if m.nbytes == 1 << 33]
     row = validate(largest, "gcp-a3-megax2", algorithm="nccl").rows[0]
-    assert abs(row.error_pct) < 5.0 and row.algorithm == "nvls+Simple"  # NVLS tree
+    assert abs(row.error_pct) < 5.0 and row.algorithm == "nvls/Simple"  # NVLS tree
 
 
 def test_nvls_needs_two_gpus_of_a_host() -> None:

@@ -165,7 +165,7 @@ def test_a_printed_nccl_proto_restricts_the_prediction(
         assert main(["validate", "nccl-tests", str(path), "--topology", "aws-g4dn-metalx2",
                      "--placement", "log", "--json", *flags]) == 0
         report = json.loads(capsys.readouterr().out)
-        return {row["algorithm"].split("+")[1] for row in report["rows"]}
+        return {row["algorithm"].split("/")[1] for row in report["rows"]}
 
     assert algorithms(DATA / T4) == {"Simple"}
     assert algorithms(DATA / T4, "--protocol", "ll") == {"LL"}  # the flag wins over the log

@@ -62,8 +62,8 @@ def test_ranks_are_placed_on_hosts_as_the_run_placed_them() -> None:
     assert net.on_hosts([0] * 8 + [1] * 8) is net
     assert net.on_hosts([0, 1, 2]) is None and net.on_hosts([0] * 9) is None
     row = Measurement(collective=Collective.ALL_REDUCE, ranks=2, nbytes=1 << 30, time_s=1.0)
-    one_host = validate([row], "dgx-h100x2", algorithm="ring+Simple", engine="analytic")
-    two_hosts = validate([row], "dgx-h100x2", algorithm="ring+Simple", engine="analytic",
+    one_host = validate([row], "dgx-h100x2", algorithm="ring/Simple", engine="analytic")
+    two_hosts = validate([row], "dgx-h100x2", algorithm="ring/Simple", engine="analytic",
                          hosts=[0, 1])
     # 1 GiB ring all-reduce on 2 ranks: the bytes go once over the slower link each way
     assert two_hosts.rows[0].predicted_time_s > 4 * one_host.rows[0].predicted_time_s

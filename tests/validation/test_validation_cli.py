@@ -31,13 +31,13 @@ def test_validate_nccl_tests_table(capsys) -> None:
 
 
 def test_validate_table_columns_fit_the_longest_algorithm(capsys) -> None:
-    """Across hosts the algorithm can be ``hierarchical_pipelined+LL128``: the column widens
+    """Across hosts the algorithm can be ``hierarchical_pipelined/LL128``: the column widens
     to it, so every header and row line of the table has the same length."""
     assert main(["validate", "nccl-tests", H100, "--topology", "dgx-h100x2", "--engine",
                  "analytic"]) == 0
     lines = capsys.readouterr().out.splitlines()
     table = [line for line in lines[lines.index("#") + 1:] if not line.startswith("# median")]
-    assert any("hierarchical_pipelined+LL128" in line for line in table)
+    assert any("hierarchical_pipelined/LL128" in line for line in table)
     assert len({len(line) for line in table}) == 1
 
 
