@@ -15,7 +15,13 @@ from commsim.plan.config import PlanConfig
 from commsim.plan.costs import pipeline_costs
 from commsim.plan.device import network_device
 from commsim.plan.experts import MoESpec
-from commsim.plan.memory import WEIGHT_BYTES, peak_memory
+from commsim.plan.memory import (
+    WEIGHT_BYTES,
+    layer_ids,
+    moe_share,
+    peak_memory,
+    stage_expert_params,
+)
 from commsim.plan.models import ModelSpec, catalogue_model
 from commsim.plan.moe_layer import dispatch_bytes, moe_times
 from commsim.plan.search import layer_costs
@@ -191,3 +197,34 @@ def test_deepseek_v3_on_2048_gpus():
     best = out.result.configs[0].record
     assert best["ep"] == 64 and best["fits"] and best["exposed_comm_s"] > 0
     assert best["expert_load"] == 1.0 and 0 < best["mfu"] < 1
+
+
+def test_moe_on_uneven_stages():
+    """A MoE model whose layers PP does not divide plans on an uneven split: its dense first
+    layers sit in the first stage (which holds no experts), the other stages are all MoE,
+    the experts' memory is each stage's own, and pruning (the split's compute bound with
+    the stage's all-to-alls) keeps the top configurations."""
+    model = dataclasses.replace(TINY, name="tiny-moe-10", layers=10,
+                                moe=dataclasses.replace(TINY.moe, dense_layers=1))
+    space = SearchSpace(tp=(1,), cp=(1,), pp=(4,), micro_batch=(1,),
+                        schedule=(("1f1b", 1),), data_parallel=("zero1",),
+                        recompute=("none", "full"))
+    every = plan(model, "dgx-h100x2", global_batch=16, space=space, top=0).result.configs
+    pruned = plan(model, "dgx-h100x2", global_batch=16, space=space, top=2).result.configs
+    assert [e.record for e in pruned[:2]] == [e.record for e in every[:2]]
+    assert {e.config.ep for e in every} == {1, 2, 4}
+    cfg = every[0].config
+    split = cfg.stage_layers
+    assert len(split) == 4 and sum(split) == 10 and len(set(split)) > 1
+    assert every[0].record["stage_layers"] == list(split)
+    first = layer_ids(10, 4, 1, 0, split)
+    assert first[0] == 0 and [model.is_moe(i) for i in first] == [i >= 1 for i in first]
+    shares = [moe_share(model, 4, 1, p, split) for p in range(4)]
+    assert shares[0] == (split[0] - 1) / split[0] and shares[1:] == [1.0, 1.0, 1.0]
+    assert stage_expert_params(model, tp=1, pp=4, ep=2, stage=1, split=split) == (
+        split[1] * model.experts_at(2) // 2)
+    # the per-stage memory of the split: every stage sized, experts sharded over EP
+    kw = dict(tp=1, cp=1, pp=4, dp=4, micro_batch=1, microbatches=4, schedule="1f1b",
+              chunks=1, data_parallel="zero1", recompute="none", stage_layers=split)
+    mem = {ep: peak_memory(model, ep=ep, **kw) for ep in (1, 4)}
+    assert mem[4].total < mem[1].total
