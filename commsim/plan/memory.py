@@ -254,7 +254,6 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     sharded over the expert data-parallel ranks), the layers it holds in flight, the last
     stage's logits, the buffers."""
     tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
-    split = w.split or even_split(model.layers, pp)
     tokens = w.micro_batch * model.seq / cp
     shards = w.dp * cp
     weights, grads, optim = states(
@@ -270,8 +269,13 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
                          w.data_parallel, max(shards // w.ep, 1), w.microbatches,
                          stack.grad_bytes)
         weights, grads, optim = weights + experts[0], grads + experts[1], optim + experts[2]
-    sizes = chunk_layers(split, w.chunks)[stage]
-    act = held_layers(w.schedule, pp, w.microbatches, sizes, stage) * per_layer
+    if w.split:
+        held = held_layers(w.schedule, pp, w.microbatches, chunk_layers(w.split, w.chunks)[stage],
+                           stage)
+    else:
+        held = (stage_in_flight(w.schedule, pp, w.microbatches, w.chunks, stage)
+                * (model.layers // (pp * w.chunks)))
+    act = held * per_layer
     if w.recompute == "full":
         act += layer_activation_bytes(model, w.micro_batch, tp, cp, "none", stack)
     if stage == pp - 1:
