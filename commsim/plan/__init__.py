@@ -41,7 +41,7 @@ MAX_GLOBAL_BATCH = 2**40
 #: A configuration's axes, and the keys that are its work over its step (``healthy`` under a
 #: what-if gives them for the healthy step).
 HEALTHY_AXES = ("tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage",
-                "data_parallel", "recompute", "stage_layers")
+                "data_parallel", "recompute", "ep", "stage_layers")
 HEALTHY_RATES = ("tokens_per_s", "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu")
 
 
@@ -103,9 +103,9 @@ class PlanOutcome:
     def table(self, top: int) -> str:
         """The ranked configurations as a text table (``top`` rows; 0: all)."""
         rows = self.result.configs if top == 0 else self.result.configs[:top]
-        # the config column is 44 wide (longer labels overflow it); rows with uneven stages,
-        # whose labels carry the split, widen it to the longest
-        width = 44
+        # the config column is 44 wide (49 with EP sizes; longer labels overflow it); rows
+        # with uneven stages, whose labels carry the split, widen it to the longest
+        width = 49 if any(e.config.ep > 1 for e in rows) else 44
         if any(e.config.stage_layers for e in rows):
             width = max([width, *(len(e.config.label()) for e in rows)])
         head = (f"{'#':>3} {'config':{width}s} {'step':>9} {'tokens/s':>10} {'model':>6} "

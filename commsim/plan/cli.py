@@ -40,13 +40,14 @@ examples:
   commsim plan gpt3-175b --topology dgx-a100x96 --global-batch 1536 --tp 8 --json
   commsim plan model.yaml --topology dgx-h100x4 --global-batch 64 --gpu-memory 40GiB --csv
   commsim plan llama3-8b --topology dgx-h100x4 --global-batch 256 --what-if slow-gpu.yaml
+  commsim plan mixtral-8x7b --topology dgx-h100x8 --global-batch 256 --seq 4096 --ep 4,8
   commsim plan llama3-405b --topology dgx-h100x256 --global-batch 512 --pp 16 --tp 8
   commsim plan llama3-405b -t dgx-h100x256 --global-batch 512 --stage-layers 7,8*14,7 --tp 8
 """
 
 CSV_COLUMNS = (
     "tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage", "data_parallel",
-    "recompute", "stage_layers", "microbatches", "step_time_s", "tokens_per_s",
+    "recompute", "ep", "stage_layers", "microbatches", "step_time_s", "tokens_per_s",
     "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
     "peak_memory_bytes", "fits", "reason",
 )
@@ -71,6 +72,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--gpus", metavar="N", help="GPUs to use (default: the topology's ranks)")
     for axis in ("tp", "cp", "pp", "micro-batch"):
         p.add_argument(f"--{axis}", metavar="LIST", help=f"{axis} values to try")
+    p.add_argument("--ep", metavar="LIST", help="expert-parallel sizes to try (mixtures of "
+                   "experts; taken from the data-parallel ranks: each divides the experts and dp)")
     p.add_argument("--stage-layers", metavar="LIST",
                    help="layers per pipeline stage, first stage first (7,8*14,7: sums to the "
                    "layers, one entry per stage); default: equal, or lighter first and last "
@@ -169,8 +172,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     if args.list_models:
         for name, m in CATALOGUE.items():
-            print(f"{name:14s} {m.params / 1e9:7.1f}B  l={m.layers} h={m.hidden} a={m.heads} "
-                  f"g={m.kv_heads} f={m.ffn_hidden} V={m.vocab} s={m.seq}  # {m.source}")
+            moe = "" if m.moe is None else (
+                f" E={m.moe.experts} k={m.moe.top_k} fe={m.moe.expert_ffn_hidden} "
+                f"active {m.active_params / 1e9:.1f}B")
+            print(f"{name:15s} {m.params / 1e9:7.1f}B  l={m.layers} h={m.hidden} a={m.heads} "
+                  f"g={m.kv_heads} f={m.ffn_hidden} V={m.vocab} s={m.seq}{moe}  # {m.source}")
         return 0
     for flag, value in (("MODEL", args.model), ("--topology", args.topology),
                         ("--global-batch", args.global_batch)):
@@ -183,6 +189,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         data_parallel=_words(args.data_parallel, "--data-parallel", DATA_PARALLEL)
         or DATA_PARALLEL,
         recompute=_words(args.recompute, "--recompute", RECOMPUTE) or RECOMPUTE,
+        ep=_ints(args.ep, "--ep"),
         stage_layers=_split(args.stage_layers),
     )
     top = _int(args.top, "--top", 0)

@@ -104,7 +104,7 @@ class LayerTimes:
 def attention_core_flops(model: ModelSpec, micro_batch: int, tp: int, cp: int) -> float:
     """Causal attention scores and values of one layer's forward on one rank."""
     tokens = micro_batch * model.seq // cp
-    return 2.0 * tokens * model.seq * model.hidden / tp
+    return 2.0 * tokens * model.seq * model.core_width / tp
 
 
 #: Bytes per score element that unfused attention's element-wise kernels move (2-byte
@@ -165,8 +165,17 @@ def layer_times(
     h, t = model.hidden, tp
     tokens = micro_batch * model.seq // cp
     kv = max(model.kv_heads // t, 1) * model.head_dim
-    qkv = _fwd_bwd(device, tokens, h // t + 2 * kv, h)
-    proj = _fwd_bwd(device, tokens, h, h // t)
+    q = model.q_hidden // t
+    if model.mla is not None:
+        shapes = model.mla.projections(h, model.heads, t)
+        gemms = [_fwd_bwd(device, tokens, n, k) for n, k in shapes]
+        qkv = (sum(g[0] for g in gemms[:-1]), sum(g[1] for g in gemms[:-1]))
+        proj = gemms[-1]
+        attn_weights = sum(n * k for n, k in shapes)
+    else:
+        qkv = _fwd_bwd(device, tokens, q + 2 * kv, h)
+        proj = _fwd_bwd(device, tokens, h, q)
+        attn_weights = h * (q + 2 * kv + q)
     ups = 2 if model.mlp == "swiglu" else 1
     up = _fwd_bwd(device, tokens, ups * model.ffn_hidden // t, h)
     down = _fwd_bwd(device, tokens, h, model.ffn_hidden // t)
@@ -177,7 +186,7 @@ def layer_times(
     attn_ew, mlp_ew = ew * 13 / 34, ew * 21 / 34
     # without weight-gradient fusion a separate kernel adds each new gradient to the buffer
     wgrad = 0.0 if stack.wgrad_fusion else stack.wgrad_add_bytes / device.hbm_Bps
-    attn_wgrad = wgrad * h * (h // t + 2 * kv + h // t)
+    attn_wgrad = wgrad * attn_weights
     mlp_wgrad = wgrad * (ups + 1) * h * (model.ffn_hidden // t)
     attn_fwd = qkv[0] + core + proj[0] + attn_ew
     mlp_fwd = up[0] + down[0] + mlp_ew
@@ -221,16 +230,18 @@ def optimizer_time(device: DeviceSpec, params: int, stack: Stack = DEFAULT) -> f
 
 
 def model_flops_per_token(model: ModelSpec) -> float:
-    """What MFU counts: ``6 N`` plus causal attention, ``6 l s h`` (forward ``2 l s h``)."""
-    return 6.0 * model.params + 6.0 * model.layers * model.seq * model.hidden
+    """What MFU counts: ``6 N`` plus causal attention, ``6 l s h`` (forward ``2 l s h``); for
+    a mixture of experts ``N`` is the active parameters (``top_k`` experts of each MoE
+    layer), and ``h`` the attention's :attr:`~commsim.plan.models.ModelSpec.core_width`."""
+    return 6.0 * model.active_params + 6.0 * model.layers * model.seq * model.core_width
 
 
 def hardware_flops_per_token(model: ModelSpec, recompute: str) -> float:
     """Model FLOPs plus what recompute runs again (Megatron-LM's "achieved" FLOPs):
     ``full`` one more forward of every layer, ``selective`` of every attention core."""
-    core = 2.0 * model.layers * model.seq * model.hidden
+    core = 2.0 * model.layers * model.seq * model.core_width
     if recompute == "full":
-        return model_flops_per_token(model) + 2.0 * model.layers * model.layer_params + core
+        return model_flops_per_token(model) + 2.0 * model.active_layer_params + core
     if recompute == "selective":
         return model_flops_per_token(model) + core
     return model_flops_per_token(model)

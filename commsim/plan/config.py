@@ -2,7 +2,12 @@
 
 Ranks are laid out as the ``hybrid`` workload lays them out (Llama 3's ``[TP, CP, PP, DP]``
 order, TP fastest): rank ``t + tp (c + cp (p + pp d))``. Stages hold ``layers / pp`` layers
-each, or ``stage_layers`` (first stage first; :mod:`commsim.replay.stages`).
+each, or ``stage_layers`` (first stage first; :mod:`commsim.replay.stages`). Expert parallelism
+(``ep``, mixtures of experts) is taken from the data-parallel replicas, as Megatron-Core places
+it (its order ``tp-cp-ep-dp-pp``: EP next to CP inside DP): replicas ``d`` with the same
+``d // ep`` form an expert-parallel group, and the ``dp cp / ep`` ranks with the same
+``d % ep`` (every CP rank) hold the same experts: the expert data-parallel group, over which
+expert gradients are reduced and their optimizer state sharded.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ class PlanConfig:
     chunks: int
     data_parallel: str
     recompute: str
+    ep: int = 1
     stage_layers: tuple[int, ...] = ()
 
     @property
@@ -50,6 +56,15 @@ class PlanConfig:
         """The ranks holding TP rank 0's parameters of stage ``p`` (all replicas, CP ranks)."""
         return tuple(self.rank(0, c, p, d) for d in range(self.dp) for c in range(self.cp))
 
+    def ep_group(self, p: int, d: int) -> tuple[int, ...]:
+        """TP rank 0's expert-parallel group in stage ``p`` of replica ``d``."""
+        first = d - d % self.ep
+        return tuple(self.rank(0, 0, p, e) for e in range(first, first + self.ep))
+
+    def expert_dp_group(self, p: int) -> tuple[int, ...]:
+        """The ranks holding TP rank 0's experts of EP rank 0 in stage ``p``."""
+        return tuple(self.rank(0, c, p, d) for d in range(0, self.dp, self.ep)
+                     for c in range(self.cp))
     def split(self, layers: int) -> tuple[int, ...]:
         """Layers per stage, first stage first, of a model of ``layers`` layers."""
         return self.stage_layers or even_split(layers, self.pp)
@@ -74,17 +89,20 @@ class PlanConfig:
             "chunks_per_stage": self.chunks,
             "data_parallel": self.data_parallel,
             "recompute": self.recompute,
+            "ep": self.ep,
             **({"stage_layers": list(self.stage_layers)} if self.stage_layers else {}),
         }
 
     def label(self) -> str:
         """``tp8 cp1 pp16[7,8*14,7] dp8 mb1 1f1b fsdp none``: the stages' layers shown only
-        when they differ (runs of equal stages as ``n*count``)."""
+        when they differ (runs of equal stages as ``n*count``); ``ep8`` after ``dp`` when
+        ``ep > 1``."""
         pp = f"pp{self.pp}"
         if self.stage_layers:
             pp += f"[{split_label(self.stage_layers)}]"
+        ep = f" ep{self.ep}" if self.ep > 1 else ""
         return (
-            f"tp{self.tp} cp{self.cp} {pp} dp{self.dp} mb{self.micro_batch} "
+            f"tp{self.tp} cp{self.cp} {pp} dp{self.dp}{ep} mb{self.micro_batch} "
             f"{self.schedule_label} {self.data_parallel} {self.recompute}"
         )
 

@@ -31,14 +31,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from functools import cache
 
 import numpy as np
 
 from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
-from commsim.plan.evaluate import PipelineCosts, PipelineTiming, evaluate_pipeline
+from commsim.plan.evaluate import MoEStage, PipelineCosts, PipelineTiming, evaluate_pipeline
+from commsim.plan.memory import layer_ids, moe_share
 from commsim.plan.models import ModelSpec
+from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_tp_bytes
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
@@ -50,8 +53,9 @@ def plan_layer_params(model: ModelSpec, cfg: PlanConfig) -> Callable[[int], int]
     """Parameters of global layer ``i`` on one TP rank: the embedding with layer 0, the
     output layer with the last layer (unless tied and on the same stage)."""
 
+    @cache
     def params(layer: int) -> int:
-        n = model.layer_params
+        n = model.dense_params_at(layer)
         if layer == 0:
             n += model.embedding_params
         if layer == model.layers - 1 and (cfg.pp > 1 or not model.tied_embeddings):
@@ -63,8 +67,7 @@ def plan_layer_params(model: ModelSpec, cfg: PlanConfig) -> Callable[[int], int]
 
 def stage_layers(cfg: PlanConfig, layers: int, stage: int) -> list[int]:
     """Global layers of ``stage`` in forward order, chunk by chunk."""
-    ranges = cfg.vstages(layers)
-    return [i for c in range(cfg.chunks) for i in ranges[c * cfg.pp + stage]]
+    return layer_ids(layers, cfg.pp, cfg.chunks, stage, cfg.stage_layers)
 
 
 def _buckets(layers: list[int], params: Callable[[int], int]) -> dict[int, int]:
@@ -119,8 +122,50 @@ def slowest_rank(cfg: PlanConfig, factors: np.ndarray) -> dict[str, int | float]
             "stage": rest % cfg.pp, "replica": rest // cfg.pp}
 
 
-def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
+def _memo(timer: CollectiveTimer, group: tuple[int, ...]) -> Callable[[str, int], float]:
+    """``timer.collective`` among one ``group``, memoised per (collective, bytes) without
+    hashing the group again (a stage's layers repeat a few sizes over a large group)."""
+    seen: dict[tuple[str, int], float] = {}
+
+    def timed(collective: str, nbytes: int) -> float:
+        key = (collective, nbytes)
+        if key not in seen:
+            seen[key] = timer.collective(collective, group, nbytes)
+        return seen[key]
+
+    return timed
+
+
+def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, stack: Stack,
+                     gather: list[tuple[float, ...]], reduce: list[dict[int, float]],
+                     final: list[float]) -> None:
+    """Add the routed experts' data parallelism to :func:`_dp_costs`' lists: over the expert
+    data-parallel group (:meth:`PlanConfig.expert_dp_group`), each MoE layer's ``1/(ep t)``
+    of its experts gathered (FSDP) and its gradients reduced after the layer's last backward
+    (its own bucket), or all of the stage's after the backward without overlap; ZeRO's
+    all-gather of the updated weights."""
+    grad = stack.grad_bytes
+    coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
+    for p in range(cfg.pp):
+        timed = _memo(timer, cfg.expert_dp_group(p))
+        mine = stage_layers(cfg, model.layers, p)
+        per = {i: -(-model.experts_at(i) // (cfg.ep * cfg.tp)) for i in mine if model.is_moe(i)}
+        if cfg.data_parallel == "fsdp":
+            gather[p] = tuple(g + timed("all_gather", per.get(i, 0) * BYTES)
+                              for g, i in zip(gather[p], mine, strict=True))
+        total = sum(per.values())
+        if cfg.data_parallel in ("zero1", "zero2"):
+            final[p] += timed("all_gather", total * BYTES)
+        if stack.grad_overlap or cfg.data_parallel == "fsdp":
+            for i, n in per.items():
+                reduce[p][i] = reduce[p].get(i, 0.0) + timed(coll, n * grad)
+        else:
+            final[p] += timed(coll, total * grad)
+
+
+def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
               timer: CollectiveTimer, stack: Stack) -> tuple[tuple, tuple, tuple]:
+    layers = model.layers
     overlap, grad = stack.grad_overlap, stack.grad_bytes
     gather: list[tuple[float, ...]] = []
     reduce: list[dict[int, float]] = []
@@ -129,10 +174,9 @@ def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
         group = cfg.dp_group(p)
         mine = stage_layers(cfg, layers, p)
         if cfg.data_parallel == "fsdp":
-            gather.append(tuple(timer.collective("all_gather", group, params(i) * BYTES)
-                                for i in mine))
-            reduce.append({i: timer.collective("reduce_scatter", group, params(i) * grad)
-                           for i in mine})
+            timed = _memo(timer, group)
+            gather.append(tuple(timed("all_gather", params(i) * BYTES) for i in mine))
+            reduce.append({i: timed("reduce_scatter", params(i) * grad) for i in mine})
             final.append(0.0)
             continue
         coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
@@ -146,7 +190,9 @@ def _dp_costs(cfg: PlanConfig, layers: int, params: Callable[[int], int],
         else:  # one reduction of the whole gradient buffer after the last backward
             reduce.append({})
             final.append(timer.collective(coll, group, total * grad) + gathered)
-    if len(cfg.dp_group(0)) < 2:
+    if model.moe is not None:
+        _expert_dp_costs(cfg, model, timer, stack, gather, reduce, final)
+    if cfg.dp * cfg.cp < 2:
         return (), (), ()
     return tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final)
 
@@ -161,19 +207,21 @@ def pipeline_costs(
     stack: Stack = DEFAULT,
     device: DeviceSpec | None = None,
     compute_factor: tuple[float, ...] = (),
+    moe: MoETimes | None = None,
 ) -> list[PipelineCosts]:
     """The distinct pipelines of ``cfg`` (one per kind of replica), ready to evaluate
     (``stack.grad_overlap``: DDP/ZeRO reductions per bucket during the backward, or one
     after it; ``device``: the GPU that runs each stage's optimizer step, None: no step;
-    ``compute_factor``: each stage's, :func:`stage_factors`)."""
+    ``compute_factor``: each stage's, :func:`stage_factors`; ``moe``: the MoE layers' MLP
+    half, :func:`~commsim.plan.moe_layer.moe_times`, for a model with experts)."""
     params = params or plan_layer_params(model, cfg)
     tokens = cfg.micro_batch * model.seq // cfg.cp
     tp_bytes = tokens * model.hidden * BYTES
     kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
     cp_bytes = 2 * cfg.micro_batch * model.seq * kv * BYTES
     send_bytes = tp_bytes // cfg.tp
-    gather, reduce, final = _dp_costs(cfg, model.layers, params, timer, stack)
-    optimizer = () if device is None else _optimizer(cfg, model.layers, params, device, stack)
+    gather, reduce, final = _dp_costs(cfg, model, params, timer, stack)
+    optimizer = () if device is None else _optimizer(cfg, model, params, device, stack)
     base = PipelineCosts(
         schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
         layers_per_chunk=model.layers // (cfg.pp * cfg.chunks),
@@ -185,6 +233,7 @@ def pipeline_costs(
         logits_bwd=times.logits_bwd, gather=gather, reduce=reduce, final=final,
         tp_ar=(), cp_gather=(), cp_rs=(), optimizer=optimizer, p2p_blocking=stack.p2p_blocking,
         compute_factor=compute_factor,
+        moe=() if moe is None else _moe_stages(cfg, model, moe, timer),
     )
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
@@ -209,34 +258,58 @@ def pipeline_costs(
     return list(seen.values())
 
 
-def _optimizer(cfg: PlanConfig, layers: int, params: Callable[[int], int],
+def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
+                timer: CollectiveTimer) -> tuple[MoEStage, ...]:
+    """Per stage, its :class:`~commsim.plan.evaluate.MoEStage`: the share of MoE layers, the
+    MoE half's compute, its TP collective, and the slowest of the stage's expert-parallel
+    groups' all-to-alls (every group's ranks wait for the busiest)."""
+    a2a_bytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
+                               micro_batch=cfg.micro_batch)
+    tp_bytes = moe_tp_bytes(model, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
+    starts = _distinct_replicas(cfg, timer, cfg.ep)
+    out = []
+    for p in range(cfg.pp):
+        share = moe_share(model, cfg.pp, cfg.chunks, p, cfg.stage_layers)
+        a2a = max(timer.collective("all_to_all", cfg.ep_group(p, d), a2a_bytes) for d in starts)
+        out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
+                            a2a, timer.collective("all_reduce", cfg.tp_group(p, 0), tp_bytes)))
+    return tuple(out)
+
+
+def _optimizer(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
                device: DeviceSpec, stack: Stack) -> tuple[float, ...]:
     """Per stage, the optimizer step of one rank: its parameters, or its ``1/(dp cp)`` shard
-    of them under ZeRO and FSDP."""
-    shards = 1 if cfg.data_parallel == "ddp" else cfg.dp * cfg.cp
-    return tuple(
-        optimizer_time(device, -(-sum(params(i) for i in stage_layers(cfg, layers, p)) // shards),
-                       stack)
-        for p in range(cfg.pp)
-    )
+    of them under ZeRO and FSDP (its routed experts': ``1/(dp cp / ep)``)."""
+    sharded = cfg.data_parallel != "ddp"
+    shards = cfg.dp * cfg.cp if sharded else 1
+    expert_shards = max(shards // cfg.ep, 1)
+    out = []
+    for p in range(cfg.pp):
+        mine = stage_layers(cfg, model.layers, p)
+        experts = sum(model.experts_at(i) for i in mine) // (cfg.ep * cfg.tp)
+        out.append(optimizer_time(device, -(-sum(params(i) for i in mine) // shards)
+                                  + -(-experts // expert_shards), stack))
+    return tuple(out)
 
 
-def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer) -> range | list[int]:
+def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer,
+                       step: int = 1) -> range | list[int]:
     """Replicas that may differ: on hosts of ``G`` GPUs each, replica ``d`` starts at GPU
     ``d R`` (``R = tp cp pp``), so replicas with the same ``d R mod G`` sit alike, unless a
-    what-if's changed links touch a host of theirs (:attr:`CollectiveTimer.exact`)."""
+    what-if's changed links touch a host of theirs (:attr:`CollectiveTimer.exact`). With
+    ``step``, only every ``step``-th replica (the first of each expert-parallel group)."""
     per_host = timer.network.meta.get("gpus_per_node")
     exact = timer.exact
     if (timer.network.meta.get("kind") != "hierarchical" or not isinstance(per_host, int)
             or exact is None):
-        return range(cfg.dp)
+        return range(0, cfg.dp, step)
     size = cfg.tp * cfg.cp * cfg.pp
     first: dict[int, int] = {}
-    for d in range(cfg.dp):
+    for d in range(0, cfg.dp, step):
         first.setdefault(d * size % per_host, d)
         if len(first) == per_host:
             break
-    touched = {r // size for r in exact if r < cfg.dp * size}
+    touched = {r // size // step * step for r in exact if r < cfg.dp * size}
     return sorted(set(first.values()) | touched)
 
 

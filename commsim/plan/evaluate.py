@@ -45,6 +45,24 @@ from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
 Block = tuple[str, float]  # (stream, seconds)
 
 
+@dataclass(frozen=True, slots=True)
+class MoEStage:
+    """A stage's mixture-of-experts halves (:mod:`commsim.plan.moe_layer`), in seconds per
+    micro-batch: ``share`` of its layers are MoE layers, whose MLP half is ``pre`` (router,
+    permute), a dispatch all-to-all (``a2a``, on the ``ep`` stream), ``experts`` (grouped
+    GEMMs, shared experts), the TP collective ``tp`` and a combine all-to-all; the stage's
+    layer is the mean of its dense and MoE layers (exact for the serial chain of an op's
+    layers, :func:`_run_layers`)."""
+
+    share: float
+    pre_fwd: float
+    experts_fwd: float
+    pre_bwd: float
+    experts_bwd: float
+    a2a: float
+    tp: float
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PipelineCosts:
     """Everything :func:`evaluate_pipeline` needs, in seconds per micro-batch per rank.
@@ -66,7 +84,8 @@ class PipelineCosts:
     usable ``recv_gather[stage]`` after it arrives (its TP all-gather).
     ``compute_factor[stage]`` multiplies every compute of the stage (its layers, logits and
     optimizer step: a what-if's slowest rank among the stage's ranks,
-    :func:`commsim.plan.costs.stage_factors`; empty: all at healthy pace).
+    :func:`commsim.plan.costs.stage_factors`; empty: all at healthy pace). ``moe[stage]``
+    (empty: a dense model) replaces the MLP half of its MoE layers (:class:`MoEStage`).
     """
 
     schedule: str
@@ -95,6 +114,7 @@ class PipelineCosts:
     p2p_blocking: bool = False
     recv_gather: tuple[float, ...] = ()
     compute_factor: tuple[float, ...] = ()
+    moe: tuple[MoEStage, ...] = ()
 
     def factor(self, stage: int) -> float:
         """The compute factor of ``stage`` (1 without a what-if)."""
@@ -111,6 +131,8 @@ class PipelineTiming:
 
 
 def _layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
+    if c.moe:
+        return _moe_blocks(c, stage, forward)
     tp, cg, rs = c.tp_ar[stage], c.cp_gather[stage], c.cp_rs[stage]
     k = c.factor(stage)
     fwd: list[Block] = []
@@ -137,6 +159,32 @@ def _layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
     return out
 
 
+def _moe_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
+    """:func:`_layer_blocks` of a stage with MoE layers (the mean layer, :class:`MoEStage`):
+    forward ``[cp] attention [tp] router ep:dispatch experts [tp] ep:combine``, backward
+    ``ep:combine' experts' [tp] ep:dispatch' router'+attention' [cp] [tp]``."""
+    m, k = c.moe[stage], c.factor(stage)
+    tp, cg, rs = c.tp_ar[stage], c.cp_gather[stage], c.cp_rs[stage]
+    dense = 1.0 - m.share
+    a2a = [("ep", m.share * m.a2a)] if m.a2a and m.share else []
+    mlp_tp = dense * tp + m.share * m.tp
+    fwd: list[Block] = [("cp", cg)] if cg else []
+    fwd += [("compute", c.attn_fwd * k)] + ([("tp", tp)] if tp else [])
+    fwd += [("compute", (dense * c.mlp_fwd + m.share * m.pre_fwd) * k), *a2a,
+            ("compute", m.share * m.experts_fwd * k)]
+    fwd += ([("tp", mlp_tp)] if mlp_tp else []) + a2a
+    if forward:
+        return fwd
+    out = list(fwd) if c.rc_comm else []
+    mlp_rc = 0.0 if c.rc_comm else dense * c.mlp_rc
+    attn_rc = 0.0 if c.rc_comm else c.attn_rc
+    out += a2a + [("compute", (dense * c.mlp_bwd + mlp_rc + m.share * m.experts_bwd) * k)]
+    out += ([("tp", mlp_tp)] if mlp_tp else []) + a2a
+    out.append(("compute", (c.attn_bwd + attn_rc + m.share * m.pre_bwd) * k))
+    out += ([("cp", rs)] if rs else []) + ([("tp", tp)] if tp else [])
+    return out
+
+
 @dataclass(slots=True)
 class _Stage:
     free: dict[str, float]
@@ -152,7 +200,7 @@ def _run(st: _Stage, stream: str, ready: float, seconds: float) -> float:
     st.free[stream] = end
     if stream == "compute":
         st.compute_s += seconds
-    elif stream in ("tp", "cp"):
+    elif stream in ("tp", "cp", "ep"):
         st.chain_comm_s += seconds
     return end
 

@@ -41,6 +41,13 @@ pp + 1`` chunks. With stages of different layers (:mod:`commsim.replay.stages`) 
 is sized, its chunks in flight weighted by their own layers (walked from the schedule where
 its chunks differ), and the heaviest decides.
 
+**Mixtures of experts** (:mod:`.moe_layer`): a stage's routed experts, ``E/ep`` per MoE layer
+split ``t`` ways, have their states sharded over the expert data-parallel ranks,
+``dp cp / ep`` (:mod:`.config`), the rest (attention, router, shared experts, dense layers,
+embeddings) over ``dp cp`` as above; a MoE layer's MLP activations are the routed tokens'
+(:func:`~commsim.plan.moe_layer.moe_activation_bytes`, the busiest rank's), and a stage's
+per-layer activations are the mean over its layers, dense and MoE.
+
 **Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
 ``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP one layer's
 unsharded gradients, being reduce-scattered.
@@ -53,10 +60,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from commsim.plan.models import ModelSpec
+from commsim.plan.moe_layer import moe_activation_bytes
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.pipeline import FORWARD, stage_orders
-from commsim.replay.stages import chunk_layers
+from commsim.replay.stages import chunk_layers, even_split, stage_layer_ids
 
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
 #: Bytes per token and hidden unit of a layer that sequence parallelism splits and plain TP
@@ -72,12 +80,12 @@ def layer_activation_bytes(
     stack: Stack = DEFAULT,
 ) -> float:
     """Bytes one layer keeps for its backward per micro-batch on one rank (see above)."""
-    h, f, a = model.hidden, model.ffn_hidden, model.heads
+    h, a = model.hidden, model.heads
     tokens = micro_batch * model.seq / cp
     if recompute == "full":
         return 2.0 * tokens * h / (tp if stack.sequence_parallel else 1)
     attention = (7 + 4 * model.kv_heads / a) * tokens * h
-    mlp = 3 * tokens * h + (6 if model.mlp == "swiglu" else 4) * tokens * f
+    mlp = _mlp_bytes(model, tokens)
     norms = 4 * tokens * h
     unfused = stack.attention == "unfused" and recompute != "selective"
     scores = 5.0 * a * tokens * model.seq if unfused else 0.0
@@ -86,6 +94,13 @@ def layer_activation_bytes(
         return total / tp
     # without sequence parallelism the norms' and dropouts' 10 T h are whole on every TP rank
     return UNSPLIT * tokens * h + (total - UNSPLIT * tokens * h) / tp
+
+
+def _mlp_bytes(model: ModelSpec, tokens: float) -> float:
+    """A dense MLP half's activations of ``tokens`` tokens, before any split: ``3 T h`` (its
+    input and dropout mask) and ``4 T f`` (GeLU) or ``6 T f`` (SwiGLU)."""
+    per_f = 6 if model.mlp == "swiglu" else 4
+    return 3 * tokens * model.hidden + per_f * tokens * model.ffn_hidden
 
 
 @lru_cache(maxsize=4096)
@@ -139,18 +154,37 @@ class Memory:
         }
 
 
+def layer_ids(layers: int, pp: int, chunks: int, stage: int,
+              split: tuple[int, ...] = ()) -> list[int]:
+    """Global layers of ``stage`` in forward order, chunk by chunk, of ``split`` (each stage's
+    layers; empty: ``layers / pp`` each)."""
+    return stage_layer_ids(split or even_split(layers, pp), chunks, stage)
+
+
 @lru_cache(maxsize=4096)
-def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int,
-                 layers: int | None = None) -> int:
-    """Parameters one TP rank of ``stage`` holds (embedding on the first, output layer on the
-    last stage; with ``pp = 1`` a tied output layer is the embedding itself); ``layers``: the
-    stage's layers (None: ``model.layers / pp``)."""
-    params = (model.layers // pp if layers is None else layers) * model.layer_params
+def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int, chunks: int = 1,
+                 split: tuple[int, ...] = ()) -> int:
+    """Parameters one TP rank of ``stage`` holds but its routed experts (embedding on the
+    first, output layer on the last stage; with ``pp = 1`` a tied output layer is the
+    embedding itself); ``split``: each stage's layers (empty: ``model.layers / pp`` each)."""
+    if model.moe is None:
+        params = (split[stage] if split else model.layers // pp) * model.layer_params
+    else:
+        ids = layer_ids(model.layers, pp, chunks, stage, split)
+        params = sum(model.dense_params_at(i) for i in ids)
     if stage == 0:
         params += model.embedding_params
     if stage == pp - 1 and (pp > 1 or not model.tied_embeddings):
         params += model.embedding_params
     return math.ceil(params / tp)
+
+
+@lru_cache(maxsize=4096)
+def stage_expert_params(model: ModelSpec, *, tp: int, pp: int, ep: int, stage: int,
+                        chunks: int = 1, split: tuple[int, ...] = ()) -> int:
+    """Routed-expert parameters one rank of ``stage`` holds: ``1/(ep t)`` of its MoE layers'."""
+    ids = layer_ids(model.layers, pp, chunks, stage, split)
+    return math.ceil(sum(model.experts_at(i) for i in ids) / (ep * tp))
 
 
 def states(params: int, data_parallel: str, shards: int,
@@ -182,41 +216,107 @@ def peak_memory(
     data_parallel: str,
     recompute: str,
     stack: Stack = DEFAULT,
+    ep: int = 1,
     stage_layers: tuple[int, ...] = (),
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
     first (most in flight, the embedding) or the last (logits, the output layer); with
     ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides."""
-    if stage_layers:
-        return max((_stage_memory(model, tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=micro_batch,
-                                  microbatches=microbatches, schedule=schedule, chunks=chunks,
-                                  data_parallel=data_parallel, recompute=recompute, stack=stack,
-                                  split=stage_layers, stage=p) for p in range(pp)),
-                   key=lambda m: m.total)
-    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
-    layers_per_chunk = model.layers // (pp * chunks)
-    tokens = micro_batch * model.seq / cp
-    layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
-    best: Memory | None = None
-    for stage in sorted({0, pp - 1}):
-        w, g, o = states(stage_params(model, tp=tp, pp=pp, stage=stage), data_parallel, dp * cp,
-                         microbatches, stack.grad_bytes)
-        flight = stage_in_flight(schedule, pp, microbatches, chunks, stage)
-        act = flight * layers_per_chunk * per_layer
-        if recompute == "full":
-            act += layer_activation_bytes(model, micro_batch, tp, cp, "none", stack)
-        if stage == pp - 1:
-            act += 4.0 * tokens * model.vocab / tp
-        buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
-        if data_parallel == "fsdp" and dp * cp > 1:  # a layer's gradient being reduce-scattered
-            buffers += layer_weights * stack.grad_bytes // WEIGHT_BYTES
-        elif dp * cp > 1:
-            buffers += 2 * DEFAULT_BUCKET_BYTES
-        mem = Memory(stage, w, g, o, math.ceil(act), math.ceil(buffers))
-        if best is None or mem.total > best.total:
-            best = mem
-    assert best is not None
-    return best
+    stages = range(pp) if stage_layers else sorted({0, pp - 1})
+    where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
+                   microbatches=microbatches, schedule=schedule, chunks=chunks,
+                   data_parallel=data_parallel, recompute=recompute, stack=stack,
+                   split=stage_layers)
+    return max((_stage_memory(model, where, p) for p in stages), key=lambda m: m.total)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Where:
+    """:func:`peak_memory`'s configuration, handed to each stage's :func:`_stage_memory`."""
+
+    tp: int
+    cp: int
+    pp: int
+    dp: int
+    ep: int
+    micro_batch: int
+    microbatches: int
+    schedule: str
+    chunks: int
+    data_parallel: str
+    recompute: str
+    stack: Stack
+    split: tuple[int, ...]
+
+
+def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
+    """:func:`peak_memory`'s terms for one ``stage``: its layers' states (routed experts
+    sharded over the expert data-parallel ranks), the layers it holds in flight, the last
+    stage's logits, the buffers."""
+    tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
+    tokens = w.micro_batch * model.seq / cp
+    shards = w.dp * cp
+    weights, grads, optim = states(
+        stage_params(model, tp=tp, pp=pp, stage=stage, chunks=w.chunks, split=w.split),
+        w.data_parallel, shards, w.microbatches, stack.grad_bytes)
+    if model.moe is None:
+        per_layer = layer_activation_bytes(model, w.micro_batch, tp, cp, w.recompute, stack)
+    else:
+        per_layer = _mean_layer_bytes(model, w.micro_batch, tp, cp, w.ep, w.recompute, stack,
+                                      (pp, w.chunks, stage, w.split))
+        experts = states(stage_expert_params(model, tp=tp, pp=pp, ep=w.ep, stage=stage,
+                                             chunks=w.chunks, split=w.split),
+                         w.data_parallel, max(shards // w.ep, 1), w.microbatches,
+                         stack.grad_bytes)
+        weights, grads, optim = weights + experts[0], grads + experts[1], optim + experts[2]
+    if w.split:
+        held = held_layers(w.schedule, pp, w.microbatches, chunk_layers(w.split, w.chunks)[stage],
+                           stage)
+    else:
+        held = (stage_in_flight(w.schedule, pp, w.microbatches, w.chunks, stage)
+                * (model.layers // (pp * w.chunks)))
+    act = held * per_layer
+    if w.recompute == "full":
+        act += layer_activation_bytes(model, w.micro_batch, tp, cp, "none", stack)
+    if stage == pp - 1:
+        act += 4.0 * tokens * model.vocab / tp
+    buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
+    if w.data_parallel == "fsdp" and shards > 1:  # a layer's gradient being reduce-scattered
+        # the largest layer a rank holds: a dense one, or a MoE layer with its 1/ep of the
+        # experts
+        last = model.layers - 1
+        largest = max(model.layer_params,
+                      model.dense_params_at(last) + math.ceil(model.experts_at(last) / w.ep))
+        buffers += math.ceil(largest / tp) * WEIGHT_BYTES * stack.grad_bytes // WEIGHT_BYTES
+    elif shards > 1:
+        buffers += 2 * DEFAULT_BUCKET_BYTES
+    return Memory(stage, weights, grads, optim, math.ceil(act), math.ceil(buffers))
+
+
+@lru_cache(maxsize=4096)
+def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: int,
+                      recompute: str, stack: Stack,
+                      where: tuple[int, int, int, tuple[int, ...]]) -> float:
+    """The mean over the layers of a stage (``where``: pp, chunks, stage, split) of a layer's
+    activations: a MoE layer's MLP half replaced by the routed tokens'
+    (:func:`~commsim.plan.moe_layer.moe_activation_bytes`)."""
+    dense = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
+    if recompute == "full":
+        return dense
+    mlp = _mlp_bytes(model, micro_batch * model.seq / cp) / tp
+    moe = dense - mlp + moe_activation_bytes(model, tp=tp, cp=cp, ep=ep,
+                                             micro_batch=micro_batch, recompute=recompute)
+    share = moe_share(model, *where)
+    return share * moe + (1 - share) * dense
+
+
+@lru_cache(maxsize=4096)
+def moe_share(model: ModelSpec, pp: int, chunks: int, stage: int,
+              split: tuple[int, ...] = ()) -> float:
+    """The fraction of ``stage``'s layers (of ``split``; empty: equal stages) that are
+    mixtures of experts (0 for a stage of none)."""
+    ids = layer_ids(model.layers, pp, chunks, stage, split)
+    return sum(1 for i in ids if model.is_moe(i)) / len(ids) if ids else 0.0
 
 
 def held_layers(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
@@ -238,27 +338,3 @@ def _held_walk(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...
         held += chunks[op.chunk] if op.kind == FORWARD else -chunks[op.chunk]
         peak = max(peak, held)
     return peak
-
-
-def _stage_memory(model: ModelSpec, *, tp: int, cp: int, pp: int, dp: int, micro_batch: int,
-                  microbatches: int, schedule: str, chunks: int, data_parallel: str,
-                  recompute: str, stack: Stack, split: tuple[int, ...], stage: int) -> Memory:
-    """:func:`peak_memory`'s terms for one ``stage`` of a ``split``: its layers' states, the
-    layers it holds in flight, the last stage's logits, the buffers."""
-    per_layer = layer_activation_bytes(model, micro_batch, tp, cp, recompute, stack)
-    tokens = micro_batch * model.seq / cp
-    layer_weights = math.ceil(model.layer_params / tp) * WEIGHT_BYTES
-    params = stage_params(model, tp=tp, pp=pp, stage=stage, layers=split[stage])
-    w, g, o = states(params, data_parallel, dp * cp, microbatches, stack.grad_bytes)
-    sizes = chunk_layers(split, chunks)[stage]
-    act = held_layers(schedule, pp, microbatches, sizes, stage) * per_layer
-    if recompute == "full":
-        act += layer_activation_bytes(model, micro_batch, tp, cp, "none", stack)
-    if stage == pp - 1:
-        act += 4.0 * tokens * model.vocab / tp
-    buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
-    if data_parallel == "fsdp" and dp * cp > 1:
-        buffers += layer_weights * stack.grad_bytes // WEIGHT_BYTES
-    elif dp * cp > 1:
-        buffers += 2 * DEFAULT_BUCKET_BYTES
-    return Memory(stage, w, g, o, math.ceil(act), math.ceil(buffers))

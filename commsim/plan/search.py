@@ -1,7 +1,8 @@
 """The planner's search: every configuration of the axes, checked, sized, pruned and timed.
 
-1. **Enumerate** TP x CP x PP (DP is what remains of the GPUs) x micro-batch x schedule x
-   data parallelism x recompute. An axis the user lists is checked on its own first (a value
+1. **Enumerate** TP x CP x PP (DP is what remains of the GPUs) x EP (mixtures of experts:
+   every EP dividing the experts and DP) x micro-batch x schedule x data parallelism x
+   recompute. An axis the user lists is checked on its own first (a value
    that cannot divide what it splits is a one-line error); an omitted axis takes every value
    that divides (TP: the heads and the GPUs, CP: the sequence, PP: the layers; micro-batch:
    the per-replica batch; interleaved: every ``V > 1`` dividing the stage's layers). With one
@@ -22,27 +23,29 @@ slowest rank's pace (:func:`~commsim.plan.costs.stage_factors`), in the bound as
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from commsim.errors import SpecError
 from commsim.network import Network
-from commsim.plan.compute import (
-    RECOMPUTE,
-    LayerTimes,
-    hardware_flops_per_token,
-    layer_times,
-    model_flops_per_token,
+from commsim.plan.bounds import (
+    comm_bound,
+    layer_costs,
+    moe_costs,
+    slow_bound,
+    split_bound,
+    step_bound,
 )
+from commsim.plan.compute import RECOMPUTE, hardware_flops_per_token, model_flops_per_token
 from commsim.plan.config import PlanConfig
 from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
-from commsim.plan.memory import DATA_PARALLEL, Memory, layer_activation_bytes, peak_memory
+from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory
 from commsim.plan.models import ModelSpec
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
@@ -72,6 +75,7 @@ class SearchSpace:
     schedule: tuple[tuple[str, int | None], ...] | None = None  #: (name, V or None: search)
     data_parallel: tuple[str, ...] = DATA_PARALLEL
     recompute: tuple[str, ...] = RECOMPUTE
+    ep: tuple[int, ...] | None = None
     #: layers per stage, first stage first (None: equal stages where pp divides the layers,
     #: else the split :func:`~commsim.replay.stages.search_split` finds)
     stage_layers: tuple[int, ...] | None = None
@@ -142,6 +146,27 @@ def _check_space(model: ModelSpec, gpus: int, space: SearchSpace) -> None:
     for mb in space.micro_batch or ():
         if mb < 1:
             raise SpecError(f"--micro-batch {mb}: must be >= 1")
+    for ep in space.ep or ():
+        if model.moe is None and ep != 1:
+            raise SpecError(f"--ep {ep}: {model.name} has no experts (only --ep 1)")
+    if model.moe is not None:
+        _check_axis("ep", space.ep, model.moe.experts, "the model's experts")
+        _check_axis("ep", space.ep, gpus, "the GPUs")
+
+
+def _eps(model: ModelSpec, dp: int, space: SearchSpace, axes: dict[str, Any],
+         rejected: list[Rejected]) -> list[int]:
+    """The EP sizes of a layout: those asked for (rejected where they do not divide dp), or
+    every divisor of the experts that divides dp."""
+    if model.moe is None:
+        return [1]
+    if space.ep is None:
+        return [e for e in divisors(model.moe.experts) if dp % e == 0]
+    for e in space.ep:
+        if dp % e:
+            rejected.append(Rejected({**axes, "ep": e}, f"ep {e} does not divide dp ({dp}): "
+                                     "the expert-parallel ranks are data-parallel ranks"))
+    return [e for e in space.ep if dp % e == 0]
 
 
 def _layouts(model: ModelSpec, gpus: int, space: SearchSpace,
@@ -263,32 +288,23 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                                                 f"the global batch ({global_batch})"))
                 continue
             k = global_batch // (mb * dp)
+            eps = _eps(model, dp, space, {**axes, "micro_batch": mb}, result.rejected)
             splits = {rc: _split(model, device, space, stack, tp, cp, pp, mb, rc)
                       for rc in space.recompute}
             uneven = sorted({sp for sp in splits.values() if sp})
             for name, v in _schedules(model, pp, k, space, {**axes, "micro_batch": mb},
                                       result.rejected, uneven):
-                for dpm in space.data_parallel:
-                    for rc in space.recompute:
-                        cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb,
-                                         schedule=name, chunks=v, data_parallel=dpm,
-                                         recompute=rc, stage_layers=splits[rc])
-                        why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
-                        if why:
-                            result.rejected.append(Rejected(cfg.axes(), why))
-                        else:
-                            out.append(_candidate(model, device, cfg, k, stack, per_stage))
+                for dpm, rc, ep in itertools.product(space.data_parallel, space.recompute, eps):
+                    cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, schedule=name,
+                                     chunks=v, data_parallel=dpm, recompute=rc, ep=ep,
+                                     stage_layers=splits[rc])
+                    why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
+                    if why:
+                        result.rejected.append(Rejected(cfg.axes(), why))
+                    else:
+                        out.append(_candidate(model, device, cfg, k, stack, per_stage))
     result.considered = len(out) + len(result.rejected)
     return out
-
-
-@lru_cache(maxsize=4096)
-def layer_costs(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, mb: int,
-                recompute: str, stack: Stack = DEFAULT) -> LayerTimes:
-    """The compute of one layer (:func:`~commsim.plan.compute.layer_times`), memoised."""
-    ew = layer_activation_bytes(model, mb, tp, cp, "selective", stack)
-    return layer_times(model, device, tp=tp, cp=cp, micro_batch=mb, recompute=recompute,
-                       elementwise_bytes=ew, stack=stack)
 
 
 def _layout_factors(factors: np.ndarray, tpcp: int, pp: int, dp: int) -> tuple[float, ...]:
@@ -303,86 +319,15 @@ def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
                       micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
-                      recompute=cfg.recompute, stack=stack, stage_layers=cfg.stage_layers)
+                      recompute=cfg.recompute, stack=stack, ep=cfg.ep,
+                      stage_layers=cfg.stage_layers)
     if cfg.stage_layers:
-        stages = _bound_split(model, device, cfg, k, stack, per_stage or (1.0,) * cfg.pp)
+        stages = split_bound(model, device, cfg, k, stack, per_stage or (1.0,) * cfg.pp)
         return _Candidate(cfg, k, mem, max(stages), per_stage or (), stages)
     if per_stage is None:
-        return _Candidate(cfg, k, mem, _bound(model, device, cfg, k, stack))
-    stages = _bound_slow(model, device, cfg, k, stack, per_stage)
+        return _Candidate(cfg, k, mem, step_bound(model, device, cfg, k, stack))
+    stages = slow_bound(model, device, cfg, k, stack, per_stage)
     return _Candidate(cfg, k, mem, max(stages), per_stage, stages)
-
-
-def _bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
-           stack: Stack) -> float:
-    """A lower bound on the step: the last stage's compute (all its ops, one at a time),
-    after the first micro-batch's forward has crossed the ``pp - 1`` stages before it, and
-    before the last micro-batch's backward crosses them back (compute only)."""
-    t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
-    per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd = per_chunk * (t.attn_fwd + t.mlp_fwd)
-    bwd = per_chunk * (t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute)
-    last = k * (cfg.chunks * (fwd + bwd) + t.logits_fwd + t.logits_bwd)
-    return last + (cfg.pp - 1) * (fwd + bwd)
-
-
-def _bound_slow(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, stack: Stack,
-                factors: tuple[float, ...]) -> tuple[float, ...]:
-    """:func:`_bound` with each stage's compute ``factors``, for every stage: its compute at
-    its factor, after and before the crossing of the stages before it."""
-    t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
-    per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd = per_chunk * (t.attn_fwd + t.mlp_fwd)
-    bwd = per_chunk * (t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute)
-    out: list[float] = []
-    crossed = 0.0
-    for stage, f in enumerate(factors):
-        own = f * k * (cfg.chunks * (fwd + bwd)
-                       + (t.logits_fwd + t.logits_bwd if stage == cfg.pp - 1 else 0.0))
-        out.append(own + crossed)
-        crossed += f * (fwd + bwd)
-    return tuple(out)
-
-
-def _bound_split(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, stack: Stack,
-                 factors: tuple[float, ...]) -> tuple[float, ...]:
-    """:func:`_bound_slow` for stages of different layers (``cfg.stage_layers``): each stage's
-    compute at its factor, after the first micro-batch's forward through the first model
-    chunk of every stage before it, and before the last one's backward back through them."""
-    t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
-    layer = (t.attn_fwd + t.mlp_fwd + t.attn_bwd + t.mlp_bwd + t.attn_recompute
-             + t.mlp_recompute)
-    sizes = chunk_layers(cfg.stage_layers, cfg.chunks)
-    out: list[float] = []
-    crossed = 0.0
-    for stage, f in enumerate(factors):
-        own = f * k * (sum(sizes[stage]) * layer
-                       + (t.logits_fwd + t.logits_bwd if stage == cfg.pp - 1 else 0.0))
-        out.append(own + crossed)
-        crossed += f * sizes[stage][0] * layer
-    return tuple(out)
-
-
-def _comm_bound(model: ModelSpec, c: _Candidate, timer: CollectiveTimer,
-                stage: int | None = None) -> float:
-    """The last stage's (or ``stage``'s) TP and CP collectives, which its layers wait for
-    (all but the last all-reduce of each op, which the next op's first compute may overlap):
-    those of shapes already timed (0 for the others, so the bound costs no simulation)."""
-    cfg = c.config
-    p = cfg.pp - 1 if stage is None else stage
-    tokens = cfg.micro_batch * model.seq // cfg.cp
-    ar = timer.known("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
-    kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
-    cp_bytes = 2 * cfg.micro_batch * model.seq * kv * 2
-    cg = timer.known("all_gather", cfg.cp_group(p, 0), cp_bytes)
-    rs = timer.known("reduce_scatter", cfg.cp_group(p, 0), cp_bytes)
-    per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd = cg + 2 * ar
-    bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
-    if cfg.stage_layers:  # every op of n > 0 layers: all but its last all-reduce
-        sizes = chunk_layers(cfg.stage_layers, cfg.chunks)[p]
-        return c.microbatches * sum(n * (fwd + bwd) - 2 * ar for n in sizes if n)
-    return c.microbatches * cfg.chunks * (per_chunk * (fwd + bwd) - 2 * ar)
 
 
 def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: CollectiveTimer,
@@ -390,7 +335,8 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
     cfg = c.config
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches, stack=stack,
-                                       device=device, compute_factor=c.factors))
+                                       device=device, compute_factor=c.factors,
+                                       moe=moe_costs(model, device, cfg)))
     tokens_per_s = global_batch * model.seq / est.step_time_s
     mflops = model_flops_per_token(model) * tokens_per_s / cfg.world
     hflops = hardware_flops_per_token(model, cfg.recompute) * tokens_per_s / cfg.world
@@ -411,6 +357,8 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
         "memory": c.memory.as_dict(),
         "fits": fits,
     }
+    if model.moe is not None:  # the busiest expert-parallel rank's tokens over the even share
+        record["expert_load"] = model.moe.load(cfg.ep)
     return Evaluated(cfg, c.microbatches, c.memory, fits, record)
 
 
@@ -476,9 +424,9 @@ def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
             bound, what = c.bound_s, "compute alone"
             if bound <= -best[0]:
                 what = "compute and TP/CP traffic"
-                bound = (max(b + _comm_bound(model, c, timer, p)
+                bound = (max(b + comm_bound(model, c.config, c.microbatches, timer, p)
                              for p, b in enumerate(c.stage_bounds)) if c.stage_bounds
-                         else bound + _comm_bound(model, c, timer))
+                         else bound + comm_bound(model, c.config, c.microbatches, timer))
             if bound > -best[0]:
                 result.rejected.append(Rejected(
                     c.config.axes(), f"pruned: its {what} ({bound:.4g} s) exceeds the "
@@ -501,4 +449,5 @@ def retime(model: ModelSpec, device: DeviceSpec, e: Evaluated, timer: Collective
     cfg = e.config
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     return estimate_step(pipeline_costs(cfg, model, times, timer, e.microbatches, stack=stack,
-                                        device=device)).step_time_s
+                                        device=device,
+                                        moe=moe_costs(model, device, cfg))).step_time_s

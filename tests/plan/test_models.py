@@ -20,6 +20,42 @@ def test_catalogue_parameter_counts(name, billions):
     assert CATALOGUE[name].source
 
 
+# Published totals and active counts (billions). Active counts include the embedding and the
+# output layer, except gpt-oss's model card, which counts the output layer only.
+MOE_COUNTS = [("mixtral-8x7b", 46.7, 12.9), ("mixtral-8x22b", 141, 39),
+              ("deepseek-v3", 671, 37), ("qwen3-30b-a3b", 30.5, 3.3),
+              ("qwen3-235b-a22b", 235, 22), ("gpt-oss-120b", 116.83, 5.13)]
+
+
+@pytest.mark.parametrize("name,total,active", MOE_COUNTS)
+def test_moe_catalogue_counts(name, total, active):
+    """The MoE catalogue's shapes give the published total and active parameter counts
+    within 2% (the sources' own rounding; biases and norms neglected)."""
+    m = CATALOGUE[name]
+    got = m.active_params - (m.embedding_params if name == "gpt-oss-120b" else 0)
+    assert m.params / 1e9 == pytest.approx(total, rel=0.02)
+    assert got / 1e9 == pytest.approx(active, rel=0.02)
+    assert m.moe is not None and m.source
+
+
+def test_moe_model_file(tmp_path):
+    """A model file's moe: and mla: blocks are read with their defaults; a dense model's
+    counts are unchanged by them (active = total)."""
+    path = tmp_path / "m.yaml"
+    path.write_text("model: {layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 100, "
+                    "mlp: swiglu, head_dim: 64, moe: {experts: 8, top_k: 2, "
+                    "expert_ffn_hidden: 128, dense_layers: 1, skew: 0.5}, mla: {q_lora_rank: 0, "
+                    "kv_lora_rank: 32, qk_nope_head_dim: 16, qk_rope_head_dim: 8, "
+                    "v_head_dim: 16}}\n")
+    m = load_model(str(path))
+    assert m.moe.capacity_factor is None and m.moe.shared_experts == 0 and m.moe.skew == 0.5
+    assert [m.is_moe(i) for i in range(4)] == [False, True, True, True]
+    expert = 3 * 256 * 128
+    assert m.params - m.active_params == 3 * (8 - 2) * expert
+    dense = load_model("llama2-7b")
+    assert dense.active_params == dense.params
+
+
 def test_model_file_keys(tmp_path):
     """A model file may hold a hybrid workload's model: keys, optional GQA and SwiGLU."""
     path = tmp_path / "m.yaml"
@@ -31,7 +67,19 @@ def test_model_file_keys(tmp_path):
 
 @pytest.mark.parametrize("text,needle", [
     ("{layers: 4, hidden: 256, heads: 8, seq: 128}", "vocab"),
-    ("{layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 10, moe: {experts: 8}}", "moe"),
+    ("{layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 10, moe: {experts: 8}}", "top_k"),
+    ("{layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 10, moe: {experts: 8, top_k: 2, "
+     "expert_ffn_hidden: 64, topk: 2}}", "moe.topk: unknown key"),
+    ("{layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 10, moe: {experts: 8, top_k: 9, "
+     "expert_ffn_hidden: 64}}", "moe.top_k: 9"),
+    ("{layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 10, moe: {experts: 8, top_k: 2, "
+     "expert_ffn_hidden: 64, skew: -1}}", "moe.skew"),
+    ("{layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 10, moe: {experts: 8, top_k: 2, "
+     "expert_ffn_hidden: 64, capacity_factor: 0}}", "moe.capacity_factor"),
+    ("{layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 10, moe: {experts: 8, top_k: 2, "
+     "expert_ffn_hidden: 64, dense_layers: 4}}", "dense_layers"),
+    ("{layers: 4, hidden: 256, heads: 8, seq: 128, vocab: 10, mla: {kv_lora_rank: 8}}",
+     "mla.q_lora_rank: missing"),
     ("{layers: 4, hidden: 256, heads: 7, seq: 128, vocab: 10}", "heads"),
     ("{layers: 0, hidden: 256, heads: 8, seq: 128, vocab: 10}", "layers"),
     ("[1, 2]", "mapping"),

@@ -1,0 +1,137 @@
+"""A mixture-of-experts layer's MLP half on one rank: its compute from the GEMMs' real shapes,
+the bytes of its all-to-alls and TP collectives, and the activations it keeps.
+
+The layout is Megatron-Core's (``--expert-model-parallel-size``, the alltoall token
+dispatcher, ``--moe-grouped-gemm``) with its default expert tensor parallelism, the attention's
+(``expert_tensor_parallel_size = tensor_model_parallel_size``): the ``E`` experts of a layer
+are spread over the ``EP`` ranks of an expert-parallel group (``E/EP`` each, every expert's
+matrices split ``t`` ways like the dense MLP's), the group taken from the data-parallel ranks
+(:meth:`commsim.plan.config.PlanConfig.ep_group`). Per micro-batch a TP rank holds ``T/t``
+tokens (``T = b s / c``, sequence parallel), and per MoE layer it:
+
+1. runs the router (a ``T/t x h`` by ``h x E`` GEMM) and permutes its ``k T/t`` routed copies
+   (read and written once at HBM bandwidth);
+2. **dispatches** them by an all-to-all over the EP group: each rank's send buffer is
+   ``k (T/t) h`` bf16 values, times the busiest rank's load ``L``
+   (:meth:`~commsim.plan.experts.MoESpec.load`): the all-to-all is timed as an even one in
+   which every rank receives what the busiest receives (an upper bound on the uneven
+   all-to-allv, and its time wherever the busiest rank's receive sets it);
+3. all-gathers the received tokens over the TP group, runs its local experts as a grouped
+   GEMM (the hottest expert's ``(1 + skew) n`` tokens, the ``E/EP - 1`` others' ``n`` each,
+   ``n = k T EP / E`` their even share, times the shares of
+   :meth:`~commsim.plan.experts.MoESpec.shares`), each expert an MLP of the model's kind
+   split ``t`` ways, and reduce-scatters the outputs: the TP traffic of the routed tokens,
+   timed as one all-reduce of their ``k L T h`` bf16 values (as the dense halves' all-gather
+   and reduce-scatter are); the shared experts are a dense MLP of ``shared x f_e`` on the
+   ``T`` tokens, whose TP traffic (``T h``) joins it;
+4. **combines** the outputs by a second all-to-all of the same size, and un-permutes them.
+
+The backward runs the two all-to-alls again in reverse (4 per layer and micro-batch; 6 with
+full recompute), the GEMMs' input and weight gradients, and twice the element-wise work. The
+step waits for the busiest rank (its load ``L``) in every layer. Nothing of the dispatch
+and combine overlaps compute (Megatron-Core's default; its ``--overlap-moe-expert-parallel-comm``
+and DeepSeek's DualPipe hide them, which this model does not assume).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from commsim.plan.compute import BF16, _fwd_bwd, gemm_time
+from commsim.plan.device import DeviceSpec
+from commsim.plan.models import ModelSpec
+
+
+@dataclass(frozen=True, slots=True)
+class MoETimes:
+    """Seconds per micro-batch of one MoE layer's MLP half on the busiest rank."""
+
+    pre_fwd: float  #: router and permute, before the dispatch
+    experts_fwd: float  #: grouped expert GEMMs, shared experts, activation, un-permute
+    pre_bwd: float
+    experts_bwd: float
+    load: float  #: the busiest rank's tokens over the even share
+
+
+def tokens(model: ModelSpec, micro_batch: int, cp: int) -> int:
+    """``T``: the tokens of a micro-batch on one CP rank (a TP group's)."""
+    return micro_batch * model.seq // cp
+
+
+def dispatch_bytes(model: ModelSpec, *, tp: int, cp: int, ep: int, micro_batch: int) -> int:
+    """One all-to-all's size (each rank's send buffer, as nccl-tests counts it):
+    ``L k (T/t) h`` bf16 values."""
+    assert model.moe is not None
+    routed = model.moe.top_k * tokens(model, micro_batch, cp) / tp
+    return int(model.moe.load(ep) * routed * model.hidden * BF16)
+
+
+def moe_tp_bytes(model: ModelSpec, *, cp: int, ep: int, micro_batch: int) -> int:
+    """Bytes of the MoE half's TP collective: the routed tokens' ``k L T h`` values, and the
+    shared experts' ``T h`` when there are any."""
+    assert model.moe is not None
+    t = tokens(model, micro_batch, cp)
+    shared = t if model.moe.shared_experts else 0
+    return int((model.moe.top_k * model.moe.load(ep) * t + shared) * model.hidden * BF16)
+
+
+@lru_cache(maxsize=4096)
+def moe_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int, ep: int,
+              micro_batch: int) -> MoETimes:
+    """The :class:`MoETimes` of ``model`` (see the module docstring)."""
+    moe = model.moe
+    assert moe is not None
+    h, t = model.hidden, tp
+    n_tok = tokens(model, micro_batch, cp)
+    local = n_tok // t  # sequence parallel
+    router = _fwd_bwd(device, local, moe.experts, h)
+    permute = 2.0 * moe.top_k * local * h * BF16 / device.hbm_Bps  # read and write once
+    ups = 2 if model.mlp == "swiglu" else 1
+    fe = moe.expert_ffn_hidden // t
+    even = moe.top_k * n_tok * ep / moe.experts  # tokens per local expert, even routing
+    hot, other = moe.shares(ep)
+    per = moe.experts // ep
+    fwd = bwd = 0.0
+    for n, count in ((round(even * hot), 1), (round(even * other), per - 1)):
+        if count and n:
+            fwd += gemm_time(device, n, ups * fe, h, count) + gemm_time(device, n, h, fe, count)
+            bwd += (gemm_time(device, n, h, ups * fe, count)
+                    + gemm_time(device, h, ups * fe, n, count)
+                    + gemm_time(device, n, fe, h, count) + gemm_time(device, fe, h, n, count))
+    routed = moe.load(ep) * moe.top_k * n_tok
+    # the activation function reads (ups) and writes one f_e/t row per routed token
+    act = routed * (ups + 1) * fe * BF16 / device.hbm_Bps
+    shared = (0.0, 0.0)
+    if moe.shared_experts:
+        fs = moe.shared_experts * moe.expert_ffn_hidden // t
+        up, down = _fwd_bwd(device, n_tok, ups * fs, h), _fwd_bwd(device, n_tok, h, fs)
+        shared = (up[0] + down[0], up[1] + down[1])
+    return MoETimes(
+        pre_fwd=router[0] + permute,
+        experts_fwd=fwd + act + shared[0] + permute * moe.load(ep),
+        pre_bwd=router[1] + permute,
+        experts_bwd=bwd + 2 * act + shared[1] + permute * moe.load(ep),
+        load=moe.load(ep),
+    )
+
+
+@lru_cache(maxsize=4096)
+def moe_activation_bytes(model: ModelSpec, *, tp: int, cp: int, ep: int, micro_batch: int,
+                         recompute: str) -> float:
+    """Bytes a MoE layer's MLP half keeps for its backward on the busiest rank, in place of
+    the dense MLP's: the router's fp32 logits (``4 E T/t``), each routed
+    token's gathered input (``2 h``) and SwiGLU's (GeLU's) ``6 f_e/t`` (``4 f_e/t``) of the
+    expert MLP, times ``k L T``, and the shared experts' as a dense MLP (``6 T f_s / t``).
+    Full recompute keeps only the layer's input (counted by the caller)."""
+    moe = model.moe
+    assert moe is not None
+    if recompute == "full":
+        return 0.0
+    n_tok = tokens(model, micro_batch, cp)
+    per_f = 6 if model.mlp == "swiglu" else 4
+    routed = moe.top_k * moe.load(ep) * n_tok * (2 * model.hidden
+                                                 + per_f * moe.expert_ffn_hidden / tp)
+    shared = per_f * n_tok * moe.shared_experts * moe.expert_ffn_hidden / tp
+    base = 3 * n_tok * model.hidden / tp  # the half's input and dropout mask
+    return base + 4.0 * moe.experts * n_tok / tp + routed + shared
