@@ -1,4 +1,4 @@
-"""The five collectives, their names, and how nccl-tests counts their sizes and bus bandwidth."""
+"""The six collectives, their names, and how nccl-tests counts their sizes and bus bandwidth."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ class Collective(StrEnum):
     ALL_GATHER = "all_gather"
     REDUCE_SCATTER = "reduce_scatter"
     ALL_REDUCE = "all_reduce"
+    ALL_TO_ALL = "all_to_all"
 
     @property
     def rooted(self) -> bool:
@@ -27,7 +28,7 @@ class Collective(StrEnum):
             raise SpecError(f"ranks must be >= 1, got {ranks}")
         if self is Collective.ALL_REDUCE:
             return 2 * (ranks - 1) / ranks
-        if self in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        if self in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
             return (ranks - 1) / ranks
         return 1.0
 
@@ -36,6 +37,7 @@ _ALIASES = {
     "allreduce": Collective.ALL_REDUCE,
     "allgather": Collective.ALL_GATHER,
     "reducescatter": Collective.REDUCE_SCATTER,
+    "alltoall": Collective.ALL_TO_ALL,
     "bcast": Collective.BROADCAST,
 }
 
@@ -53,6 +55,11 @@ def parse_collective(name: object) -> Collective:
             return _ALIASES[compact]
         known = ", ".join(c.value for c in Collective)
         raise SpecError(f"unknown collective {name!r} (known: {known})") from None
+
+
+#: The five collectives that reduce or replicate one buffer (every one but all-to-all, which
+#: exchanges a block between every pair of ranks): what the ring family and gloo run.
+BUFFER_COLLECTIVES = tuple(c for c in Collective if c is not Collective.ALL_TO_ALL)
 
 
 def segment(rank: int, ranks: int, nbytes: int) -> tuple[int, int]:

@@ -86,7 +86,12 @@ NCCL_ALGORITHMS: dict[Collective, tuple[str, ...]] = {
     Collective.ALL_GATHER: ("ring",),
     Collective.REDUCE_SCATTER: ("ring",),
     Collective.ALL_REDUCE: ("ring", "double_binary_tree", PIPELINED, "nvls", "collnet"),
+    Collective.ALL_TO_ALL: ("pxn", "all_pairs"),
 }
+
+#: NCCL runs a point-to-point operation (all-to-all is grouped ncclSend/ncclRecv) with LL up to
+#: this many bytes per peer, Simple beyond: NCCL_P2P_LL_THRESHOLD's default (NCCL env docs).
+P2P_LL_THRESHOLD = 16384
 
 
 #: NVLS and CollNet run Simple only (tuning.cc).
@@ -139,6 +144,13 @@ def base_latency_s(algorithm: str, protocol: str, version: str = DEFAULT_VERSION
         return table.hop_us["net"]["collnet"]["Simple"] * 1e-6
     row = table.base_us[family]
     return row.get(protocol, row["Simple"]) * 1e-6
+
+
+def p2p_block(call: Call) -> int:
+    """The largest block one rank sends one peer in an all-to-all ``call``."""
+    if call.counts is not None:
+        return max(call.counts, default=0)
+    return -(-call.nbytes // max(call.ranks, 1))
 
 
 def _hosts(network: Network, ranks: int) -> list[list[int]]:
@@ -352,7 +364,11 @@ class NcclModel:
         key = ("candidates", call.collective, call.ranks, call.host_switches, call.fabric_switch)
         if key not in self._memo:
             self._memo[key] = self._candidates(call)
-        return list(self._memo[key])  # type: ignore[call-overload]
+        out = list(self._memo[key])  # type: ignore[call-overload]
+        if call.collective is Collective.ALL_TO_ALL:
+            protocol = "LL" if p2p_block(call) <= P2P_LL_THRESHOLD else "Simple"
+            out = [x for x in out if x[1] == protocol]
+        return out
 
     def _candidates(self, call: Call) -> list[tuple[str, str]]:
         ranks = call.ranks
@@ -361,6 +377,11 @@ class NcclModel:
             (self.network.device_hosts()[self.network.rank_device_array()[:ranks]] >= 0).all())
         even = len({len(g) for g in groups}) == 1
         out: list[tuple[str, str]] = []
+        if call.collective is Collective.ALL_TO_ALL:
+            # grouped send/receive: through PXN's rail relays across hosts of alike GPUs
+            # (NCCL 2.12+ default), else every pair directly
+            name = "pxn" if multi and even and max(map(len, groups)) > 1 else "all_pairs"
+            return [(name, "LL"), (name, "Simple")]
         for name in NCCL_ALGORITHMS[call.collective]:
             if name == PIPELINED and not (multi and even):
                 continue
@@ -453,8 +474,9 @@ class NcclModel:
                 and call.collective is Collective.ALL_REDUCE:
             latency = ring_plateau(self.config.version, self.config.arch, call.nbytes,
                                    call.ranks, self.config.channels)
-        net = self.network_for(call.ranks, name, proto.name, call.nbytes, call.collective,
-                               latency)
+        # point-to-point (all-to-all) spreads over every channel: no collective's ramp
+        ramp = None if call.collective is Collective.ALL_TO_ALL else call.nbytes
+        net = self.network_for(call.ranks, name, proto.name, ramp, call.collective, latency)
         order = self.ring_order(call.ranks) if name == "ring" else tuple(range(call.ranks))
         if order == tuple(range(call.ranks)):
             return evaluate(call, net, name, engine, records)

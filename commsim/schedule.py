@@ -61,7 +61,9 @@ class Columns:
     :class:`Transfer`'s fields; the dependencies are CSR: transfer ``i`` waits for
     ``dep_idx[dep_ptr[i]:dep_ptr[i + 1]]``, sorted, each an earlier transfer. ``level``, when a
     builder knows it, is a step index per transfer larger than every dependency's (the
-    evaluators then skip computing one).
+    evaluators then skip computing one). ``origin``, where given (all-to-all schedules that
+    relay), is the rank whose send buffer each transfer's bytes come from: ``offset`` indexes
+    that rank's buffer; None means every transfer sends its own ``src``'s bytes.
 
     >>> cols = Columns.from_transfers([Transfer(0, 1, 0, 8, OpKind.COPY),
     ...                                Transfer(1, 2, 0, 8, OpKind.REDUCE, (0,))])
@@ -78,6 +80,7 @@ class Columns:
     dep_ptr: np.ndarray
     dep_idx: np.ndarray
     level: np.ndarray | None = None
+    origin: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.src)
@@ -209,6 +212,9 @@ class Schedule:
     #: A tuple, or a :class:`TransferView` of :attr:`columns` for a schedule built as columns.
     transfers: Sequence[Transfer]
     endpoints: int = 0
+    #: All-to-allv: the bytes rank ``s`` sends rank ``j`` at ``counts[s * ranks + j]`` (each
+    #: rank's blocks back to back in its send buffer); None: nccl-tests' even all-to-all.
+    counts: tuple[int, ...] | None = None
     _columns: list[Columns] = field(default_factory=list, compare=False, repr=False)
 
     def __len__(self) -> int:
@@ -225,10 +231,11 @@ class Schedule:
 
     @staticmethod
     def of_columns(collective: Collective, algorithm: str, ranks: int, nbytes: int, root: int,
-                   chunks: int, columns: Columns, endpoints: int = 0) -> Schedule:
+                   chunks: int, columns: Columns, endpoints: int = 0,
+                   counts: tuple[int, ...] | None = None) -> Schedule:
         """A schedule whose transfers are ``columns``."""
         return Schedule(collective, algorithm, ranks, nbytes, root, chunks,
-                        TransferView(columns), endpoints)
+                        TransferView(columns), endpoints, counts)
 
 
 @dataclass(slots=True)

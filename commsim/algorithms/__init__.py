@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 from commsim.algorithms import (
+    alltoall,
     bidirectional,
     double_binary_tree,
     gloo,
@@ -23,7 +24,7 @@ from commsim.algorithms import (
     tree,
 )
 from commsim.algorithms.base import Algorithm, Call
-from commsim.collectives import Collective
+from commsim.collectives import BUFFER_COLLECTIVES, Collective
 from commsim.errors import ScheduleError, SpecError
 from commsim.gcpause import paused_gc
 from commsim.schedule import Schedule
@@ -37,12 +38,16 @@ __all__ = [
     "get_algorithm",
 ]
 
+_TORUS = alltoall.or_axes(torus.NAME, torus.build, torus.default_chunks)
+_HIERARCHICAL = alltoall.or_axes(hierarchical.NAME, hierarchical.build,
+                                 hierarchical.default_chunks)
+
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
         Algorithm(
             name=ring.NAME,
-            collectives=frozenset(Collective),
+            collectives=frozenset(BUFFER_COLLECTIVES),
             build=ring.build,
             default_chunks=ring.default_chunks,
             nccl_family="ring",
@@ -79,7 +84,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         ),
         Algorithm(
             name=bidirectional.NAME,
-            collectives=frozenset(Collective),
+            collectives=frozenset(BUFFER_COLLECTIVES),
             build=bidirectional.build,
             default_chunks=bidirectional.default_chunks,
             summary="half of every block clockwise, half counter-clockwise, both rings at once; "
@@ -87,21 +92,23 @@ ALGORITHMS: dict[str, Algorithm] = {
         ),
         Algorithm(
             name=torus.NAME,
-            collectives=torus.COLLECTIVES,
-            build=torus.build,
-            default_chunks=torus.default_chunks,
+            collectives=torus.COLLECTIVES | alltoall.COLLECTIVES,
+            build=_TORUS[0],
+            default_chunks=_TORUS[1],
             needs_torus=True,
             summary="a bidirectional ring along each torus axis in turn (reduce-scatter axis 0 "
-            "first, all-gather last axis first), as TPU pods run them",
+            "first, all-gather last axis first), as TPU pods run them; all-to-all: one phase "
+            "along each axis",
         ),
         Algorithm(
             name=hierarchical.NAME,
-            collectives=frozenset({Collective.ALL_REDUCE}),
-            build=hierarchical.build,
-            default_chunks=hierarchical.default_chunks,
+            collectives=frozenset({Collective.ALL_REDUCE}) | alltoall.COLLECTIVES,
+            build=_HIERARCHICAL[0],
+            default_chunks=_HIERARCHICAL[1],
             needs_hosts=True,
+            check=alltoall.check_grid,
             summary="intra-host ring reduce-scatter, inter-host rail all-reduce, intra-host "
-            "ring all-gather",
+            "ring all-gather; all-to-all: along the rails, then inside each host",
         ),
         Algorithm(
             name=hierarchical.RABENSEIFNER,
@@ -131,6 +138,39 @@ ALGORITHMS: dict[str, Algorithm] = {
             nccl_family="collnet",
             summary="NCCL CollNet over SHARP: intra-host ring reduce-scatter, rails reduced "
             "inside the fabric switch, intra-host ring all-gather",
+        ),
+        Algorithm(
+            name=alltoall.PAIRWISE,
+            collectives=alltoall.COLLECTIVES,
+            build=alltoall.build_pairwise,
+            default_chunks=alltoall.default_chunks,
+            summary="p - 1 rounds of one exchange per rank (XOR pairs for a power of two, "
+            "else r -> r + k)",
+        ),
+        Algorithm(
+            name=alltoall.BRUCK,
+            collectives=alltoall.COLLECTIVES,
+            build=alltoall.build_bruck,
+            default_chunks=alltoall.default_chunks,
+            summary="Bruck: ceil(log2 p) rounds, each about half the buffer to rank + 2^k "
+            "(small messages)",
+        ),
+        Algorithm(
+            name=alltoall.ALL_PAIRS,
+            collectives=alltoall.COLLECTIVES,
+            build=alltoall.build_all_pairs,
+            default_chunks=alltoall.default_chunks,
+            summary="every pair at once (NCCL's grouped send/receive without PXN)",
+        ),
+        Algorithm(
+            name=alltoall.PXN,
+            collectives=alltoall.COLLECTIVES,
+            build=alltoall.build_pxn,
+            default_chunks=alltoall.pxn_chunks,
+            needs_hosts=True,
+            check=alltoall.check_pxn,
+            summary="NCCL's PXN: every pair at once, across hosts through the sender host's "
+            "GPU on the destination's rail (NVLink, then rail-aligned)",
         ),
         Algorithm(
             name=gloo.NAME,

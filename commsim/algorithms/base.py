@@ -39,6 +39,9 @@ class Call:
     #: The torus dimensions the ranks form, row-major (last dimension fastest), when the
     #: call runs on a ``kind: torus`` network (or a prefix of it that is a whole sub-torus).
     torus_dims: tuple[int, ...] | None = None
+    #: All-to-allv: bytes rank ``s`` sends rank ``j`` at ``counts[s * ranks + j]`` (None: the
+    #: even all-to-all of ``nbytes``); ``nbytes`` is then the largest rank's send buffer.
+    counts: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.ranks < 1:
@@ -61,6 +64,22 @@ class Call:
             min(self.torus_dims, default=0) < 1 or math.prod(self.torus_dims) != self.ranks
         ):
             raise SpecError(f"torus dims {self.torus_dims} do not hold {self.ranks} ranks")
+        if self.counts is not None:
+            self._check_counts(self.counts)
+
+    def _check_counts(self, counts: tuple[int, ...]) -> None:
+        p = self.ranks
+        if self.collective is not Collective.ALL_TO_ALL:
+            raise SpecError(f"per-pair sizes are for all_to_all, not {self.collective.value}")
+        if len(counts) != p * p:
+            raise SpecError(f"an all-to-allv matrix for {p} ranks has {p * p} entries, "
+                            f"got {len(counts)}")
+        if min(counts) < 0:
+            raise SpecError(f"all-to-allv sizes must not be negative, got {min(counts)}")
+        largest = max(sum(counts[s * p:(s + 1) * p]) for s in range(p))
+        if largest != self.nbytes:
+            raise SpecError(f"an all-to-allv call's size is its largest send buffer, {largest} "
+                            f"bytes, not {self.nbytes}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +114,9 @@ class Algorithm:
     #: ``"tree"``, ``"nvls"``, ``"collnet"``: the keys of :data:`commsim.nccl.BASE_LATENCY_US`);
     #: None where NCCL runs no such algorithm.
     nccl_family: str | None = None
+    #: A further condition on the call (ScheduleError when it cannot run it), e.g. the same
+    #: ranks on every host, in host order.
+    check: Callable[[Call], None] | None = None
 
     def check_supports(self, call: Call) -> None:
         """Raise ScheduleError when this algorithm cannot run ``call``."""
@@ -130,6 +152,8 @@ class Algorithm:
                     f"algorithm {self.name!r} needs at least 2 ranks per host (a node switch "
                     "reduces among its own host's ranks)"
                 )
+        if self.check is not None:
+            self.check(call)
         if self.reduces_in == "fabric" and call.fabric_switch is None and call.ranks > 1:
             raise ScheduleError(
                 f"algorithm {self.name!r} needs a reducing fabric switch (inter port with "

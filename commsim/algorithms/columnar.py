@@ -220,4 +220,5 @@ def drop_empty(cols: Columns) -> Columns:
                             renumber[np.concatenate([cols.dep_idx[direct], extra])])
     return Columns(cols.src[keep_rows], cols.dst[keep_rows], cols.offset[keep_rows],
                    cols.nbytes[keep_rows], cols.reduce[keep_rows], ptr2, idx2,
-                   None if cols.level is None else cols.level[keep_rows])
+                   None if cols.level is None else cols.level[keep_rows],
+                   None if cols.origin is None else cols.origin[keep_rows])

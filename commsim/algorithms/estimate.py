@@ -30,7 +30,32 @@ def _bidirectional(call: Call, chunks: int) -> int:
     return 2 * _ring(call, chunks)
 
 
+def _pairs(call: Call, chunks: int) -> int:
+    """All-to-all block by block: ``pairwise``, ``all_pairs``; ``pxn`` relays some twice."""
+    return call.ranks * (call.ranks - 1) * chunks
+
+
+def _pxn(call: Call, chunks: int) -> int:
+    return 2 * _pairs(call, chunks)
+
+
+def _bruck(call: Call, chunks: int) -> int:
+    p, k, slots = call.ranks, 0, 0
+    while (1 << k) < p:
+        slots += sum(1 for i in range(p) if i >> k & 1)
+        k += 1
+    return p * slots * chunks
+
+
+def _axes(call: Call, chunks: int) -> int:
+    """All-to-all one phase per axis: per rank, peer and origin run of the axes before."""
+    dims = call.torus_dims or (len(_host_sizes(call)), max(_host_sizes(call)))
+    return call.ranks * sum((d - 1) * math.prod(dims[:a]) for a, d in enumerate(dims)) * chunks
+
+
 def _torus(call: Call, chunks: int) -> int:
+    if call.collective is Collective.ALL_TO_ALL:
+        return _axes(call, chunks)
     p, dims = call.ranks, call.torus_dims or (call.ranks,)
     phases = 2 if call.collective is Collective.ALL_REDUCE else 1
     return phases * 2 * p * sum(d - 1 for d in dims) * chunks
@@ -64,6 +89,8 @@ def _hierarchical(call: Call, chunks: int, rail_steps: Callable[[int], int]) -> 
 
 
 def _hierarchical_ring(call: Call, chunks: int) -> int:
+    if call.collective is Collective.ALL_TO_ALL:
+        return _axes(call, chunks)
     return _hierarchical(call, chunks, lambda h: 2 * (h - 1))
 
 
@@ -118,6 +145,10 @@ ESTIMATES: dict[str, Callable[[Call, int], int]] = {
     "nvls": _nvls,
     "collnet": _collnet,
     "gloo": _gloo,
+    "pairwise": _pairs,
+    "bruck": _bruck,
+    "all_pairs": _pairs,
+    "pxn": _pxn,
 }
 
 

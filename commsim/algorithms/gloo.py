@@ -36,11 +36,11 @@ Byte ranges follow gloo's segments (bytes, not float elements) and commsim's
 from __future__ import annotations
 
 from commsim.algorithms.base import Call
-from commsim.collectives import Collective
+from commsim.collectives import BUFFER_COLLECTIVES, Collective
 from commsim.schedule import Schedule
 
 NAME = "gloo"
-COLLECTIVES = frozenset(Collective)
+COLLECTIVES = frozenset(BUFFER_COLLECTIVES)
 #: gloo's ``AllreduceOptions::kMaxSegmentSize``: the largest message of the ring all-reduce.
 MAX_SEGMENT_BYTES = 1 << 20
 

@@ -75,9 +75,9 @@ def _kept_form(schedule: Schedule) -> Schedule:
     if cols.level is None:
         cols = replace(cols, level=cols.depths())
     for array in (cols.src, cols.dst, cols.offset, cols.nbytes, cols.reduce, cols.dep_ptr,
-                  cols.dep_idx, cols.level):
+                  cols.dep_idx, cols.level, cols.origin):
         if array is not None:
             array.flags.writeable = False
     return Schedule.of_columns(schedule.collective, schedule.algorithm, schedule.ranks,
                                schedule.nbytes, schedule.root, schedule.chunks, cols,
-                               schedule.endpoints)
+                               schedule.endpoints, schedule.counts)

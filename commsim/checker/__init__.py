@@ -21,6 +21,9 @@ rejects, with a message naming the transfer, ranks and bytes:
 * reading bytes the source does not hold yet, and adding a contribution already present;
 * a final state that misses the collective's postcondition.
 
+All-to-all has its own semantics (blocks that belong to a sender, holdings that only grow):
+:mod:`commsim.checker.exchange`.
+
 It reads the schedule's columns (:class:`~commsim.schedule.Columns`), never a ``Transfer``
 object: the races are pairs of transfers touching the same bytes of a rank, decided by batched
 ancestor queries (:mod:`commsim.checker.reach`); the replay keeps every rank's holdings as
@@ -47,6 +50,7 @@ from __future__ import annotations
 import numpy as np
 
 from commsim.budget import budget_source, fits, memory_budget
+from commsim.checker.exchange import check_exchange
 from commsim.checker.holdings import Replay, bits, extent, initial, names, one_rank, rank_words
 from commsim.checker.races import check_races
 from commsim.collectives import Collective, segment
@@ -59,6 +63,9 @@ def check(schedule: Schedule) -> None:
     _check_scalars(schedule)
     cols = schedule.columns
     _check_shape(schedule, cols)
+    if schedule.collective is Collective.ALL_TO_ALL:
+        check_exchange(schedule, cols)
+        return
     p, n = schedule.ranks, schedule.nbytes
     coll = schedule.collective
     cuts = [np.array([0, n], dtype=np.int64), cols.offset, cols.offset + cols.nbytes]

@@ -38,7 +38,7 @@ from commsim.algorithms.base import Call
 from commsim.algorithms.double_binary_tree import dbt_parents
 from commsim.algorithms.innetwork import network_for
 from commsim.collectives import Collective
-from commsim.engine import bidirectional, innetwork
+from commsim.engine import bidirectional, exchange, innetwork
 from commsim.engine import closed_forms as cf
 from commsim.engine.butterfly import (
     rabenseifner,
@@ -441,6 +441,17 @@ def _hierarchical_unequal(
 #: (``tests/engine/test_closed_form_table.py`` checks that the two agree). The table lives
 #: here, in the engine layer, rather than on :class:`~commsim.algorithms.base.Algorithm`,
 #: because the algorithms sit below the engine and must not import it.
+def _or_axes(form: ClosedForm) -> ClosedForm:
+    """``form``, or for all-to-all its phase per axis (:func:`exchange.axes`)."""
+
+    def either(call: Call, chunks: int, pairs: PairCosts) -> float:
+        if call.collective is Collective.ALL_TO_ALL:
+            return exchange.axes(call, chunks, pairs)
+        return form(call, chunks, pairs)
+
+    return either
+
+
 CLOSED_FORMS: dict[str, ClosedForm] = {
     "ring": _ring,
     "binomial_tree": _binomial_tree,
@@ -448,9 +459,13 @@ CLOSED_FORMS: dict[str, ClosedForm] = {
     "rabenseifner": partial(_butterfly, "rabenseifner"),
     "double_binary_tree": _double_binary_tree,
     "ring_bidirectional": _ring_bidirectional,
-    "torus": bidirectional.torus,
-    "hierarchical": _hierarchical_form(butterfly=False),
+    "torus": _or_axes(bidirectional.torus),
+    "hierarchical": _or_axes(_hierarchical_form(butterfly=False)),
     "hierarchical_rabenseifner": _hierarchical_form(butterfly=True),
     "nvls": partial(_in_network, "nvls"),
     "collnet": partial(_in_network, "collnet"),
+    "pairwise": exchange.pairwise,
+    "bruck": exchange.bruck,
+    "all_pairs": exchange.all_pairs,
+    "pxn": exchange.pxn,
 }

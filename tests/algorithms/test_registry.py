@@ -78,11 +78,14 @@ def test_candidates() -> None:
         name
         for name in ALGORITHMS
         if name != "gloo" and not ALGORITHMS[name].reduces_in and name != "torus"
+        and Collective.ALL_REDUCE in ALGORITHMS[name].collectives
     ]
     rs = Call(collective=Collective.REDUCE_SCATTER, ranks=5, nbytes=8)
     assert candidates(rs) == ["ring", "rabenseifner", "ring_bidirectional"]
     on_torus = Call(collective=Collective.REDUCE_SCATTER, ranks=6, nbytes=8, torus_dims=(2, 3))
     assert candidates(on_torus) == ["ring", "rabenseifner", "ring_bidirectional", "torus"]
+    a2a = Call(collective=Collective.ALL_TO_ALL, ranks=8, nbytes=64, hosts=(0,) * 4 + (1,) * 4)
+    assert candidates(a2a) == ["hierarchical", "pairwise", "bruck", "all_pairs", "pxn"]
 
 
 @pytest.mark.parametrize("name", sorted(ALGORITHMS))

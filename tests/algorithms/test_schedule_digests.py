@@ -37,7 +37,7 @@ from commsim.algorithms import (
     tree,
 )
 from commsim.algorithms.base import Call
-from commsim.collectives import Collective
+from commsim.collectives import BUFFER_COLLECTIVES, Collective
 from commsim.schedule import Schedule, TransferView
 
 DIGESTS = Path(__file__).with_name("schedule_digests.json")
@@ -121,7 +121,7 @@ def groups() -> dict[str, tuple[Builder, Callable[[], Iterable[Call]]]]:
     """Every case group: its builder and its calls."""
     out: dict[str, tuple[Builder, Callable[[], Iterable[Call]]]] = {}
     for module in (ring, bidirectional):
-        for coll in Collective:
+        for coll in BUFFER_COLLECTIVES:
             out[f"{module.NAME}-{coll.value}"] = (
                 module.build, lambda coll=coll: _plain([coll], range(1, 10), (None, 1, 2, 4)))
     for coll in sorted(tree.COLLECTIVES):
@@ -140,7 +140,7 @@ def groups() -> dict[str, tuple[Builder, Callable[[], Iterable[Call]]]]:
     out["torus"] = (torus.build, _tori)
     out["nvls"] = (innetwork.build_nvls, lambda: _in_network(innetwork.NVLS))
     out["collnet"] = (innetwork.build_collnet, lambda: _in_network(innetwork.COLLNET))
-    for coll in Collective:
+    for coll in BUFFER_COLLECTIVES:
         out[f"gloo-{coll.value}"] = (gloo.build, lambda coll=coll: _gloo(coll))
     return out
 
