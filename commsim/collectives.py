@@ -15,6 +15,7 @@ class Collective(StrEnum):
     ALL_GATHER = "all_gather"
     REDUCE_SCATTER = "reduce_scatter"
     ALL_REDUCE = "all_reduce"
+    ALL_TO_ALL = "all_to_all"
 
     @property
     def rooted(self) -> bool:
@@ -27,7 +28,7 @@ class Collective(StrEnum):
             raise SpecError(f"ranks must be >= 1, got {ranks}")
         if self is Collective.ALL_REDUCE:
             return 2 * (ranks - 1) / ranks
-        if self in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+        if self in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER, Collective.ALL_TO_ALL):
             return (ranks - 1) / ranks
         return 1.0
 
@@ -36,6 +37,7 @@ _ALIASES = {
     "allreduce": Collective.ALL_REDUCE,
     "allgather": Collective.ALL_GATHER,
     "reducescatter": Collective.REDUCE_SCATTER,
+    "alltoall": Collective.ALL_TO_ALL,
     "bcast": Collective.BROADCAST,
 }
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from commsim.algorithms import UNSCHEDULED, get_algorithm
 from commsim.algorithms import candidates as algorithm_candidates
-from commsim.algorithms import get_algorithm
 from commsim.algorithms.base import Call
 from commsim.algorithms.calls import make_call
 from commsim.collectives import Collective, parse_collective
@@ -117,6 +117,9 @@ class CollectiveCall:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "collective", parse_collective(self.collective))
+        if self.collective in UNSCHEDULED:
+            raise SpecError(f"cannot time {self.collective.value} yet: commsim has no schedule "
+                            "for it (its nccl-tests logs parse, they cannot be predicted)")
         object.__setattr__(self, "nbytes", parse_size(self.nbytes, "--size"))
         object.__setattr__(self, "algorithm", canonical_algorithm(self.algorithm))
         object.__setattr__(self, "protocol", canonical_protocol(self.protocol))

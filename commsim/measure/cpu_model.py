@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from commsim.algorithms import Call, build_schedule
+from commsim.algorithms import SCHEDULED, Call, build_schedule
 from commsim.collectives import Collective
 from commsim.engine.des import simulate_des
 from commsim.errors import SpecError
@@ -86,7 +86,7 @@ def host_spec(
         medium_bandwidth_Bps=float(parameters["medium_bandwidth_Bps"]),
         latency_per_rank_s=float(parameters["latency_per_rank_s"]),
         gamma_s_per_B=float(parameters["gamma_s_per_B"]),
-        algorithms=tuple((c.value, "gloo") for c in Collective),
+        algorithms=tuple((c.value, "gloo") for c in SCHEDULED),
         name=name,
         description=description,
     )
@@ -107,7 +107,7 @@ def schedule_of(row: Measurement[str]) -> Schedule:
 
 
 def _check_rows(rows: Sequence[Measurement[str]]) -> None:
-    known = {c.value for c in Collective} | {POINT_TO_POINT}
+    known = {c.value for c in SCHEDULED} | {POINT_TO_POINT}
     if not rows:
         raise SpecError("no measured rows to fit (check --sizes / --collectives)")
     for row in rows:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
+from commsim.algorithms import UNSCHEDULED
 from commsim.collectives import Collective
 
 
@@ -51,9 +52,11 @@ class CommKind(StrEnum):
         if self is CommKind.BARRIER:
             return Collective.ALL_REDUCE
         try:
-            return Collective(self.value)
+            collective = Collective(self.value)
         except ValueError:
             return None
+        # one commsim names but cannot schedule yet (all_to_all) goes as point-to-point sends
+        return None if collective in UNSCHEDULED else collective
 
     @property
     def p2p(self) -> bool:

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from commsim.algorithms import ALGORITHMS, build_schedule
+from commsim.algorithms import ALGORITHMS, SCHEDULED, build_schedule
 from commsim.algorithms.base import Call
 from commsim.algorithms.estimate import ESTIMATES, estimate_transfers
-from commsim.collectives import Collective
 from commsim.errors import ScheduleError
 
 
@@ -19,7 +18,7 @@ def test_every_algorithm_has_an_estimate() -> None:
 
 def _calls() -> list[Call]:
     out = []
-    for coll in Collective:
+    for coll in SCHEDULED:
         for p, hosts, dims in ((2, None, None), (5, None, None), (8, (0,) * 4 + (1,) * 4, None),
                                (12, (0,) * 4 + (1,) * 4 + (2,) * 4, None),
                                (16, None, (4, 4)), (8, None, (2, 2, 2))):

@@ -26,6 +26,7 @@ import numpy as np
 import pytest
 
 from commsim.algorithms import (
+    SCHEDULED,
     bidirectional,
     double_binary_tree,
     gloo,
@@ -121,7 +122,7 @@ def groups() -> dict[str, tuple[Builder, Callable[[], Iterable[Call]]]]:
     """Every case group: its builder and its calls."""
     out: dict[str, tuple[Builder, Callable[[], Iterable[Call]]]] = {}
     for module in (ring, bidirectional):
-        for coll in Collective:
+        for coll in SCHEDULED:
             out[f"{module.NAME}-{coll.value}"] = (
                 module.build, lambda coll=coll: _plain([coll], range(1, 10), (None, 1, 2, 4)))
     for coll in sorted(tree.COLLECTIVES):
@@ -140,7 +141,7 @@ def groups() -> dict[str, tuple[Builder, Callable[[], Iterable[Call]]]]:
     out["torus"] = (torus.build, _tori)
     out["nvls"] = (innetwork.build_nvls, lambda: _in_network(innetwork.NVLS))
     out["collnet"] = (innetwork.build_collnet, lambda: _in_network(innetwork.COLLNET))
-    for coll in Collective:
+    for coll in SCHEDULED:
         out[f"gloo-{coll.value}"] = (gloo.build, lambda coll=coll: _gloo(coll))
     return out
 

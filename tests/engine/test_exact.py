@@ -15,7 +15,7 @@ import random
 import numpy as np
 import pytest
 
-from commsim.algorithms import build_schedule, candidates
+from commsim.algorithms import SCHEDULED, build_schedule, candidates
 from commsim.api import make_call
 from commsim.collectives import Collective
 from commsim.engine import des, evaluate, exact
@@ -56,7 +56,7 @@ def _compare(network: Network) -> tuple[int, int]:
     """Every algorithm, collective, uneven and even size, default and 3 pieces: exact where
     proven, else contended. Returns (proven, declined) counts."""
     proven = declined = 0
-    for coll in Collective:
+    for coll in SCHEDULED:
         for n in (1001, 2**20 + 3):
             for chunks in (None, 3):
                 call = make_call(coll, network, n, chunks=chunks, root=network.ranks // 2)
@@ -81,7 +81,7 @@ def test_exact_equals_des_on_every_algorithm(network: Network) -> None:
 def test_generic_levels_match_the_builders() -> None:
     """A columnar schedule's own levels and the DAG depth computed from its deps time alike."""
     net = ring(9, latency="1us", bandwidth="10GB/s", gamma=1e-11)
-    for coll in Collective:
+    for coll in SCHEDULED:
         schedule = build_schedule(make_call(coll, net, 10**5, chunks=3, root=4), "ring")
         cols = schedule.columns
         assert cols.level is not None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from commsim.collectives import Collective
+from commsim.algorithms import SCHEDULED
 from commsim.errors import SpecError
 from commsim.measure import read_csv
 from commsim.measure.calibrate import calibrate_cpu
@@ -25,7 +25,7 @@ TRUTH = {
     "medium_bandwidth_Bps": 7e9,
     "gamma_s_per_B": 6e-10,
 }
-COLLECTIVES = [c.value for c in Collective]
+COLLECTIVES = [c.value for c in SCHEDULED]
 
 
 def Row(collective: str, ranks: int, nbytes: int, time_s: float) -> Measurement[str]:  # noqa: N802
@@ -58,8 +58,8 @@ def test_fit_rejects_what_it_cannot_model() -> None:
     the measured world."""
     with pytest.raises(SpecError, match="no measured rows"):
         fit_host([])
-    with pytest.raises(SpecError, match="unknown collective 'alltoall'"):
-        fit_host([Row("alltoall", 2, 8, 1.0)])
+    with pytest.raises(SpecError, match="unknown collective 'gather'"):
+        fit_host([Row("gather", 2, 8, 1.0)])
     with pytest.raises(SpecError, match="below the largest measured world size 4"):
         fit_host([Row("all_reduce", 4, 1024, 1.0)], ranks=2)
 
