@@ -96,7 +96,7 @@ def _files(tmp: Path) -> dict[str, Pool]:
 SIZES = (["1KiB", "64KiB", "1MiB", "0", "1KiB:16KiB", "8B:1MiB:4", "64MiB", "1024"],
          ["-1GiB", "1e30", "2PiB", "abc", "1:0", "1KiB:1MiB:1.0000001", "12parsecs", "1.5"])
 COLLECTIVES = (["all_reduce", "all-gather", "reducescatter", "broadcast", "reduce", "allreduce"],
-               ["alltoall", "", "ALL_REDUCE!"])
+               ["gather", "", "ALL_REDUCE!"])
 ALGORITHMS = (["auto", "ring", "binomial_tree", "recursive_doubling", "rabenseifner",
                "double_binary_tree"], ["torus", "nvls", "nope"])
 INTS = (["1", "2", "4"], ["0", "-1", "999", "x", "2.5"])

@@ -69,7 +69,7 @@ def test_reads_files_with_only_the_required_columns() -> None:
         ("collective,ranks,nbytes\nall_reduce,2,4\n", "missing column 'time_s'"),
         ("collective,ranks,nbytes,time_s\n", "no measurement rows"),
         ("collective,ranks,nbytes,time_s\nallreduce,2,4,x\n", "m.csv:2: column 'time_s'"),
-        ("collective,ranks,nbytes,time_s\nalltoall,2,4,1\n", "unknown collective 'alltoall'"),
+        ("collective,ranks,nbytes,time_s\ngather,2,4,1\n", "unknown collective 'gather'"),
         (f"{HEAD}all_reduce,0,4,1\n", "'ranks': must be a positive integer"),
         (f"{HEAD}all_reduce,2,-4,1\n", "'nbytes': must be an integer >= 0"),
         (f"{HEAD}all_reduce,2,4,0\n", "'time_s': must be a finite number > 0"),

@@ -32,7 +32,7 @@ def test_auto_uses_the_mapped_algorithm_and_explicit_choices_still_win() -> None
     ("mapping", "message"),
     [
         ({"all_reduce": "nope"}, "algorithms.all_reduce: unknown algorithm 'nope'"),
-        ({"alltoall": "ring"}, "algorithms: unknown collective 'alltoall'"),
+        ({"gather": "ring"}, "algorithms: unknown collective 'gather'"),
         ({"broadcast": "double_binary_tree"}, "cannot run broadcast"),
         ({"all_reduce": "ring", "allreduce": "ring"}, "listed twice"),
         ({"all_reduce": 3}, "algorithms.all_reduce: must be a non-empty string"),

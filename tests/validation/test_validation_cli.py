@@ -132,7 +132,7 @@ def test_calibrate_nccl_tests_json(tmp_path, capsys) -> None:
          "unknown size unit"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--collectives", "broadcast"],
          "--collectives broadcast: no measured row left"),
-        (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--collective", "alltoall"],
+        (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--collective", "gather"],
          "unknown collective"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--ranks", "0"], "--ranks"),
         (["validate", "nccl-tests", RTX4, "-t", "dgx-h100", "--ranks", "9"],
