@@ -64,7 +64,7 @@ CASES = (
          "design); PCIe Gen5 x16 at 44 GB/s; GPUs across sockets through the CPUs (NCCL: NICs)"),
     Case("h20-3e_4gpu_2node_vm-roce-bond_alltoall-truncated_nccl-tests-issue321.txt",
          "h20-vm2-rocex2",
-         "2 VMs x 2 H20-3e, NVLink (NV18) in a VM, 1 bonded RoCE device per GPU, GDR, PXN "
+         "2 VMs x 2 H20-3e, NVLink (NV18) in a VM, 2 bonded RoCE devices per VM, GDR, PXN "
          "allowed, NCCL 2.26.5; cut at 4 GiB",
          "bond speed (not stated): 2 x 200 Gb/s = 400 Gb/s per GPU (Tencent's dual-port "
          "NICs); the VM at line rate; NVSwitch port as dgx-h100"),
