@@ -9,7 +9,6 @@ import json
 import pytest
 from nccl_logs import DATA, body
 
-from commsim.cli import main
 from commsim.collectives import Collective, parse_collective
 from commsim.errors import ParseError
 from commsim.validation.nccl_format import scan_text
@@ -137,24 +136,6 @@ def test_the_sixth_collective_is_named(spelling: str) -> None:
     """Its spellings and nccl-tests' busbw factor (p-1)/p."""
     assert parse_collective(spelling) is Collective.ALL_TO_ALL
     assert Collective.ALL_TO_ALL.busbw_factor(8) == 7 / 8
-
-
-def test_validate_refuses_to_time_alltoall_in_one_line(capsys) -> None:
-    """Until all_to_all has schedules, validating its log is one line naming it, exit 2."""
-    log = str(DATA / "mi355x_8gpu_1node_xgmi_alltoall_alibaba-readme.txt")
-    assert main(["validate", "nccl-tests", log, "--topology", "pcie-gen4-8gpu"]) == 2
-    err = capsys.readouterr().err.strip()
-    assert err == ("commsim: error: cannot time all_to_all yet: commsim has no schedule for "
-                   "it (its nccl-tests logs parse, they cannot be predicted)")
-
-
-def test_traces_keep_sending_alltoall_point_to_point() -> None:
-    """Naming all_to_all does not make trace replay time it as a collective: until it has a
-    schedule, a trace's all_to_all stays point-to-point sends (docs/traces.md)."""
-    from commsim.traces.comms import CommKind
-
-    assert CommKind.ALL_TO_ALL.collective is None
-    assert CommKind.ALL_GATHER.collective is Collective.ALL_GATHER
 
 
 def test_old_alltoall_columns_with_a_blank_redop() -> None:
