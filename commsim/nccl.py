@@ -246,7 +246,10 @@ class NcclModel:
         cap = self._cap(protocol, nodes, family, collective)
         key = (ranks, protocol.name, family, channels, active, factor, cap, latency, hop_scales)
         if key not in self._cache:
-            spread = self._spread(ranks) if family in ("ring", "tree") else {}
+            # a ring's or tree's channels spread over all of a GPU's direct NVLinks; a
+            # point-to-point send (all-to-all) crosses only the links of its pair
+            spread = self._spread(ranks) if family in ("ring", "tree") \
+                and collective is not Collective.ALL_TO_ALL else {}
             scaled = self._scaled(protocol, family, nodes, one_per_node, channels,
                                   cap, active / self.config.channels, spread, factor,
                                   latency, hop_scales)
@@ -380,7 +383,9 @@ class NcclModel:
         if call.collective is Collective.ALL_TO_ALL:
             # grouped send/receive: through PXN's rail relays across hosts of alike GPUs
             # (NCCL 2.12+ default), else every pair directly
-            name = "pxn" if multi and even and max(map(len, groups)) > 1 else "all_pairs"
+            # (paths.cc: PXN relays through a GPU reached over NVLink only; on PCIe no PXN)
+            name = "pxn" if multi and even and max(map(len, groups)) > 1 \
+                and self._nvlink(ranks) else "all_pairs"
             return [(name, "LL"), (name, "Simple")]
         for name in NCCL_ALGORITHMS[call.collective]:
             if name == PIPELINED and not (multi and even):

@@ -44,6 +44,7 @@ QUICK: list[tuple[str, list[str], re.Pattern[str]]] = [
     ("goodput_agreement.py", ["--quick"], DASHES),
     ("diagnose_logs.py", ["--quick"], DASHES),
     ("validate_presets.py", ["--quick"], DASHES),
+    ("validate_alltoall.py", ["--quick"], DASHES),
     ("gloo_accuracy.py", ["--quick"], DASHES),
     ("trace_replay_gloo.py", ["--quick"], re.compile(r"^# calibrated: ", re.M)),
 ]

@@ -87,6 +87,9 @@ class NcclTestsRow:
     """One table row: the out-of-place side (or in-place where out-of-place is absent).
 
     ``*_text`` keep the numbers as printed (their precision bounds the inferred rank count).
+    ``wrong_text`` and ``in_place_wrong_text`` are the two ``#wrong`` (or ``error``) cells as
+    printed (``N/A`` where nccl-tests did not check the result, ``""`` where absent): alltoall
+    leaves its in-place side unchecked, all_gather does not.
     """
 
     line: int
@@ -103,6 +106,8 @@ class NcclTestsRow:
     time_text: str = field(default="", repr=False)
     algbw_text: str = field(default="", repr=False)
     busbw_text: str = field(default="", repr=False)
+    wrong_text: str = field(default="", repr=False)
+    in_place_wrong_text: str = field(default="", repr=False)
 
 
 # -- numbers -------------------------------------------------------------------------------
@@ -333,16 +338,20 @@ def scan_text(text: str, source: str) -> Scan:
 
 
 def _blank_redop(tokens: list[str], prefix: list[str]) -> list[str] | None:
-    """A row whose ``redop`` was printed blank (a fork's all_gather: ``bfloat16      -1``),
-    with an empty token put in its place; None if it is not one. The header must read
-    ``type redop root``, the token in redop's place must be the root (an integer) and the
-    one before it a type, not an operation (a row missing its type is corrupted)."""
+    """A row whose ``redop`` was printed blank, with an empty token put in its place; None if
+    it is not one. Either a fork's all_gather (``bfloat16      -1``: the header reads ``type
+    redop root`` and the token in redop's place is the root, an integer) or nccl-tests'
+    alltoall before the root column (2020-21: the header ends ``type redop``, the token in
+    redop's place is the time). The token before it must be a type, not an operation (a row
+    missing its type is corrupted)."""
     at = prefix.index("redop") if "redop" in prefix else -1
-    if at < 1 or prefix[at - 1 : at + 2] != ["type", "redop", "root"]:
+    if at < 1 or prefix[at - 1] != "type" or tokens[at - 1].lower() in _OPERATIONS:
         return None
-    if not re.fullmatch(r"-?\d+", tokens[at]) or tokens[at - 1].lower() in _OPERATIONS:
-        return None
-    return [*tokens[:at], "", *tokens[at:]]
+    if prefix[at + 1 : at + 2] == ["root"]:
+        fits = re.fullmatch(r"-?\d+", tokens[at]) is not None
+    else:
+        fits = at == len(prefix) - 1 and _number(tokens[at]) is not None
+    return [*tokens[:at], "", *tokens[at:]] if fits else None
 
 
 def _row(tokens: list[str], layout: Layout, number: int) -> tuple[NcclTestsRow | None, str]:
@@ -377,10 +386,12 @@ def _row(tokens: list[str], layout: Layout, number: int) -> tuple[NcclTestsRow |
     if time_us is None:
         return None, f"time {first[time_key]!r} is not a number"
     in_place_time = None
+    in_place_wrong = ""
     if len(parsed) == 2:
         second = parsed[1]
         value = _number(second.get(time_key, ""))
         in_place_time = None if value is None else value * 1e-6
+        in_place_wrong = _wrong(second)
     root_text = values.get("root")
     root = None
     if root_text is not None:
@@ -404,12 +415,28 @@ def _row(tokens: list[str], layout: Layout, number: int) -> tuple[NcclTestsRow |
             time_text=first[time_key],
             algbw_text=first.get("algbw", ""),
             busbw_text=first.get("busbw", ""),
+            wrong_text=_wrong(first) if not in_place_only else "",
+            in_place_wrong_text=_wrong(first) if in_place_only else in_place_wrong,
         ),
         "",
     )
 
 
+def _wrong(side: dict[str, str]) -> str:
+    """A side's ``#wrong`` (or old ``error``) cell as printed, ``""`` if it has none."""
+    return side.get("#wrong", side.get("error", ""))
+
+
 # -- the JSON format (-J) ------------------------------------------------------------------
+def _json_wrong(side: dict[str, object]) -> str:
+    """A JSON side's ``nwrong`` as the text column would print it: ``N/A`` for null (not
+    checked), the count otherwise, ``""`` where the key is absent."""
+    if "nwrong" not in side:
+        return ""
+    value = side["nwrong"]
+    return "N/A" if value is None else f"{value:g}" if isinstance(value, int | float) else ""
+
+
 def scan_json(text: str, source: str) -> Scan:
     try:
         data = json.loads(text)
@@ -457,6 +484,9 @@ def scan_json(text: str, source: str) -> Scan:
             value = other.get("time", other.get("cpu_time"))
             in_place_time = float(value) * 1e-6 if isinstance(value, int | float) else None
         algbw, busbw = side.get("alg_bw"), side.get("bus_bw")
+        wrong = _json_wrong(side)
+        in_place_wrong = wrong if in_place_only else (
+            _json_wrong(other) if isinstance(other, dict) else "")
         scan.rows.append(
             NcclTestsRow(
                 line=i,
@@ -473,6 +503,8 @@ def scan_json(text: str, source: str) -> Scan:
                 time_text=f"{float(time_us):f}",
                 algbw_text=f"{algbw:f}" if isinstance(algbw, int | float) else "",
                 busbw_text=f"{busbw:f}" if isinstance(busbw, int | float) else "",
+                wrong_text="" if in_place_only else wrong,
+                in_place_wrong_text=in_place_wrong,
             )
         )
     has_columns = bool(scan.rows)

@@ -13,13 +13,18 @@ from commsim.collectives import Collective, parse_collective
 from commsim.errors import ParseError, SpecError
 from commsim.validation.nccl_format import BINARY, Layout, NcclTestsRow, Scan, half_unit
 
+#: The tests whose ``count`` column is per rank (``size = count x type x ranks``) and whose
+#: busbw factor is (p-1)/p.
+_PER_RANK_COUNT = frozenset({Collective.ALL_GATHER, Collective.REDUCE_SCATTER,
+                             Collective.ALL_TO_ALL})
+
 BINARIES: dict[str, Collective | None] = {
     "all_reduce": Collective.ALL_REDUCE,
     "all_gather": Collective.ALL_GATHER,
     "reduce_scatter": Collective.REDUCE_SCATTER,
     "broadcast": Collective.BROADCAST,
     "reduce": Collective.REDUCE,
-    "alltoall": None,
+    "alltoall": Collective.ALL_TO_ALL,
     "alltoallv": None,
     "gather": None,
     "scatter": None,
@@ -142,9 +147,10 @@ def _structure(
         if q is not None and q > 1:
             if reducing:
                 return Collective.REDUCE_SCATTER
-            printed = "none" if "none" in redops else "blank"
-            notes.append(f"redop {printed}, per-rank count: all_gather (alltoall prints the same)")
-            return Collective.ALL_GATHER
+            if not has_root and redops == {""}:  # old all_gather printed no redop column
+                notes.append("old columns, redop printed blank, per-rank count: alltoall")
+                return Collective.ALL_TO_ALL
+            return _gather_or_alltoall(rows, "none" if "none" in redops else "blank", notes)
         if q == 1 and reducing:
             return Collective.ALL_REDUCE
         if q is None and reducing:
@@ -155,6 +161,36 @@ def _structure(
     if q is not None and q > 1:  # old all_gather: neither redop nor root
         return Collective.ALL_GATHER
     return None
+
+
+def _gather_or_alltoall(
+    rows: list[NcclTestsRow], redop: str, notes: list[str]
+) -> Collective | None:
+    """all_gather or alltoall, which print the same columns (redop none, the per-rank count),
+    told apart by the ``#wrong`` cells: nccl-tests never checks an in-place alltoall
+    (``alltoall.cu``: "We don't support in-place alltoall"), so its in-place ``#wrong`` is
+    ``N/A`` on every row while the out-of-place side is checked; all_gather checks both. With
+    ``-c 0`` (neither side checked) or no ``#wrong`` columns nothing tells: None."""
+    pairs = [(r.wrong_text, r.in_place_wrong_text) for r in rows]
+    if pairs and all(inp == "N/A" and _checked(out) for out, inp in pairs):
+        notes.append(f"redop {redop}, per-rank count, in-place #wrong N/A on every row while "
+                     "out-of-place is checked: alltoall (nccl-tests does not check in-place "
+                     "alltoall)")
+        return Collective.ALL_TO_ALL
+    if pairs and all(_checked(inp) for _, inp in pairs):
+        notes.append(f"redop {redop}, per-rank count, in-place results checked: all_gather "
+                     "(alltoall leaves them N/A)")
+        return Collective.ALL_GATHER
+    return None
+
+
+def _checked(cell: str) -> bool:
+    """A ``#wrong`` cell that holds a count: the result was checked."""
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,13 +296,20 @@ def _collective_from_columns(
     chosen = named if named is not None and (strong or structural is None) else None
     chosen = chosen or structural
     if chosen is None:
-        raise ParseError(
-            f"{source}: cannot tell which collective this log measured "
-            "(no test name, ambiguous columns); pass --collective"
-        )
+        raise ParseError(f"{source}: {_undetermined(rows, q)}")
     how = f"named by {binary}" if chosen is named else "from the columns"
     notes.append(f"collective {chosen.value} ({how})")
     return chosen
+
+
+def _undetermined(rows: list[NcclTestsRow], q: int | None) -> str:
+    """Why the collective of a log that names no test cannot be told, and what to pass."""
+    if q is not None and q > 1 and all((r.redop or "").lower() in ("none", "") for r in rows):
+        return ("all_gather or all_to_all: the log names no test, both print these columns, "
+                "and its #wrong cells do not tell them apart (both N/A with -c 0); pass "
+                "--collective all_gather or --collective all_to_all")
+    return ("cannot tell which collective this log measured (no test name, ambiguous "
+            "columns); pass --collective")
 
 
 def _hosts_and_ranks(
@@ -321,13 +364,13 @@ def _infer_ranks(
     busbw/algbw allows them but cannot settle the count. Where it allows counts more than a
     factor of two apart and nothing else tells, the count is not guessed.
     """
-    if collective in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER) and q is not None:
+    if collective in _PER_RANK_COUNT and q is not None:
         if device_count is not None and device_count != q:
             notes.append(f"{device_count} device lines, size/count says {q}: using {q}")
         notes.append(f"ranks {q} (size / (count x type size))")
         return q
     factor = None
-    if collective in (Collective.ALL_REDUCE, Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
+    if collective is Collective.ALL_REDUCE or collective in _PER_RANK_COUNT:
         factor = _ranks_from_factor(rows, collective)
     if device_count is not None:
         if factor is not None and not factor[0] <= device_count <= factor[1]:

@@ -15,11 +15,16 @@ and ``--ranks`` override):
 * **collective**: the test binary when the log names it (``# Collective test starting:
   all_gather_perf``, or a unique ``*_perf`` in the comments), checked against the table's
   structure: a root column holding a rank -> broadcast (``redop none``) or reduce; otherwise
-  ``size / (count x type size)``, which is the rank count for all_gather and reduce_scatter
-  (nccl-tests prints their per-rank count) and 1 for all_reduce; ``redop none`` -> all_gather.
-* **ranks**: that size/count ratio for all_gather/reduce_scatter; else the device lines when
-  they list every rank; else the bus-bandwidth factor busbw/algbw = 2(p-1)/p (all_reduce),
-  solved for p over every row with the printed precision of each number taken into account.
+  ``size / (count x type size)``, which is the rank count for all_gather, reduce_scatter and
+  alltoall (nccl-tests prints their per-rank count) and 1 for all_reduce. all_gather and
+  alltoall print the same columns (``redop none``); the ``#wrong`` cells tell them apart:
+  nccl-tests never checks an in-place alltoall, so its in-place ``#wrong`` is ``N/A`` on every
+  row while out-of-place is checked, where all_gather checks both. With ``-c 0`` (both ``N/A``)
+  a log that names no test is refused: pass ``--collective``.
+* **ranks**: that size/count ratio for all_gather/reduce_scatter/alltoall; else the device
+  lines when they list every rank; else the bus-bandwidth factor busbw/algbw = 2(p-1)/p
+  (all_reduce) or (p-1)/p, solved for p over every row with the printed precision of each
+  number taken into account.
   Where the factor allows several p (large p, few digits), the log's own command line
   (``mpirun -np 16 ... -g 1``: :mod:`commsim.validation.nccl_launch`) settles it, else the
   nearest is taken and said so, unless they lie more than a factor of two apart: then the

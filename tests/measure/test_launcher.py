@@ -75,7 +75,7 @@ def test_passes_pool_their_samples(no_leftovers: None) -> None:
         ({"world_sizes": (0,)}, "--world-size: must be a positive integer, got 0"),
         ({"world_sizes": ()}, "--world-size: give at least one world size"),
         ({"sizes": (2,)}, "--sizes: 2 B is less than one float32 element per rank"),
-        ({"collectives": ("alltoall",)}, "--collectives: unknown collective 'alltoall'"),
+        ({"collectives": ("gather",)}, "--collectives: unknown collective 'gather'"),
         ({"iterations": 0}, "--iterations: must be a positive integer"),
         ({"port": 70000}, "--port: must be an integer in 1..65535"),
         ({"timeout_s": 0}, "--timeout: must be > 0 seconds"),

@@ -165,6 +165,11 @@ LOGS = {
         "all_gather", 16, 24, 2,
     ),
     "h200_16gpu_2node_oci_allreduce_unresolved-oci-hpc-guide.txt": ("all_reduce", 16, 5, 2),
+    # issue 40: alltoall_perf (the 4 GiB-truncated H20-3e log is read in test_nccl_alltoall.py)
+    "mi355x_8gpu_1node_xgmi_alltoall_alibaba-readme.txt": ("all_to_all", 8, 25, 1),
+    "mi355x_16gpu_2node_ainic-roce_alltoall_alibaba-readme.txt": ("all_to_all", 16, 31, 2),
+    "rtx6000d_16gpu_2node_cx8_alltoall_unresolved-6kd-report.txt": ("all_to_all", 16, 24, 2),
+    "rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_alltoall_autodl-blog.txt": ("all_to_all", 2, 28, 1),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.
@@ -223,6 +228,12 @@ RUNS = {
 RATIO_ONLY = {
     "gb200_1440gpu_360node_20rack-nvl72-ib_allreduce_coreweave-f443305.txt": 1478,
 }
+
+#: Logs whose table alone cannot tell all_gather from alltoall (run with ``-c 0``: both
+#: ``#wrong`` sides N/A); only their provenance comments name the test.
+GATHER_OR_ALLTOALL = frozenset({
+    "h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allgather_unresolved-slurm1790.txt",
+})
 
 _DEVICE_LINE = re.compile(r"^\s*#\s+Rank\s+\d+\s")
 

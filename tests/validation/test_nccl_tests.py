@@ -6,7 +6,7 @@ import json
 import re
 
 import pytest
-from nccl_logs import DATA, LOGS, RATIO_ONLY, body
+from nccl_logs import DATA, GATHER_OR_ALLTOALL, LOGS, RATIO_ONLY, body
 
 from commsim.collectives import Collective
 from commsim.errors import ParseError, SpecError
@@ -64,10 +64,16 @@ def test_every_shared_log_is_read(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(LOGS))
 def test_inference_without_provenance_comments(name: str) -> None:
-    """Without the COMMAND comments the columns alone give the same collective and ranks."""
+    """Without the COMMAND comments the columns alone give the same collective and ranks, or
+    (all_gather run with ``-c 0``: alltoall prints the same table) a one-line refusal that
+    asks for ``--collective``, which then parses it."""
     collective, ranks, _, _ = LOGS[name]
     text = body(name)
-    log = parse_nccl_tests(text, name)
+    if name in GATHER_OR_ALLTOALL:
+        with pytest.raises(ParseError, match="all_gather or all_to_all: .* pass --collective"):
+            parse_nccl_tests(text, name)
+    log = parse_nccl_tests(text, name, collective=collective if name in GATHER_OR_ALLTOALL
+                           else None)
     assert (log.collective.value, log.ranks) == (collective, ranks)
     # newer nccl-tests name their binary themselves ("# Collective test concluded: ...")
     assert log.binary is None or log.binary in text
@@ -85,7 +91,8 @@ def test_inference_without_device_lines(name: str) -> None:
         with pytest.raises(ParseError, match="pass --ranks"):
             parse_nccl_tests(text, name)
         return
-    log = parse_nccl_tests(text, name)
+    log = parse_nccl_tests(text, name,
+                           collective=collective if name in GATHER_OR_ALLTOALL else None)
     assert (log.collective.value, log.hosts) == (collective, None)
     expected = RATIO_ONLY.get(name, ranks)
     allowed = [re.search(r"allows (\d+)\.\.(\d+)", note) for note in log.notes]
@@ -319,10 +326,10 @@ def test_a_corrupted_row_inside_a_real_log_is_skipped_only_with_partial(tmp_path
 
 
 def test_tests_commsim_does_not_model_are_rejected() -> None:
-    """alltoall/gather/scatter logs are errors naming the test, not silent all_gathers."""
-    text = MODERN_HEADER.replace("all_reduce_perf_mpi", "alltoall_perf") + MODERN_ROWS
-    with pytest.raises(ParseError, match="alltoall"):
-        parse_nccl_tests(text, "a2a")
+    """gather/scatter/sendrecv logs are errors naming the test, not silent all_gathers."""
+    text = MODERN_HEADER.replace("all_reduce_perf_mpi", "sendrecv_perf") + MODERN_ROWS
+    with pytest.raises(ParseError, match="sendrecv_perf measures sendrecv, which commsim"):
+        parse_nccl_tests(text, "p2p")
     gather = _row(4194304, 262144, "float", "none", 0, 100.0, 0.75)
     with pytest.raises(ParseError, match="gather or scatter"):
         parse_nccl_tests(f"{HEADER}\n{gather}\n", "g")

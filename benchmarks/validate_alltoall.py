@@ -1,0 +1,162 @@
+"""The alltoall logs vs the presets of their machines, uncalibrated (issue 40's accuracy table).
+
+Run: ``.venv/bin/python benchmarks/validate_alltoall.py [--no-write] [--quick]``
+
+Each ``alltoall_perf`` log of ``tests/data/nccl-tests`` is predicted on the preset that matches
+its hardware (:data:`CASES`: the preset, what the log states and what the preset assumes) as
+``commsim validate nccl-tests LOG --topology PRESET`` predicts it: NCCL's model (the presets
+carry an ``nccl:`` block; all-to-all is NCCL's grouped send/receive), engine ``auto``, the log's
+ranks on its hosts, its ``-g`` GPUs per thread and its printed NCCL release; no parameter is
+fitted to any log. Per log it prints the rows at 1 MiB and above, their median |time error|
+(``|predicted - measured| / measured``) and signed median, the median over all rows, and the
+busbw measured and predicted at the largest size. Without ``--no-write`` the table (markdown)
+is written between the ``<!-- alltoall:begin -->`` / ``<!-- alltoall:end -->`` markers of
+docs/validation.md. ``--quick`` runs two logs on four sizes each, for the test suite (its
+figures mean nothing) and writes nothing. Deterministic: the same code and logs give the same
+table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from _common import parse_args, table
+
+from commsim.validation.measurements import Measurement, filter_rows
+from commsim.validation.nccl_tests import read_nccl_tests
+from commsim.validation.validate import ValidationReport, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+LOGS = ROOT / "tests" / "data" / "nccl-tests"
+DOC = ROOT / "docs" / "validation.md"
+BEGIN, END = "<!-- alltoall:begin -->", "<!-- alltoall:end -->"
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Case:
+    """An alltoall log, the preset of its machine, what the log states, what is assumed."""
+
+    log: str
+    preset: str
+    states: str
+    assumed: str
+
+
+CASES = (
+    Case("mi355x_8gpu_1node_xgmi_alltoall_alibaba-readme.txt", "mi355x-ainic",
+         "8 MI355X (gfx950) on xGMI, one process (-g 8), rccl-tests",
+         "xGMI full mesh, 1 link per pair at RCCL's 48 GB/s (topo.h); RCCL timed by NCCL's "
+         "p2p model (arch hopper, 16 channels)"),
+    Case("mi355x_16gpu_2node_ainic-roce_alltoall_alibaba-readme.txt", "mi355x-ainicx2",
+         "2 x 8 MI355X, 8 AMD AI NICs (ionic) per node, RoCE, ~400 Gb/s per direction "
+         "(ib_write_bw), PXN allowed, RCCL 2.27.7",
+         "Pollara 400: 400 Gb/s x 0.92 per GPU; RCCL as NCCL (PXN relays over xGMI)"),
+    Case("rtx6000d_16gpu_2node_cx8_alltoall_unresolved-6kd-report.txt", "rtx6000d-cx8x2",
+         "2 x 8 RTX 6000D, PCIe (P2P to PHB, SHM off), 8 mlx5 HCAs per node, 1 NIC per GPU, "
+         "NCCL 2.30.3",
+         "NIC speed (not stated): 400 Gb/s per GPU (ConnectX-8, 2 GPUs each, RTX PRO Server "
+         "design); PCIe Gen5 x16 at 44 GB/s; GPUs across sockets through the CPUs (NCCL: NICs)"),
+    Case("h20-3e_4gpu_2node_vm-roce-bond_alltoall-truncated_nccl-tests-issue321.txt",
+         "h20-vm2-rocex2",
+         "2 VMs x 2 H20-3e, NVLink (NV18) in a VM, 2 bonded RoCE devices per VM, GDR, PXN "
+         "allowed, NCCL 2.26.5; cut at 4 GiB",
+         "bond speed (not stated): 2 x 200 Gb/s = 400 Gb/s per GPU (Tencent's dual-port "
+         "NICs); the VM at line rate; NVSwitch port as dgx-h100"),
+    Case("rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_alltoall_autodl-blog.txt",
+         "geforce-gen3-2gpu",
+         "2 RTX 2080 Ti under one PCIe Gen3 switch, no P2P (SHM)",
+         "the existing preset (PCIe Gen3 at 11 GB/s, SHM through host memory; NCCL 2.3 "
+         "tables)"),
+)
+
+#: The --quick mode's logs (the two fastest to predict).
+QUICK = ("h20-3e", "rtx2080ti")
+
+
+def _thin(rows: list[Measurement], keep: int) -> list[Measurement]:
+    """``keep`` sizes spread over the run (the --quick mode)."""
+    sizes = sorted({r.nbytes for r in rows})
+    if len(sizes) <= keep:
+        return rows
+    step = (len(sizes) - 1) / (keep - 1)
+    chosen = [(n, n) for n in sorted({sizes[round(i * step)] for i in range(keep)})]
+    return filter_rows(rows, sizes=chosen)
+
+
+def run(case: Case, quick: bool) -> ValidationReport:
+    """``case``'s log predicted on its preset, as ``commsim validate nccl-tests`` does."""
+    log = read_nccl_tests(LOGS / case.log, partial=True)
+    rows = log.measurements()
+    rows = _thin(rows, 4) if quick else rows
+    return validate(rows, case.preset, algorithm="nccl", engine="auto", source=case.log,
+                    gpus_per_thread=log.gpus_per_thread, nccl_version=log.nccl_version,
+                    protocol=log.protocol, hosts=log.host_indices())
+
+
+def _pct(value: float | None, signed: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{value:+.1f}" if signed else f"{value:.1f}"
+
+
+def _median(values: Sequence[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def rows_of(cases: Sequence[Case], quick: bool) -> list[list[str]]:
+    """One row per log: its preset, the rows >= 1 MiB and their errors, all rows', busbw."""
+    out = [["log", "preset", "ranks", "rows >= 1 MiB", "median abs error >= 1 MiB %",
+            "signed median >= 1 MiB %", "median abs error all %", "busbw largest meas / pred",
+            "the log states", "assumed"]]
+    for case in cases:
+        report = run(case, quick)
+        large = [r for r in report.rows if r.nbytes >= MIB]
+        last = max(report.rows, key=lambda r: r.nbytes)
+        out.append([case.log.removesuffix(".txt"), case.preset, str(last.ranks),
+                    str(len(large)), _pct(_median([abs(r.error_pct) for r in large])),
+                    _pct(_median([r.error_pct for r in large]), signed=True),
+                    _pct(_median([abs(r.error_pct) for r in report.rows])),
+                    f"{last.measured_busbw_Bps / 1e9:.1f} / {last.predicted_busbw_Bps / 1e9:.1f}",
+                    case.states, case.assumed])
+        print(f"{case.log}: done", file=sys.stderr)
+    return out
+
+
+def markdown(rows: list[list[str]]) -> str:
+    def cells(row: list[str]) -> str:
+        return "| " + " | ".join(row) + " |"
+
+    return "\n".join([cells(rows[0]), cells(["---"] * len(rows[0])),
+                      *(cells([f"`{r[0]}`", f"`{r[1]}`", *r[2:]]) for r in rows[1:])])
+
+
+def write_doc(rows: list[list[str]]) -> None:
+    text = DOC.read_text(encoding="utf-8")
+    if BEGIN not in text or END not in text:
+        raise SystemExit(f"{DOC}: markers {BEGIN} / {END} not found")
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    DOC.write_text(head + "\n".join([BEGIN, markdown(rows), END]) + tail, encoding="utf-8")
+    print(f"rewrote the alltoall table of {DOC.relative_to(ROOT)}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-write", action="store_true", help="print only, write no docs")
+    args = parse_args(parser, {"no_write": True}, "two logs on four sizes each", argv)
+    cases = tuple(c for c in CASES if any(q in c.log for q in QUICK)) if args.quick else CASES
+    rows = rows_of(cases, args.quick)
+    print(table([f"<{h}" for h in rows[0][:8]], [r[:8] for r in rows[1:]]))
+    if not args.no_write:
+        write_doc(rows)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
