@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _common import parse_args, table
+from validate_presets import _thin
 
-from commsim.validation.measurements import Measurement, filter_rows
 from commsim.validation.nccl_tests import read_nccl_tests
 from commsim.validation.validate import ValidationReport, validate
 
@@ -77,16 +77,6 @@ CASES = (
 
 #: The --quick mode's logs (the two fastest to predict).
 QUICK = ("h20-3e", "rtx2080ti")
-
-
-def _thin(rows: list[Measurement], keep: int) -> list[Measurement]:
-    """``keep`` sizes spread over the run (the --quick mode)."""
-    sizes = sorted({r.nbytes for r in rows})
-    if len(sizes) <= keep:
-        return rows
-    step = (len(sizes) - 1) / (keep - 1)
-    chosen = [(n, n) for n in sorted({sizes[round(i * step)] for i in range(keep)})]
-    return filter_rows(rows, sizes=chosen)
 
 
 def run(case: Case, quick: bool) -> ValidationReport:

@@ -51,7 +51,16 @@ import numpy as np
 
 from commsim.budget import budget_source, fits, memory_budget
 from commsim.checker.exchange import check_exchange
-from commsim.checker.holdings import Replay, bits, extent, initial, names, one_rank, rank_words
+from commsim.checker.holdings import (
+    Replay,
+    bits,
+    extent,
+    initial,
+    names,
+    one_rank,
+    rank_words,
+    transfer_cells,
+)
 from commsim.checker.races import check_races
 from commsim.collectives import Collective, segment
 from commsim.errors import ScheduleError, SpecError
@@ -72,13 +81,7 @@ def check(schedule: Schedule) -> None:
     if coll in (Collective.ALL_GATHER, Collective.REDUCE_SCATTER):
         cuts.append(np.array([segment(r, p, n)[0] for r in range(p)], dtype=np.int64))
     bounds = np.unique(np.concatenate(cuts))
-    lo = np.searchsorted(bounds, cols.offset)
-    hi = np.searchsorted(bounds, cols.offset + cols.nbytes)
-    # every (transfer, cell) a transfer moves, by transfer then cell
-    size = hi - lo
-    rows = np.repeat(np.arange(len(cols), dtype=np.int64), size)
-    cells = np.arange(int(size.sum()), dtype=np.int64) + np.repeat(lo - np.cumsum(size) + size,
-                                                                   size)
+    rows, cells = transfer_cells(cols, bounds)
     _check_fits(schedule, len(bounds) - 1, len(rows))
     depth = cols.depths()
     check_races(cols, depth, bounds, rows, cells)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from commsim.checker.holdings import transfer_cells
 from commsim.checker.reach import Reach
 from commsim.errors import ScheduleError
 from commsim.schedule import Columns, Schedule
@@ -49,12 +50,7 @@ def check_exchange(schedule: Schedule, cols: Columns) -> None:
     cuts = [np.array([0, schedule.nbytes], dtype=np.int64), cols.offset,
             cols.offset + cols.nbytes, starts.ravel(), (starts + sizes).ravel()]
     bounds = np.unique(np.concatenate(cuts))
-    lo = np.searchsorted(bounds, cols.offset)
-    hi = np.searchsorted(bounds, cols.offset + cols.nbytes)
-    size = hi - lo
-    rows = np.repeat(np.arange(len(cols), dtype=np.int64), size)
-    cells = np.arange(int(size.sum()), dtype=np.int64) + np.repeat(lo - np.cumsum(size) + size,
-                                                                   size)
+    rows, cells = transfer_cells(cols, bounds)
     ncells = len(bounds) - 1
     o = origin[rows]
     moves = cols.src[rows] != cols.dst[rows]           # local copies bring nothing new

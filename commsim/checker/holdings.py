@@ -15,6 +15,7 @@ import numpy as np
 
 from commsim.collectives import Collective, segment
 from commsim.errors import ScheduleError
+from commsim.schedule import Columns
 
 
 def bits(words: np.ndarray) -> int:
@@ -148,3 +149,16 @@ def _earlier_in_group(key: np.ndarray, data: np.ndarray) -> np.ndarray:
         out[order[grows]] = out[order[grows - 1]] | data[order[grows - 1]]
         step += 1
     return out
+
+
+def transfer_cells(cols: Columns, bounds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (transfer, cell) a transfer moves, by transfer then cell: two arrays, the
+    cells being the intervals between consecutive ``bounds`` (sorted byte offsets that
+    include every transfer's ends)."""
+    lo = np.searchsorted(bounds, cols.offset)
+    hi = np.searchsorted(bounds, cols.offset + cols.nbytes)
+    size = hi - lo
+    rows = np.repeat(np.arange(len(cols), dtype=np.int64), size)
+    cells = np.arange(int(size.sum()), dtype=np.int64) + np.repeat(lo - np.cumsum(size) + size,
+                                                                   size)
+    return rows, cells
