@@ -274,10 +274,11 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
     ``factors``: each GPU's compute factor under a what-if)."""
     _check_space(model, gpus, space)
     out: list[_Candidate] = []
+    order = rank_order(model.moe is not None)
     for tp, cp, pp, dp in _layouts(model, gpus, space, result.rejected):
         axes: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
         per_stage = (None if factors is None
-                     else _layout_factors(factors, tp * cp, pp, dp, rank_order(model.moe is not None)))
+                     else _layout_factors(factors, tp * cp, pp, dp, order))
         if global_batch % dp:
             result.rejected.append(Rejected(axes, f"dp {dp} does not divide the global batch "
                                                   f"({global_batch})"))
@@ -298,7 +299,7 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                 for dpm, rc, ep in itertools.product(space.data_parallel, space.recompute, eps):
                     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, schedule=name,
                                      chunks=v, data_parallel=dpm, recompute=rc, ep=ep,
-                                     stage_layers=splits[rc], order=rank_order(model.moe is not None))
+                                     stage_layers=splits[rc], order=order)
                     why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
                     if why:
                         result.rejected.append(Rejected(cfg.axes(), why))
