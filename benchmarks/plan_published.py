@@ -253,7 +253,6 @@ def moe_table(rows: tuple[MoERow, ...]) -> None:
           "| published step | predicted step | error | commsim assumes |")
     print("|" + "---|" * 14)
     for row in rows:
-        t0 = time.perf_counter()
         step = predict(row)
         err = 100 * (step - row.published_step_s) / row.published_step_s
         errors.append(abs(err))
@@ -263,7 +262,6 @@ def moe_table(rows: tuple[MoERow, ...]) -> None:
               f"| {c.dp} {c.data_parallel} | {_schedule(c)} | {row.global_batch} x "
               f"{row.model.seq} | {row.published} | {row.published_step_s:.2f} s "
               f"| {step:.2f} s | {err:+.1f}% | {row.assumes} |", flush=True)
-        print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     print()
     print(f"median |step-time error| MoE, {len(errors)} rows: {statistics.median(errors):.1f}%")
 
