@@ -31,6 +31,23 @@ with the *source's own* FLOP count, so that the comparison is of step times:
 Every step also runs the loss on the last stage and each stage's optimizer step, and every
 memory-bound kernel runs at the preset's achievable HBM bandwidth (docs/planning.md).
 
+``--moe`` prints the mixtures of experts instead, compared by step time (the published
+throughput turned into the seconds of one step of the published batch), each row with what
+commsim assumes that the source does not state or that commsim does not model:
+
+* NVIDIA/Megatron-LM ``megatron/core/transformer/moe/README.md``: "With MCore v0.9, we've
+  achieved ... 468 TFLOPS for Mixtral 8X7B bf16 training", and its "Reference Best Parallel
+  Mapping" for that model (64 H100, 8 x 400 Gb/s InfiniBand per host, dropless, all-to-all
+  dispatcher, sequence 4096, TP 1, EP 8, PP 4, VP 8, micro-batch 1, global batch 256; the
+  example script's ``--use-distributed-optimizer --overlap-grad-reduce``). TFLOP/s as
+  Megatron-LM counts them (``megatron/training/training.py``, ``num_floating_point_operations``
+  of 2024: ``12 B s l h^2 ((1 + g/a + s/h) a d/h + k f/h 3/2 + V/(2 l h))``, full ``s x s``
+  attention).
+* DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv 2412.19437): 2,048 H800
+  (Section 3.1), 180K H800 GPU-hours per trillion tokens (Section 1 and Table 1), 16-way
+  pipeline (DualPipe), 64-way expert parallelism over 8 nodes, ZeRO-1 data parallelism and no
+  tensor parallelism (Section 3.2), sequence 4K and batch 15360 sequences (Section 4.2).
+
 ``--choose`` adds what ``commsim plan`` picks for the row's model, GPUs and batch (slow for
 the largest rows: minutes). Prints the table and the median |error|.
 """
@@ -47,8 +64,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from commsim.plan import SearchSpace, plan  # noqa: E402
+from commsim.plan.bounds import moe_costs  # noqa: E402
 from commsim.plan.compute import model_flops_per_token  # noqa: E402
-from commsim.plan.config import PlanConfig  # noqa: E402
+from commsim.plan.config import PlanConfig, rank_order  # noqa: E402
 from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
@@ -106,6 +124,65 @@ def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
                16 * 2**20 // seq, tflops, LLAMA3)
 
 
+@dataclass(frozen=True)
+class MoERow:
+    """A published mixture-of-experts run: layout, batch, its step in seconds (from the
+    source's own throughput figure) and what commsim assumes for it."""
+
+    source: str
+    label: str
+    model: ModelSpec
+    gpu: str
+    preset: str
+    config: PlanConfig
+    global_batch: int
+    published: str
+    published_step_s: float
+    assumes: str
+    stack: Stack = DEFAULT
+
+
+MCORE_MOE = "Megatron-Core MoE README (H100)"
+DEEPSEEK_V3 = "DeepSeek-V3 report 2024 (H800)"
+
+
+def _megatron_flops(m: ModelSpec, batch: int) -> float:
+    """Megatron-LM's FLOPs of a step (2024 form; ``f`` the expert's size, ``k`` top-k)."""
+    assert m.moe is not None
+    h, s, lay = m.hidden, m.seq, m.layers
+    attn = (1 + m.kv_heads / m.heads + s / h) * m.q_hidden / h
+    mlp = m.moe.expert_ffn_hidden / h * m.moe.top_k * (1.5 if m.mlp == "swiglu" else 1.0)
+    return 12 * batch * s * lay * h * h * (attn + mlp + m.vocab / (2 * lay * h))
+
+
+def _mixtral() -> MoERow:
+    model = replace(catalogue_model("mixtral-8x7b"), seq=4096)
+    cfg = PlanConfig(tp=1, cp=1, pp=4, dp=16, micro_batch=1, schedule="interleaved", chunks=8,
+                     data_parallel="zero1", recompute="none", ep=8,
+                     order=rank_order(has_experts=True))
+    step = _megatron_flops(model, 256) / (468e12 * cfg.world)
+    return MoERow(MCORE_MOE, "Mixtral 8x7B", model, "H100", "dgx-h100x8", cfg, 256,
+                  "468 TFLOP/s/GPU", step,
+                  "VP 8 read as 8 chunks of one layer; MCore v0.9's 468 on v0.8's mapping; even "
+                  "routing; no recompute; EP all-to-alls not overlapped (as MCore v0.9)")
+
+
+def _deepseek_v3() -> MoERow:
+    model = catalogue_model("deepseek-v3")
+    cfg = PlanConfig(tp=1, cp=1, pp=16, dp=128, micro_batch=1, schedule="1f1b", chunks=1,
+                     data_parallel="zero1", recompute="none", ep=64,
+                     stage_layers=(3,) + (4,) * 14 + (2,), order=rank_order(has_experts=True))
+    tokens = 15360 * model.seq
+    step = tokens * 180e3 * 3600 / 1e12 / cfg.world  # 180K GPU-hours per 1e12 tokens
+    return MoERow(DEEPSEEK_V3, "DeepSeek-V3", model, "H800", "hgx-h800x256", cfg, 15360,
+                  "180K GPU-h/T tokens", step,
+                  "bf16 GEMMs (report: FP8); 1F1B for DualPipe (no all-to-all overlap); "
+                  "micro-batch 1 and split 3,4*14,2 not stated; even routing over 8 hosts "
+                  "(report: at most 4 nodes per token); no MTP module; GPU-hours as step time")
+
+
+MOE_ROWS = (_mixtral(), _deepseek_v3())
+
 ROWS = (
     _meg("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, 16, "torch"),
     _meg("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138, 16, "torch"),
@@ -132,7 +209,7 @@ def published_flops(row: Row) -> float:
     return model_flops_per_token(m) * b * m.seq
 
 
-def predict(row: Row) -> float:
+def predict(row: Row | MoERow) -> float:
     """Predicted step seconds of the published layout."""
     network = load_topology(row.preset)
     device = network_device(network)
@@ -141,7 +218,8 @@ def predict(row: Row) -> float:
     times = layer_costs(row.model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute,
                         row.stack)
     step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
-                                        stack=row.stack, device=device))
+                                        stack=row.stack, device=device,
+                                        moe=moe_costs(row.model, device, cfg)))
     return step.step_time_s
 
 
@@ -168,12 +246,38 @@ def _schedule(c: PlanConfig) -> str:
     return f"{c.schedule_label} mb{c.micro_batch}"
 
 
+def moe_table(rows: tuple[MoERow, ...]) -> None:
+    """Print the MoE rows: published and predicted step, the step-time error, the median."""
+    errors = []
+    print("| source | model | GPUs | TP | EP | PP | DP | schedule | batch x seq | published "
+          "| published step | predicted step | error | commsim assumes |")
+    print("|" + "---|" * 14)
+    for row in rows:
+        step = predict(row)
+        err = 100 * (step - row.published_step_s) / row.published_step_s
+        errors.append(abs(err))
+        c = row.config
+        pp = f"{c.pp} ({split_label(c.stage_layers)})" if c.stage_layers else str(c.pp)
+        print(f"| {row.source} | {row.label} | {c.world} {row.gpu} | {c.tp} | {c.ep} | {pp} "
+              f"| {c.dp} {c.data_parallel} | {_schedule(c)} | {row.global_batch} x "
+              f"{row.model.seq} | {row.published} | {row.published_step_s:.2f} s "
+              f"| {step:.2f} s | {err:+.1f}% | {row.assumes} |", flush=True)
+    print()
+    print(f"median |step-time error| MoE, {len(errors)} rows: {statistics.median(errors):.1f}%")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--choose", action="store_true", help="also run the search per row")
     parser.add_argument("--quick", action="store_true",
-                        help="the first row of each source, for the test suite")
+                        help="the first row of each source and the first MoE row, for the "
+                             "test suite")
+    parser.add_argument("--moe", action="store_true",
+                        help="the mixtures of experts, by step time")
     args = parser.parse_args()
+    if args.moe:
+        moe_table(MOE_ROWS[:1] if args.quick else MOE_ROWS)
+        return
     rows = ROWS
     if args.quick:
         rows = tuple(next(r for r in ROWS if r.source == s) for s in (MEGATRON, LLAMA3_SRC))
@@ -204,6 +308,9 @@ def main() -> None:
     for source, errs in by_source.items():
         print(f"median |error| {source}: {statistics.median(errs):.1f}%")
     print(f"median |error| all {len(errors)} rows: {statistics.median(errors):.1f}%")
+    if args.quick:  # the MoE path too, on its first row
+        print()
+        moe_table(MOE_ROWS[:1])
 
 
 if __name__ == "__main__":
