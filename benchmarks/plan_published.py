@@ -28,6 +28,14 @@ with the *source's own* FLOP count, so that the comparison is of step times:
   reduce-scatter (:data:`commsim.plan.stack.LLAMA3`). The RoCE fabric is modelled by the
   dgx-h100 preset's 400 Gb/s per GPU.
 
+* MosaicML llm-foundry, ``scripts/train/benchmarking/README.md`` (``_foundry_rows.py``: the
+  rows and the rule that picks them): MPT models on H100 (bf16 and Transformer Engine fp8)
+  and A100, PyTorch FSDP ``FULL_SHARD`` on 8 to 64 GPUs, tp = cp = pp = 1, full recompute
+  where activation checkpointing is on, the ``pytorch-fsdp`` stack (weights gathered again for
+  the backward, gradients reduce-scattered after every micro-batch, in fp32 under Composer's
+  ``DEFAULT`` mixed precision, bf16 under ``PURE``). Published tokens per second per GPU,
+  shown as TFLOP/s per GPU by ``6 N`` plus causal attention on both sides.
+
 Every step also runs the loss on the last stage and each stage's optimizer step, and every
 memory-bound kernel runs at the preset's achievable HBM bandwidth (docs/planning.md).
 
@@ -53,10 +61,17 @@ from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
 from commsim.plan.search import layer_costs  # noqa: E402
-from commsim.plan.stack import DEFAULT, LLAMA3, MEGATRON_2021, Stack  # noqa: E402
+from commsim.plan.stack import (  # noqa: E402
+    DEFAULT,
+    LLAMA3,
+    MEGATRON_2021,
+    PYTORCH_FSDP,
+    Stack,
+)
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
 from commsim.replay.stages import split_label  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
+from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
 
 MEGATRON = "Narayanan et al. 2021, Table 1 (A100)"
 LLAMA3_SRC = "Llama 3 2024, Table 4 (H100)"
@@ -106,6 +121,20 @@ def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
                16 * 2**20 // seq, tflops, LLAMA3)
 
 
+def _foundry(source: str, preset: str, precision: str,
+             row: tuple[str, int, int, int, int, int, bool, str]) -> Row:
+    """An llm-foundry row (:mod:`_foundry_rows`), evaluated as ``commsim plan`` evaluates
+    ``--tp 1 --cp 1 --pp 1 --data-parallel fsdp`` under ``--stack pytorch-fsdp``."""
+    size, seq, gpus, mbs, accum, tokens, checkpointing, mixed = row
+    model = replace(catalogue_model(f"mpt-{size}"), seq=seq)
+    cfg = PlanConfig(tp=1, cp=1, pp=1, dp=gpus, micro_batch=mbs, schedule="1f1b", chunks=1,
+                     data_parallel="fsdp", recompute="full" if checkpointing else "none")
+    stack = replace(PYTORCH_FSDP, precision=precision, grad_bytes=2 if mixed == "PURE" else 4)
+    return Row(source, f"MPT {size.upper()} s{seq} ({tokens} tok/s/GPU)", model,
+               f"{preset}x{gpus // 8}", cfg, mbs * accum * gpus,
+               tokens * model_flops_per_token(model) / 1e12, stack)
+
+
 ROWS = (
     _meg("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, 16, "torch"),
     _meg("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138, 16, "torch"),
@@ -120,7 +149,10 @@ ROWS = (
     _llama(8192, 1, 8192, 430),
     _llama(16384, 1, 8192, 400),
     _llama(16384, 16, 131072, 380),
-)
+) + tuple(_foundry(source, preset, precision, r)
+          for source, preset, precision, rows in FOUNDRY_TABLES for r in rows)
+#: The sources in the order of their rows.
+SOURCES = tuple(dict.fromkeys(r.source for r in ROWS))
 
 
 def published_flops(row: Row) -> float:
@@ -176,7 +208,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = ROWS
     if args.quick:
-        rows = tuple(next(r for r in ROWS if r.source == s) for s in (MEGATRON, LLAMA3_SRC))
+        rows = tuple(next(r for r in ROWS if r.source == s) for s in SOURCES)
     errors = []
     header = ("| source | model | GPUs | TP | CP | PP | DP | schedule | batch | published | "
               "predicted | error |")
@@ -188,7 +220,7 @@ def main() -> None:
         step = predict(row)
         pred = tflops(row, step)
         err = 100 * (pred - row.published_tflops) / row.published_tflops
-        errors.append(abs(err))
+        errors.append(err)
         c = row.config
         pp = f"{c.pp} ({split_label(c.stage_layers)})" if c.stage_layers else str(c.pp)
         line = (f"| {row.source} | {row.label} | {c.world} | {c.tp} | {c.cp} | {pp} | {c.dp} "
@@ -199,11 +231,13 @@ def main() -> None:
         print(line, flush=True)
         print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(rows, errors, strict=True) if r.source == s]
-                 for s in (MEGATRON, LLAMA3_SRC)}
+                 for s in SOURCES}
     print()
     for source, errs in by_source.items():
-        print(f"median |error| {source}: {statistics.median(errs):.1f}%")
-    print(f"median |error| all {len(errors)} rows: {statistics.median(errors):.1f}%")
+        print(f"median |error| {source}: {statistics.median(map(abs, errs)):.1f}% "
+              f"(median error {statistics.median(errs):+.1f}%, {len(errs)} rows)")
+    print(f"median |error| all {len(errors)} rows: "
+          f"{statistics.median(map(abs, errors)):.1f}%")
 
 
 if __name__ == "__main__":
