@@ -54,6 +54,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
+from _fp8_ratios import torchtitan_ratios  # noqa: E402
+
 from commsim.plan import SearchSpace, plan  # noqa: E402
 from commsim.plan.compute import model_flops_per_token  # noqa: E402
 from commsim.plan.config import PlanConfig  # noqa: E402
@@ -71,7 +74,6 @@ from commsim.plan.stack import (  # noqa: E402
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
 from commsim.replay.stages import split_label  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
-from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
 
 MEGATRON = "Narayanan et al. 2021, Table 1 (A100)"
 LLAMA3_SRC = "Llama 3 2024, Table 4 (H100)"
@@ -209,7 +211,7 @@ def main() -> None:
     rows = ROWS
     if args.quick:
         rows = tuple(next(r for r in ROWS if r.source == s) for s in SOURCES)
-    errors = []
+    errors, steps = [], []
     header = ("| source | model | GPUs | TP | CP | PP | DP | schedule | batch | published | "
               "predicted | error |")
     print(header + (" plan's choice (its step against the published layout's) |"
@@ -218,6 +220,7 @@ def main() -> None:
     for row in rows:
         t0 = time.perf_counter()
         step = predict(row)
+        steps.append(step)
         pred = tflops(row, step)
         err = 100 * (pred - row.published_tflops) / row.published_tflops
         errors.append(err)
@@ -238,6 +241,28 @@ def main() -> None:
               f"(median error {statistics.median(errs):+.1f}%, {len(errs)} rows)")
     print(f"median |error| all {len(errors)} rows: "
           f"{statistics.median(map(abs, errors)):.1f}%")
+    _speedups(rows, steps)
+
+
+def _speedups(rows: tuple[Row, ...], steps: list[float]) -> None:
+    """fp8 over bf16, published and predicted: llm-foundry's fp8 rows that have a bf16 row
+    of the same model, sequence, GPUs, micro-batch and batch, and torchtitan's Llama 3.1 8B
+    (:mod:`_fp8_ratios`)."""
+    def key(r: Row) -> tuple:
+        return (r.model, r.config, r.global_batch, r.preset)
+
+    bf16 = {key(r): (r, s) for r, s in zip(rows, steps, strict=True)
+            if r.source.startswith("llm-foundry") and r.stack.precision == "bf16"}
+    print()
+    for r, s in zip(rows, steps, strict=True):
+        if r.stack.precision == "fp8" and key(r) in bf16:
+            base, base_s = bf16[key(r)]
+            print(f"fp8/bf16 {r.label.split(' (')[0]} on {r.config.world} GPUs: published "
+                  f"{r.published_tflops / base.published_tflops:.2f}x, predicted "
+                  f"{base_s / s:.2f}x")
+    for gpus, published, predicted in torchtitan_ratios():
+        print(f"fp8/bf16 torchtitan Llama 3.1 8B on {gpus} GPUs: published {published:.2f}x, "
+              f"predicted {predicted:.2f}x")
 
 
 if __name__ == "__main__":

@@ -169,9 +169,9 @@ def plan(
     """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`) under the
     software ``stack`` (:mod:`.stack`; default: fused attention, sequence parallelism,
     overlapped gradient reduction; its ``precision``, ``bf16`` or ``fp8``, is each
-    configuration's ``precision``, and MFU stays against the bf16 peak). Collectives are timed by ``engine``: ``analytic`` (the
-    default: the timing layer's closed forms, fast), ``des`` or ``auto`` (as ``replay`` times
-    them: the DES up to 64 ranks).
+    configuration's ``precision``, and MFU stays against the bf16 peak). Collectives are
+    timed by ``engine``: ``analytic`` (the default: the timing layer's closed forms, fast),
+    ``des`` or ``auto`` (as ``replay`` times them: the DES up to 64 ranks).
 
     ``progress`` draws a tqdm bar on stderr (only on a terminal). ``what_if`` (a file, its
     mapping or a parsed :class:`~commsim.topology.what_if.WhatIf`, docs/what-if.md) plans on

@@ -203,7 +203,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         seq=None if args.seq is None else _int(args.seq, "--seq"),
         gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
         space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
-        stack=named_stack(args.stack, args.attention, args.precision), engine=args.engine.strip().lower(),
+        stack=named_stack(args.stack, args.attention, args.precision),
+        engine=args.engine.strip().lower(),
         what_if=args.what_if,
     )
     if args.json:

@@ -364,18 +364,20 @@ class _Evaluator:
         ended; backward (``lo``: the op's first global layer), in reverse, each layer's
         all-gather issued when the layer after it starts, its reduce-scatter after it."""
         gathers = self.c.gather[stage]
-        if lo is None:
+        if lo is None:  # the first two are issued ahead (the CPU runs ahead of the GPU)
             ends: list[float] = []
             for i, j in enumerate(range(first, first + n)):
-                gathered = _run(st, "gather", ends[i - 2] if i >= 2 else ready, gathers[j])
+                gathered = _run(st, "gather", ends[i - 2] if i >= 2 else 0.0, gathers[j])
                 ready = _run_layers(st, blocks, ready, 1, (gathered,))
                 ends.append(ready)
             return ready
         reduce = self.c.reduce[stage]
-        issue = ready
+        after = _run(st, "gather", ready, gathers[first + n - 1])
         for i in reversed(range(n)):
-            gathered = _run(st, "gather", issue, gathers[first + i])
-            issue = max(ready, gathered, st.free.get("compute", 0.0))
+            gathered = after
+            if i:  # the next layer's gather, issued as this layer's backward starts
+                start = max(ready, gathered, st.free.get("compute", 0.0))
+                after = _run(st, "gather", start, gathers[first + i - 1])
             ready = _run_layers(st, blocks, ready, 1, (gathered,))
             _run(st, "gather", ready, reduce.get(lo + i, 0.0))
         return ready
