@@ -10,6 +10,9 @@ was published, for ``plan_published.py``.
   500 W whose peak is not published, so only the ratio is compared, on the dgx-h100 preset
   (H100 SXM5) with 96 GiB of memory: the assumption is that fp8 gains the same there. Their
   Float8 is torchao's (dynamic scaling), commsim's Transformer Engine's (delayed scaling).
+* pytorch/ao ``torchao/float8/README.md``: one linear layer's forward and backward, fp8
+  against bf16 on an H100 with the casting overhead, ``M, K, N`` = 1024, 2048, 1024: 0.80x;
+  4096, 8192, 16384: 1.39x (a check of the fp8 linear layer alone, on the dgx-h100 preset).
 """
 
 from __future__ import annotations
@@ -17,7 +20,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 from commsim.plan import SearchSpace, plan
+from commsim.plan.compute import _fwd_bwd
+from commsim.plan.device import network_device
 from commsim.plan.stack import PYTORCH_FSDP
+from commsim.topology import load_topology
 
 #: (GPUs, global batch, published bf16 and fp8 tokens/s per GPU)
 TORCHTITAN = ((8, 16, 6667, 8532), (128, 256, 6514, 8380))
@@ -36,4 +42,19 @@ def torchtitan_ratios() -> list[tuple[int, float, float]]:
                        stack=replace(PYTORCH_FSDP, precision=precision))
             steps.append(res.result.configs[0].record["step_time_s"])
         out.append((gpus, fp8 / bf16, steps[0] / steps[1]))
+    return out
+
+
+#: (M, K, N, published fp8/bf16 speed-up of the linear layer's forward and backward)
+TORCHAO = ((1024, 2048, 1024, 0.80), (4096, 8192, 16384, 1.39))
+
+
+def linear_ratios() -> list[tuple[int, int, int, float, float]]:
+    """Per torchao shape: (M, K, N, published, predicted fp8/bf16 of one linear layer)."""
+    device = network_device(load_topology("dgx-h100"))
+    out = []
+    for m, k, n, published in TORCHAO:
+        bf16 = sum(_fwd_bwd(device, m, n, k))
+        fp8 = sum(_fwd_bwd(device, m, n, k, "fp8"))
+        out.append((m, k, n, published, bf16 / fp8))
     return out

@@ -1,6 +1,6 @@
 """``commsim plan``'s step model against published training throughput.
 
-Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick]``
+Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick] [--source TEXT]``
 
 For each published row, the step of the published layout is evaluated exactly as ``commsim
 plan`` evaluates a configuration (the shipped preset's ``device:`` block: one set of
@@ -55,7 +55,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
-from _fp8_ratios import torchtitan_ratios  # noqa: E402
+from _fp8_ratios import linear_ratios, torchtitan_ratios  # noqa: E402
 
 from commsim.plan import SearchSpace, plan  # noqa: E402
 from commsim.plan.compute import model_flops_per_token  # noqa: E402
@@ -207,10 +207,21 @@ def main() -> None:
     parser.add_argument("--choose", action="store_true", help="also run the search per row")
     parser.add_argument("--quick", action="store_true",
                         help="the first row of each source, for the test suite")
+    parser.add_argument("--gather-once", action="store_true",
+                        help="time the llm-foundry rows' FSDP as gathered once per step and "
+                        "reduced once (the model before PyTorch's FSDP was)")
+    parser.add_argument("--source", default="", metavar="TEXT",
+                        help="only the rows whose source contains TEXT")
     args = parser.parse_args()
-    rows = ROWS
+    rows = tuple(r for r in ROWS if args.source in r.source)
+    if args.gather_once:
+        rows = tuple(replace(r, stack=replace(r.stack, fsdp_reshard=False)) for r in rows)
+    if not rows:
+        parser.error(f"--source {args.source!r}: no source contains it "
+                     f"(sources: {', '.join(SOURCES)})")
     if args.quick:
-        rows = tuple(next(r for r in ROWS if r.source == s) for s in SOURCES)
+        rows = tuple(next(r for r in rows if r.source == s)
+                     for s in dict.fromkeys(r.source for r in rows))
     errors, steps = [], []
     header = ("| source | model | GPUs | TP | CP | PP | DP | schedule | batch | published | "
               "predicted | error |")
@@ -234,7 +245,7 @@ def main() -> None:
         print(line, flush=True)
         print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(rows, errors, strict=True) if r.source == s]
-                 for s in SOURCES}
+                 for s in dict.fromkeys(r.source for r in rows)}
     print()
     for source, errs in by_source.items():
         print(f"median |error| {source}: {statistics.median(map(abs, errs)):.1f}% "
@@ -251,6 +262,8 @@ def _speedups(rows: tuple[Row, ...], steps: list[float]) -> None:
     def key(r: Row) -> tuple:
         return (r.model, r.config, r.global_batch, r.preset)
 
+    if not any(r.stack.precision == "fp8" for r in rows):
+        return
     bf16 = {key(r): (r, s) for r, s in zip(rows, steps, strict=True)
             if r.source.startswith("llm-foundry") and r.stack.precision == "bf16"}
     print()
@@ -262,6 +275,9 @@ def _speedups(rows: tuple[Row, ...], steps: list[float]) -> None:
                   f"{base_s / s:.2f}x")
     for gpus, published, predicted in torchtitan_ratios():
         print(f"fp8/bf16 torchtitan Llama 3.1 8B on {gpus} GPUs: published {published:.2f}x, "
+              f"predicted {predicted:.2f}x")
+    for m, k, n, published, predicted in linear_ratios():
+        print(f"fp8/bf16 torchao linear M,K,N={m},{k},{n}: published {published:.2f}x, "
               f"predicted {predicted:.2f}x")
 
 
