@@ -243,7 +243,8 @@ def main() -> None:
         if args.choose:
             line += f" {choose(row, step)} |"
         print(line, flush=True)
-        print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        if args.choose:  # the search is what takes time
+            print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(rows, errors, strict=True) if r.source == s]
                  for s in dict.fromkeys(r.source for r in rows)}
     print()
