@@ -8,11 +8,15 @@ from dataclasses import replace
 
 import pytest
 
+from commsim.plan.compute import LayerTimes
 from commsim.plan.config import PlanConfig
+from commsim.plan.costs import pipeline_costs
 from commsim.plan.evaluate import PipelineCosts, evaluate_pipeline
 from commsim.plan.memory import FSDP_GATHERED, peak_memory
 from commsim.plan.models import CATALOGUE
-from commsim.plan.stack import PYTORCH_FSDP, Stack
+from commsim.plan.stack import PYTORCH_FSDP, Stack, named_stack
+from commsim.plan.timing import CollectiveTimer
+from commsim.topology import load_topology
 
 
 def _costs(n: int, k: int, f: float, b: float, g: float, r: float,
@@ -83,9 +87,19 @@ def test_pytorch_fsdp_memory_holds_shards_and_two_gathered_layers():
 
 
 def test_the_stack_names_it():
-    """The pytorch-fsdp stack reshards, reduces in fp32 and says so in its label."""
+    """--stack pytorch-fsdp reshards, reduces in fp32 and says so in its label."""
+    assert named_stack("pytorch-fsdp") == PYTORCH_FSDP
     assert PYTORCH_FSDP.fsdp_reshard and PYTORCH_FSDP.grad_bytes == 4
     assert "fsdp-reshard" in PYTORCH_FSDP.label() and "fsdp" not in Stack().label()
-    cfg = PlanConfig(tp=1, cp=1, pp=1, dp=8, micro_batch=1, schedule="1f1b", chunks=1,
-                     data_parallel="fsdp", recompute="none")
-    assert cfg.data_parallel == "fsdp"
+
+
+def test_only_fsdp_configurations_reshard():
+    """The stack's resharding reaches the evaluation of FSDP configurations only."""
+    model = CATALOGUE["mpt-1b"]
+    timer = CollectiveTimer(load_topology("dgx-h100"))
+    times = LayerTimes(1e-3, 1e-3, 2e-3, 2e-3, 0.0, 0.0, 0.0, 0.0, False)
+    for kind, expected in (("fsdp", True), ("ddp", False), ("zero2", False)):
+        cfg = PlanConfig(tp=1, cp=1, pp=1, dp=8, micro_batch=1, schedule="1f1b", chunks=1,
+                         data_parallel=kind, recompute="none")
+        (costs,) = pipeline_costs(cfg, model, times, timer, 2, stack=PYTORCH_FSDP)
+        assert costs.fsdp_reshard is expected
