@@ -190,7 +190,8 @@ def choose(row: Row, step_s: float) -> str:
     126 layers), and its predicted step against the published layout's ``step_s``."""
     # Llama 3 405B's 126 layers divide by no PP beyond 2: its uneven depths are asked for
     pp = (1, 2, 4, 8, 16, 32) if row.source == LLAMA3_SRC else None
-    space = SearchSpace(tp=(1, 2, 4, 8), cp=(row.config.cp,), pp=pp,
+    tp = tuple(t for t in (1, 2, 4, 8) if row.model.heads % t == 0)  # MPT 3B: 20 heads
+    space = SearchSpace(tp=tp, cp=(row.config.cp,), pp=pp,
                         recompute=("none", "selective", "full"))
     out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1,
                stack=row.stack)
