@@ -52,7 +52,7 @@ CSV_COLUMNS = (
     "tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage", "data_parallel",
     "recompute", "ep", "stage_layers", "microbatches", "step_time_s", "tokens_per_s",
     "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
-    "peak_memory_bytes", "fits", "precision", "reason",
+    "peak_memory_bytes", "precision", "fits", "reason",
 )
 
 
