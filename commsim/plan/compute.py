@@ -41,7 +41,8 @@ the roofline's traffic. Each linear layer of ``m`` tokens, ``k`` in and ``n`` ou
 casts as memory-bound passes (:data:`FP8_CAST_BYTES` per element: read 2, write the fp8 copy
 and its transpose, with the amax fused): the input (``m k``) and the weight (``k n``, cast
 again each micro-batch: nothing caches it across them) in the forward, the output gradient
-(``m n``) in the backward. Attention and the output layer stay in bf16.
+(``m n``) in the backward. Attention and the output layer stay in bf16 (and, for now, a
+mixture of experts' router and experts, :mod:`.moe_layer`).
 
 >>> from commsim.plan.device import DeviceSpec
 >>> dev = DeviceSpec(name="x", memory_bytes=2**30, memory_bandwidth_Bps=2e12, peak_flops=1e15,
