@@ -110,8 +110,8 @@ def test_the_fsdp_replay_agrees(f, b):
     """The ``fsdp`` replay workload (prefetch 1, reshard after forward, its all-gathers and
     reduce-scatters on two streams sharing the links) and the planner's one stream give the
     same step when the traffic hides under compute, and the planner more, within 10% (5%
-    here), when it does not: an all-gather and a reduce-scatter issued together overlap their
-    latencies in the replay and queue on the planner's one stream."""
+    here), when it does not: an all-gather and a reduce-scatter issued together run at once
+    on the replay's shared links and queue on the planner's one stream."""
     from commsim.replay import replay, workload_from_dict
 
     n, params = 6, 50_000_000
