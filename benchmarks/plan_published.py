@@ -1,6 +1,6 @@
 """``commsim plan``'s step model against published training throughput.
 
-Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick]``
+Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick] [--source TEXT]``
 
 For each published row, the step of the published layout is evaluated exactly as ``commsim
 plan`` evaluates a configuration (the shipped preset's ``device:`` block: one set of
@@ -27,6 +27,14 @@ with the *source's own* FLOP count, so that the comparison is of step times:
   recompute, today's stack (fused attention) with the paper's fp32 gradient accumulation and
   reduce-scatter (:data:`commsim.plan.stack.LLAMA3`). The RoCE fabric is modelled by the
   dgx-h100 preset's 400 Gb/s per GPU.
+
+* MosaicML llm-foundry, ``scripts/train/benchmarking/README.md`` (``_foundry_rows.py``: the
+  rows and the rule that picks them): MPT models on H100 (bf16 and Transformer Engine fp8)
+  and A100, PyTorch FSDP ``FULL_SHARD`` on 8 to 64 GPUs, tp = cp = pp = 1, full recompute
+  where activation checkpointing is on, the ``pytorch-fsdp`` stack (weights gathered again for
+  the backward, gradients reduce-scattered after every micro-batch, in fp32 under Composer's
+  ``DEFAULT`` mixed precision, bf16 under ``PURE``). Published tokens per second per GPU,
+  shown as TFLOP/s per GPU by ``6 N`` plus causal attention on both sides.
 
 Every step also runs the loss on the last stage and each stage's optimizer step, and every
 memory-bound kernel runs at the preset's achievable HBM bandwidth (docs/planning.md).
@@ -63,6 +71,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
+from _fp8_ratios import linear_ratios, torchtitan_ratios  # noqa: E402
+
 from commsim.plan import SearchSpace, plan  # noqa: E402
 from commsim.plan.bounds import moe_costs  # noqa: E402
 from commsim.plan.compute import model_flops_per_token  # noqa: E402
@@ -71,7 +82,13 @@ from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
 from commsim.plan.search import layer_costs  # noqa: E402
-from commsim.plan.stack import DEFAULT, LLAMA3, MEGATRON_2021, Stack  # noqa: E402
+from commsim.plan.stack import (  # noqa: E402
+    DEFAULT,
+    LLAMA3,
+    MEGATRON_2021,
+    PYTORCH_FSDP,
+    Stack,
+)
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
 from commsim.replay.stages import split_label  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
@@ -183,6 +200,20 @@ def _deepseek_v3() -> MoERow:
 
 MOE_ROWS = (_mixtral(), _deepseek_v3())
 
+def _foundry(source: str, preset: str, precision: str,
+             row: tuple[str, int, int, int, int, int, bool, str]) -> Row:
+    """An llm-foundry row (:mod:`_foundry_rows`), evaluated as ``commsim plan`` evaluates
+    ``--tp 1 --cp 1 --pp 1 --data-parallel fsdp`` under ``--stack pytorch-fsdp``."""
+    size, seq, gpus, mbs, accum, tokens, checkpointing, mixed = row
+    model = replace(catalogue_model(f"mpt-{size}"), seq=seq)
+    cfg = PlanConfig(tp=1, cp=1, pp=1, dp=gpus, micro_batch=mbs, schedule="1f1b", chunks=1,
+                     data_parallel="fsdp", recompute="full" if checkpointing else "none")
+    stack = replace(PYTORCH_FSDP, precision=precision, grad_bytes=2 if mixed == "PURE" else 4)
+    return Row(source, f"MPT {size.upper()} s{seq} ({tokens} tok/s/GPU)", model,
+               f"{preset}x{gpus // 8}", cfg, mbs * accum * gpus,
+               tokens * model_flops_per_token(model) / 1e12, stack)
+
+
 ROWS = (
     _meg("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, 16, "torch"),
     _meg("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138, 16, "torch"),
@@ -197,7 +228,10 @@ ROWS = (
     _llama(8192, 1, 8192, 430),
     _llama(16384, 1, 8192, 400),
     _llama(16384, 16, 131072, 380),
-)
+) + tuple(_foundry(source, preset, precision, r)
+          for source, preset, precision, rows in FOUNDRY_TABLES for r in rows)
+#: The sources in the order of their rows.
+SOURCES = tuple(dict.fromkeys(r.source for r in ROWS))
 
 
 def published_flops(row: Row) -> float:
@@ -234,7 +268,8 @@ def choose(row: Row, step_s: float) -> str:
     126 layers), and its predicted step against the published layout's ``step_s``."""
     # Llama 3 405B's 126 layers divide by no PP beyond 2: its uneven depths are asked for
     pp = (1, 2, 4, 8, 16, 32) if row.source == LLAMA3_SRC else None
-    space = SearchSpace(tp=(1, 2, 4, 8), cp=(row.config.cp,), pp=pp,
+    tp = tuple(t for t in (1, 2, 4, 8) if row.model.heads % t == 0)  # MPT 3B: 20 heads
+    space = SearchSpace(tp=tp, cp=(row.config.cp,), pp=pp,
                         recompute=("none", "selective", "full"))
     out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1,
                stack=row.stack)
@@ -274,14 +309,25 @@ def main() -> None:
                              "test suite")
     parser.add_argument("--moe", action="store_true",
                         help="the mixtures of experts, by step time")
+    parser.add_argument("--gather-once", action="store_true",
+                        help="time the llm-foundry rows' FSDP as gathered once per step and "
+                        "reduced once (the model before PyTorch's FSDP was)")
+    parser.add_argument("--source", default="", metavar="TEXT",
+                        help="only the rows whose source contains TEXT")
     args = parser.parse_args()
     if args.moe:
         moe_table(MOE_ROWS[:1] if args.quick else MOE_ROWS)
         return
-    rows = ROWS
+    rows = tuple(r for r in ROWS if args.source in r.source)
+    if args.gather_once:
+        rows = tuple(replace(r, stack=replace(r.stack, fsdp_reshard=False)) for r in rows)
+    if not rows:
+        parser.error(f"--source {args.source!r}: no source contains it "
+                     f"(sources: {', '.join(SOURCES)})")
     if args.quick:
-        rows = tuple(next(r for r in ROWS if r.source == s) for s in (MEGATRON, LLAMA3_SRC))
-    errors = []
+        rows = tuple(next(r for r in rows if r.source == s)
+                     for s in dict.fromkeys(r.source for r in rows))
+    errors, steps = [], []
     header = ("| source | model | GPUs | TP | CP | PP | DP | schedule | batch | published | "
               "predicted | error |")
     print(header + (" plan's choice (its step against the published layout's) |"
@@ -290,9 +336,10 @@ def main() -> None:
     for row in rows:
         t0 = time.perf_counter()
         step = predict(row)
+        steps.append(step)
         pred = tflops(row, step)
         err = 100 * (pred - row.published_tflops) / row.published_tflops
-        errors.append(abs(err))
+        errors.append(err)
         c = row.config
         pp = f"{c.pp} ({split_label(c.stage_layers)})" if c.stage_layers else str(c.pp)
         line = (f"| {row.source} | {row.label} | {c.world} | {c.tp} | {c.cp} | {pp} | {c.dp} "
@@ -301,16 +348,46 @@ def main() -> None:
         if args.choose:
             line += f" {choose(row, step)} |"
         print(line, flush=True)
-        print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        if args.choose:  # the search is what takes time
+            print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(rows, errors, strict=True) if r.source == s]
-                 for s in (MEGATRON, LLAMA3_SRC)}
+                 for s in dict.fromkeys(r.source for r in rows)}
     print()
     for source, errs in by_source.items():
-        print(f"median |error| {source}: {statistics.median(errs):.1f}%")
-    print(f"median |error| all {len(errors)} rows: {statistics.median(errors):.1f}%")
+        print(f"median |error| {source}: {statistics.median(map(abs, errs)):.1f}% "
+              f"(median error {statistics.median(errs):+.1f}%, {len(errs)} rows)")
+    print(f"median |error| all {len(errors)} rows: "
+          f"{statistics.median(map(abs, errors)):.1f}%")
+    _speedups(rows, steps)
     if args.quick:  # the MoE path too, on its first row
         print()
         moe_table(MOE_ROWS[:1])
+
+
+def _speedups(rows: tuple[Row, ...], steps: list[float]) -> None:
+    """fp8 over bf16, published and predicted: llm-foundry's fp8 rows that have a bf16 row
+    of the same model, sequence, GPUs, micro-batch and batch, and torchtitan's Llama 3.1 8B
+    (:mod:`_fp8_ratios`)."""
+    def key(r: Row) -> tuple:
+        return (r.model, r.config, r.global_batch, r.preset)
+
+    if not any(r.stack.precision == "fp8" for r in rows):
+        return
+    bf16 = {key(r): (r, s) for r, s in zip(rows, steps, strict=True)
+            if r.source.startswith("llm-foundry") and r.stack.precision == "bf16"}
+    print()
+    for r, s in zip(rows, steps, strict=True):
+        if r.stack.precision == "fp8" and key(r) in bf16:
+            base, base_s = bf16[key(r)]
+            print(f"fp8/bf16 {r.label.split(' (')[0]} on {r.config.world} GPUs: published "
+                  f"{r.published_tflops / base.published_tflops:.2f}x, predicted "
+                  f"{base_s / s:.2f}x")
+    for gpus, published, predicted in torchtitan_ratios():
+        print(f"fp8/bf16 torchtitan Llama 3.1 8B on {gpus} GPUs: published {published:.2f}x, "
+              f"predicted {predicted:.2f}x")
+    for m, k, n, published, predicted in linear_ratios():
+        print(f"fp8/bf16 torchao linear M,K,N={m},{k},{n}: published {published:.2f}x, "
+              f"predicted {predicted:.2f}x")
 
 
 if __name__ == "__main__":

@@ -235,6 +235,7 @@ def pipeline_costs(
         tp_ar=(), cp_gather=(), cp_rs=(), optimizer=optimizer, p2p_blocking=stack.p2p_blocking,
         compute_factor=compute_factor,
         moe=() if moe is None else _moe_stages(cfg, model, moe, timer),
+        fsdp_reshard=stack.fsdp_reshard and cfg.data_parallel == "fsdp",
     )
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
