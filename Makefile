@@ -35,8 +35,9 @@ demo: $(STAMP)
 			--algorithm $$algo | grep -v '^#'; \
 	done
 
+# one pytest worker per core (pytest-xdist); worksteal evens out the long tests at the end
 test: $(STAMP)
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest -n auto --dist worksteal --durations=25
 
 lint: $(STAMP)
 	$(BIN)/ruff check commsim tests benchmarks
