@@ -34,7 +34,10 @@ from commsim.validation.diagnose import Diagnosis, diagnose
 from commsim.validation.nccl_runs import how_driven, parse_nccl_tests_runs
 from commsim.validation.nccl_tests import read_text
 
-NETWORK = ("slow-nics", "fewer-nics")
+#: The causes of a network "below its NICs' rate", the docs' finding where they name no
+#: mechanism: NICs slower than their rate, fewer of them in use, or NCCL's socket transport
+#: (TCP streams where RDMA would run at the NICs' rate).
+NETWORK = ("slow-nics", "fewer-nics", "socket")
 
 
 @dataclass(frozen=True)
