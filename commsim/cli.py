@@ -355,6 +355,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     sizes: list[int | None] = (list(parse_size_range(args.size, "--size"))
                                if args.size is not None else [None])
     healthy_network = load_topology(args.topology)
+    if args.what_if is not None:  # the healthy and the degraded call share their alike phases
+        from commsim.engine.reuse import in_scope
+
+        healthy_network = in_scope(healthy_network)
     network, what_if = (apply_what_if(healthy_network, args.what_if)
                         if args.what_if is not None else (healthy_network, None))
 

@@ -23,6 +23,7 @@ from commsim.budget import fits, memory_budget, over_budget
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing
 from commsim.engine.exact import full_des_forced, time_schedule
+from commsim.engine.reuse import reused_timing
 from commsim.engine.symmetry import symmetric_note
 from commsim.errors import SpecError
 from commsim.network import Network
@@ -121,7 +122,7 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
         if note is None:  # the DES runs (or its exact uncontended evaluation)
             check_des_size(call, algo, chunks, max_transfers)
             schedule = memo_schedule(call, algo.name)
-            timing = time_schedule(schedule, view, MAX_DES_TRANSFERS)
+            timing = reused_timing(schedule, view, MAX_DES_TRANSFERS)
             return Evaluation(timing.time_s, chunks, view, schedule, timing)
         time_s = predict(call, view, algo.name)  # a symmetric ring's DES is its closed form
     if not records:

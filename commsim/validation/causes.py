@@ -20,12 +20,17 @@ from commsim.validation.measurements import Measurement
 from commsim.validation.validate import placed_hosts
 
 #: One TCP stream of NCCL's socket transport: NCCL's docs (NCCL_SOCKET_NTHREADS: "for generic
-#: 100G networks, this value can be manually set to 4"; default 1) put one helper thread at
-#: about a quarter of 100 Gb/s.
+#: 100G networks, this value can be manually set to 4", one socket a thread by default) put one
+#: stream at about a quarter of 100 Gb/s.
 SOCKET_BPS = 25e9 / 8
-#: A kernel TCP hop, one way: netperf TCP_RR round trips of about 20 us on 25-100 GbE; half
-#: added to each direction's NIC link (a hop between hosts crosses two).
-SOCKET_LATENCY_S = 5e-6
+#: What bounds NCCL's socket transport, two readings of its source (net_socket.cc; a NIC
+#: neither AWS's nor GCP's; a connection, its own TCP socket, per channel and peer): ``thread``,
+#: one stream a GPU (2.28's default: no helper thread, the GPU's proxy thread moves every
+#: connection's data); ``channel``, one stream a channel crossing the NIC (releases that start
+#: one helper thread a connection by default). No latency is added: the plugin reports none
+#: (``latency = 0``, "not set") and NCCL's tuner gives every network the same hop latency
+#: (tuning.cc).
+SOCKET_LEVELS = ("thread", "channel")
 #: nccl-tests issue #123's host issue time per GPU (commsim.nccl_tables.HOST_LAUNCH_US), in s.
 HOST_LAUNCH_S = 4e-6
 
@@ -164,19 +169,30 @@ def _slow_nics(m: Machine) -> tuple[Variant, ...] | str:
 
 
 def _socket(m: Machine) -> tuple[Variant, ...] | str:
-    labels = _all_nic_labels(m)
-    if isinstance(labels, str):
-        return labels
+    nics = _nic_links(m)
+    if len(nics) < 2:
+        return "the log's ranks are on one host"
     index = {label: i for i, label in enumerate(link_labels(m.network))}
-    at = np.asarray([index[label] for label in labels], dtype=np.int64)
-    rates = m.network.link_values(at).bandwidth_Bps.tolist()
-    links: dict[str, Any] = {}
-    for label, rate in zip(labels, rates, strict=True):
-        change: dict[str, object] = {"latency": f"{SOCKET_LATENCY_S * 1e6:g}us"}
-        if rate > SOCKET_BPS:
-            change["bandwidth"] = f"{SOCKET_BPS * 8 / 1e9:g}Gbps"
-        links[label] = change
-    return (Variant(cause="socket", level="", what_if={"links": links}),)
+    nccl = m.network.meta.get("nccl")
+    channels = int(nccl.get("channels", 1)) if isinstance(nccl, dict) else 1
+    variants = []
+    for level in SOCKET_LEVELS:
+        links: dict[str, Any] = {}
+        for host, host_nics in nics.items():
+            gpus = m.rank_hosts.count(host)
+            in_use = max(1, min(len(host_nics), gpus))
+            streams = (max(1, gpus // in_use) if level == "thread"
+                       else max(1, channels // in_use))
+            labels = [label for _, ls in host_nics for label in ls]
+            at = np.asarray([index[label] for label in labels], dtype=np.int64)
+            rates = m.network.link_values(at).bandwidth_Bps.tolist()
+            for label, rate in zip(labels, rates, strict=True):
+                cap = streams * SOCKET_BPS
+                if rate > cap:
+                    links[label] = {"bandwidth": f"{cap * 8 / 1e9:g}Gbps"}
+        if links:
+            variants.append(Variant(cause="socket", level=level, what_if={"links": links}))
+    return tuple(variants) or "every NIC is already at most one socket stream's rate"
 
 
 def _nvls_off(m: Machine) -> tuple[Variant, ...] | str:
@@ -206,7 +222,8 @@ CAUSES: tuple[Cause, ...] = (
     Cause(name="slow-nics", build=_slow_nics,
           explanation="the NICs deliver 1/2 or 1/4 of their rate"),
     Cause(name="socket", build=_socket,
-          explanation="NCCL's socket transport, not RDMA (no network plugin): 25 Gb/s, +10 us"),
+          explanation=("NCCL's socket transport, not RDMA (no network plugin): 25 Gb/s a GPU "
+                       "(thread) or a channel (channel)")),
     Cause(name="nvls-off", build=_nvls_off,
           explanation="NVLink SHARP off: the NVSwitch no longer reduces"),
     Cause(name="host-launch", build=_host_launch,

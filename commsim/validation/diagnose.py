@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from commsim.engine.reuse import in_scope
 from commsim.errors import SpecError
 from commsim.topology.degrade import degrade
 from commsim.topology.presets import TopologyRef, load_topology
@@ -144,7 +145,7 @@ def diagnose(
     """
     if not rows:
         raise SpecError("no measured rows to diagnose (check --sizes / --collectives)")
-    network = load_topology(topology)
+    network = in_scope(load_topology(topology))  # the variants reuse the alike phases
     healthy_report = validate(rows, network, **settings)
     machine = machine_of(network, rows, settings.get("hosts"), settings.get("placement", "log"))
     variants, skipped = variants_of(machine)

@@ -185,3 +185,29 @@ def test_what_if_file_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "degraded.yaml"
     path.write_text(json.dumps(w.as_dict()))
     assert load_what_if(path).links == w.links
+
+
+@pytest.mark.parametrize(("preset", "failed"), [
+    ("dgx-h100x4", ("gpu3->fabric", "fabric->gpu3", "gpu9->nvswitch*")),
+    ("dgx1-v100", ("gpu0->gpu1", "gpu2->gpu3", "gpu4->gpu6")),
+    ("tpu-v4-64", ("tpu32->tpu33", "tpu30->tpu46", "tpu0->tpu48")),
+])
+def test_fewest_hops_in_numpy_is_the_routers_route(preset: str, failed: tuple[str, ...]) -> None:
+    """The failover router's numpy breadth-first search finds the same route as
+    shortest_path_router (fewest hops, ties by the lowest link index) for every pair of
+    devices of a degraded network, and a cut pair is the same one-line error."""
+    from commsim.network import shortest_path_router
+    from commsim.topology.degrade import fewest_hops
+    net = degrade(load_topology(preset),
+                  what_if_from_dict({"links": {p: {"failed": True} for p in failed}}))
+    for src in range(len(net.devices)):
+        for dst in range(len(net.devices)):
+            try:
+                expected: object = shortest_path_router(net, src, dst)
+            except SpecError as exc:
+                expected = str(exc)
+            try:
+                got: object = fewest_hops(net, src, dst)
+            except SpecError as exc:
+                got = str(exc)
+            assert got == expected, (src, dst)
