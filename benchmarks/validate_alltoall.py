@@ -49,10 +49,11 @@ class Case:
 
 
 #: What the GB300 NVL72 rows assume: the GB200 NVL72 preset, whose NVLink domain is GB300's
-#: (NVIDIA: fifth-generation NVLink, 18 links and 1.8 TB/s per GPU, 130 TB/s per rack, on
-#: both); their all-to-all stays inside the rack, so the NICs (GB300: 800 Gb/s per GPU,
-#: GB200: 400) carry nothing.
-GB300_ASSUMED = ("GB300 NVL72 has GB200's NVLink 5 (18 links, 1.8 TB/s per GPU, 130 TB/s per "
+#: (fifth-generation NVLink, 1.8 TB/s per GPU, 130 TB/s per rack: Azure's ND GB300 v6 page,
+#: MicrosoftDocs/azure-compute-docs .../nd-gb300-v6-series-summary.md, and the GB200 NVL72
+#: datasheet the preset cites); their all-to-all stays inside the rack, so the NICs (GB300:
+#: 800 Gb/s per GPU, the same page; GB200: 400) carry nothing.
+GB300_ASSUMED = ("GB300 NVL72 has GB200's NVLink 5 (1.8 TB/s per GPU, 130 TB/s per "
                  "rack): the rack one NVLink domain at the preset's 738 GB/s per GPU "
                  "(0.82 x 900); no NIC on the path")
 
