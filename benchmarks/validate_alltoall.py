@@ -48,6 +48,15 @@ class Case:
     assumed: str
 
 
+#: What the GB300 NVL72 rows assume: the GB200 NVL72 preset, whose NVLink domain is GB300's
+#: (fifth-generation NVLink, 1.8 TB/s per GPU, 130 TB/s per rack: Azure's ND GB300 v6 page,
+#: MicrosoftDocs/azure-compute-docs .../nd-gb300-v6-series-summary.md, and the GB200 NVL72
+#: datasheet the preset cites); their all-to-all stays inside the rack, so the NICs (GB300:
+#: 800 Gb/s per GPU, the same page; GB200: 400) carry nothing.
+GB300_ASSUMED = ("GB300 NVL72 has GB200's NVLink 5 (1.8 TB/s per GPU, 130 TB/s per "
+                 "rack): the rack one NVLink domain at the preset's 738 GB/s per GPU "
+                 "(0.82 x 900); no NIC on the path")
+
 CASES = (
     Case("mi355x_8gpu_1node_xgmi_alltoall_alibaba-readme.txt", "mi355x-ainic",
          "8 MI355X (gfx950) on xGMI, one process (-g 8), rccl-tests",
@@ -73,6 +82,12 @@ CASES = (
          "2 RTX 2080 Ti under one PCIe Gen3 switch, no P2P (SHM)",
          "the existing preset (PCIe Gen3 at 11 GB/s, SHM through host memory; NCCL 2.3 "
          "tables)"),
+    *(Case(f"gb300_{name}_nvl72_alltoall_oci-quickstart.txt", "gb200-nvl72",
+           f"{states}, NCCL 2.28.7; the guide kept only the 8 and 16 GiB rows", GB300_ASSUMED)
+      for name, states in (
+          ("4gpu_1node", "1 OCI BM.GPU.GB300.4 node, 4 GB300 on NVLink 5"),
+          ("8gpu_2node", "2 GB300.4 nodes of one rack (8 GPUs), multi-node NVLink"),
+          ("64gpu_16node", "16 GB300.4 nodes of one rack (64 GPUs), multi-node NVLink"))),
 )
 
 #: The --quick mode's logs (the two fastest to predict).

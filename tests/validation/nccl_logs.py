@@ -170,6 +170,10 @@ LOGS = {
     "mi355x_16gpu_2node_ainic-roce_alltoall_alibaba-readme.txt": ("all_to_all", 16, 31, 2),
     "rtx6000d_16gpu_2node_cx8_alltoall_unresolved-6kd-report.txt": ("all_to_all", 16, 24, 2),
     "rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_alltoall_autodl-blog.txt": ("all_to_all", 2, 28, 1),
+    # GB300 NVL72 (OCI's guide): the guide kept only the 8 and 16 GiB rows
+    "gb300_4gpu_1node_nvl72_alltoall_oci-quickstart.txt": ("all_to_all", 4, 2, 1),
+    "gb300_8gpu_2node_nvl72_alltoall_oci-quickstart.txt": ("all_to_all", 8, 2, None),
+    "gb300_64gpu_16node_nvl72_alltoall_oci-quickstart.txt": ("all_to_all", 64, 2, None),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.

@@ -15,6 +15,7 @@ from commsim.validation.nccl_format import scan_text
 from commsim.validation.nccl_infer import _ranks_from_factor
 from commsim.validation.nccl_runs import split_runs
 from commsim.validation.nccl_tests import parse_nccl_tests, read_nccl_tests
+from commsim.validation.validate import validate
 
 H20 = "h20-3e_4gpu_2node_vm-roce-bond_alltoall-truncated_nccl-tests-issue321.txt"
 RTX2080 = "rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_alltoall_autodl-blog.txt"
@@ -153,3 +154,28 @@ def test_old_alltoall_columns_with_a_blank_redop() -> None:
     log = parse_nccl_tests(text, "issue78")
     assert (log.collective, log.ranks, len(log.rows)) == (Collective.ALL_TO_ALL, 64, 2)
     assert log.rows[1].time_s == pytest.approx(1.041974)
+
+
+GB300 = ("gb300_4gpu_1node_nvl72_alltoall_oci-quickstart.txt",
+         "gb300_8gpu_2node_nvl72_alltoall_oci-quickstart.txt",
+         "gb300_64gpu_16node_nvl72_alltoall_oci-quickstart.txt")
+
+
+def test_gb300_runs_on_the_gb200_nvl72_preset() -> None:
+    """OCI's GB300 NVL72 runs (8 and 16 GiB rows only) predicted on gb200-nvl72, as
+    benchmarks/validate_alltoall.py does: every rank's NVLink port bounds it (busbw = the
+    preset's 738 GB/s on 4, 8 and 64 ranks), predicted faster than measured, the 2- and 16-node
+    runs within 15% and the one-node run just outside."""
+    medians = []
+    for name in GB300:
+        log = read_nccl_tests(DATA / name)
+        report = validate(log.measurements(), "gb200-nvl72", algorithm="nccl", engine="auto",
+                          source=name, gpus_per_thread=log.gpus_per_thread,
+                          nccl_version=log.nccl_version, protocol=log.protocol,
+                          hosts=log.host_indices())
+        assert [r.nbytes for r in report.rows] == [8 << 30, 16 << 30]
+        assert all(r.predicted_busbw_Bps == pytest.approx(738e9, rel=0.005) for r in report.rows)
+        assert all(r.error_pct < 0 for r in report.rows)
+        medians.append(sorted(abs(r.error_pct) for r in report.rows))
+    one_node, two_nodes, sixteen = (sum(m) / 2 for m in medians)
+    assert two_nodes < 15 and sixteen < 15 < one_node < 16
