@@ -253,7 +253,7 @@ def predict(row: Row | MoERow) -> float:
                         row.stack)
     step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
                                         stack=row.stack, device=device,
-                                        moe=moe_costs(row.model, device, cfg)))
+                                        moe=moe_costs(row.model, device, cfg, row.stack)))
     return step.step_time_s
 
 

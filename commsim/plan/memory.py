@@ -62,6 +62,11 @@ per-layer activations are the mean over its layers, dense and MoE.
 **Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
 ``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP one layer's
 unsharded gradients, being reduce-scattered.
+
+**DualPipe** (``Stack.moe_overlap == "dualpipe"``, :mod:`.overlap`): rank ``r`` holds stage
+``r`` and stage ``PP - 1 - r``, the states of both (the DeepSeek-V3 report's Table 2: twice
+the parameters), and the activations 1F1B keeps on both, ``PP - r`` and ``r + 1`` micro-batches
+of them (the report's ``PP + 1`` for equal stages).
 """
 
 from __future__ import annotations
@@ -243,7 +248,18 @@ def peak_memory(
                    microbatches=microbatches, schedule=schedule, chunks=chunks,
                    data_parallel=data_parallel, recompute=recompute, stack=stack,
                    split=stage_layers)
+    if stack.moe_overlap == "dualpipe" and model.moe is not None and pp > 1:
+        return max((_dual(_stage_memory(model, where, r), _stage_memory(model, where, pp - 1 - r))
+                    for r in range(pp // 2)), key=lambda m: m.total)
     return max((_stage_memory(model, where, p) for p in stages), key=lambda m: m.total)
+
+
+def _dual(a: Memory, b: Memory) -> Memory:
+    """A DualPipe rank holding the stages of ``a`` and ``b``: both states and activations,
+    the larger buffers."""
+    return Memory(a.stage, a.weights + b.weights, a.gradients + b.gradients,
+                  a.optimizer + b.optimizer, a.activations + b.activations,
+                  max(a.buffers, b.buffers))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
