@@ -302,7 +302,8 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                                      chunks=v, data_parallel=dpm, recompute=rc, ep=ep,
                                      stage_layers=splits[rc], order=order)
                     why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
-                    why = why or unfit(cfg, k, stack)
+                    if model.moe is not None:  # --moe-overlap: nothing for a dense model
+                        why = why or unfit(cfg, k, stack)
                     if why:
                         result.rejected.append(Rejected(cfg.axes(), why))
                     else:
