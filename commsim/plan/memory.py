@@ -291,7 +291,8 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     params = stage_params(model, tp=tp, pp=pp, stage=stage, chunks=w.chunks, split=w.split)
     weights, grads, optim = states(params, w.data_parallel, shards, w.microbatches,
                                    stack.grad_bytes)
-    fp8 = FP8_WEIGHT_BYTES * model.layer_params / tp if stack.precision == "fp8" else 0.0
+    fp8 = FP8_WEIGHT_BYTES * _fp8_layer_params(model, w, stage) / tp \
+        if stack.precision == "fp8" else 0.0
     if w.data_parallel == "fsdp" and stack.fsdp_reshard:  # PyTorch's: shards, 2 units whole
         weights = (math.ceil(WEIGHT_BYTES * params / shards)
                    + FSDP_GATHERED * WEIGHT_BYTES * math.ceil(model.layer_params / tp))
@@ -328,6 +329,18 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     elif shards > 1:
         buffers += 2 * DEFAULT_BUCKET_BYTES
     return Memory(stage, weights, grads, optim, math.ceil(act), math.ceil(buffers))
+
+
+def _fp8_layer_params(model: ModelSpec, w: _Where, stage: int) -> float:
+    """The linear weights of a layer whose fp8 copies one rank keeps in flight: a dense
+    layer's, or (a mixture of experts) the mean over the stage's layers of what the rank
+    holds of each, its ``1/ep`` of the routed experts and the rest whole."""
+    if model.moe is None:
+        return float(model.layer_params)
+    ids = layer_ids(model.layers, w.pp, w.chunks, stage, w.split)
+    if not ids:
+        return 0.0
+    return sum(model.dense_params_at(i) + model.experts_at(i) / w.ep for i in ids) / len(ids)
 
 
 @lru_cache(maxsize=4096)
