@@ -227,3 +227,19 @@ def test_pruning_never_changes_the_top_under_overlap(overlap):
     best = plan(TINY, "dgx-h100x2", global_batch=64, top=1, stack=stack, space=space)
     steps = sorted(e.record["step_time_s"] for e in every.result.configs if e.fits)
     assert best.result.configs[0].record["step_time_s"] == pytest.approx(steps[0])
+
+
+def test_fp8_weight_copies_of_a_moe_layer_are_the_ranks_own():
+    """Under fp8 each layer in flight keeps the fp8 copies of the weights its rank holds: for
+    a MoE layer the attention, router and its 1/ep of the routed experts, so EP shrinks
+    them."""
+    from commsim.plan.memory import FP8_WEIGHT_BYTES
+
+    kw = dict(tp=1, cp=1, pp=1, dp=8, micro_batch=1, microbatches=1, schedule="1f1b",
+              chunks=1, data_parallel="ddp", recompute="none")
+    for ep in (1, 8):
+        bf16 = peak_memory(TINY, **kw, ep=ep)
+        fp8 = peak_memory(TINY, **kw, ep=ep, stack=Stack(precision="fp8"))
+        own = TINY.dense_params_at(0) + TINY.experts_at(0) / ep
+        assert fp8.activations - bf16.activations == pytest.approx(
+            TINY.layers * FP8_WEIGHT_BYTES * own, abs=1)
