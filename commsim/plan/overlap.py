@@ -20,7 +20,9 @@ large ones runs them (``Stack.moe_overlap``; docs/planning.md).
   micro-batches is ``k F&B + (PP/2 - 1)(F&B + B - 3W)`` (:func:`evaluate_dualpipe`), with
   ``F``, ``B`` a stage's forward and backward chunk, ``W`` the backward's weight-gradient
   part and ``F&B`` the pair. It needs an even ``PP`` and an even number of micro-batches of
-  at least ``2 PP`` (``DualPipe.step``'s assertions).
+  at least ``2 PP`` (``DualPipe.step``'s assertions), and the planner's has no FSDP (the
+  report's data parallelism is ZeRO-1; an FSDP gather per layer has no place in the closed
+  form).
 
 **A pair** (:func:`paired_blocks`): the two ops' compute ``C`` (seconds on the whole
 device) against their all-to-alls ``a`` on the network. While the all-to-alls run, their
@@ -81,12 +83,14 @@ def paired_blocks(costs: PipelineCosts, stage: int,
 def unfit(cfg: PlanConfig, microbatches: int, stack: Stack) -> str | None:
     """Why ``cfg`` cannot run under ``stack.moe_overlap`` (None: it can): DualPipe needs a
     plain (not interleaved) pipeline of an even ``PP``, and an even number of micro-batches
-    of at least ``2 PP``."""
+    of at least ``2 PP``; the planner's DualPipe has no FSDP (the report's is ZeRO-1)."""
     if stack.moe_overlap != "dualpipe":
         return None
     if cfg.pp < 2 or cfg.pp % 2 or cfg.schedule != "1f1b":
         return (f"--moe-overlap dualpipe: needs an even pipeline of 1f1b stages "
                 f"(pp {cfg.pp}, {cfg.schedule_label})")
+    if cfg.data_parallel == "fsdp":  # its per-layer gathers have no place in the closed form
+        return "--moe-overlap dualpipe: modelled with ddp, zero1 and zero2 only (not fsdp)"
     if microbatches % 2 or microbatches < 2 * cfg.pp:
         return (f"--moe-overlap dualpipe: needs an even number of micro-batches, at least "
                 f"2 x pp = {2 * cfg.pp} (got {microbatches})")

@@ -119,6 +119,9 @@ def test_dualpipe_needs_an_even_pipeline_and_enough_micro_batches():
     odd = PlanConfig(tp=1, cp=1, pp=3, dp=2, micro_batch=1, schedule="1f1b", chunks=1,
                      data_parallel="ddp", recompute="none")
     assert "even pipeline" in unfit(odd, 8, stack)
+    from dataclasses import replace
+
+    assert "fsdp" in unfit(replace(cfg, data_parallel="fsdp"), 8, stack)
     out = plan(TINY, "dgx-h100", global_batch=16, top=0, stack=stack,
                space=SearchSpace(tp=(1,), cp=(1,), pp=(1, 2), micro_batch=(1,),
                                  data_parallel=("ddp",), recompute=("none",), ep=(2,)))
