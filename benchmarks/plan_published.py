@@ -78,7 +78,7 @@ from commsim.plan import SearchSpace, plan  # noqa: E402
 from commsim.plan.bounds import moe_costs  # noqa: E402
 from commsim.plan.compute import model_flops_per_token  # noqa: E402
 from commsim.plan.config import PlanConfig, rank_order  # noqa: E402
-from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
+from commsim.plan.costs import StepEstimate, estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
 from commsim.plan.search import layer_costs  # noqa: E402
@@ -181,7 +181,7 @@ def _mixtral() -> MoERow:
     return MoERow(MCORE_MOE, "Mixtral 8x7B", model, "H100", "dgx-h100x8", cfg, 256,
                   "468 TFLOP/s/GPU", step,
                   "VP 8 read as 8 chunks of one layer; MCore v0.9's 468 on v0.8's mapping; even "
-                  "routing; no recompute; EP all-to-alls not overlapped (as MCore v0.9)")
+                  "routing; no recompute", Stack(moe_overlap="none"))
 
 
 def _deepseek_v3() -> MoERow:
@@ -193,9 +193,10 @@ def _deepseek_v3() -> MoERow:
     step = tokens * 180e3 * 3600 / 1e12 / cfg.world  # 180K GPU-hours per 1e12 tokens
     return MoERow(DEEPSEEK_V3, "DeepSeek-V3", model, "H800", "hgx-h800x256", cfg, 15360,
                   "180K GPU-h/T tokens", step,
-                  "bf16 GEMMs (report: FP8); 1F1B for DualPipe (no all-to-all overlap); "
                   "micro-batch 1 and split 3,4*14,2 not stated; even routing over 8 hosts "
-                  "(report: at most 4 nodes per token); no MTP module; GPU-hours as step time")
+                  "(report: at most 4 nodes per token); no MTP module; no recompute of the "
+                  "RMSNorms and MLA up-projections; GPU-hours as step time",
+                  Stack(precision="fp8", moe_overlap="dualpipe"))
 
 
 MOE_ROWS = (_mixtral(), _deepseek_v3())
@@ -245,6 +246,12 @@ def published_flops(row: Row) -> float:
 
 def predict(row: Row | MoERow) -> float:
     """Predicted step seconds of the published layout."""
+    return estimate(row).step_time_s
+
+
+def estimate(row: Row | MoERow) -> StepEstimate:
+    """The predicted step of the published layout, with its mean compute and exposed
+    communication per stage."""
     network = load_topology(row.preset)
     device = network_device(network)
     cfg = row.config
@@ -253,8 +260,8 @@ def predict(row: Row | MoERow) -> float:
                         row.stack)
     step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
                                         stack=row.stack, device=device,
-                                        moe=moe_costs(row.model, device, cfg)))
-    return step.step_time_s
+                                        moe=moe_costs(row.model, device, cfg, row.stack)))
+    return step
 
 
 def tflops(row: Row, step_s: float) -> float:
@@ -283,22 +290,46 @@ def _schedule(c: PlanConfig) -> str:
 
 def moe_table(rows: tuple[MoERow, ...]) -> None:
     """Print the MoE rows: published and predicted step, the step-time error, the median."""
-    errors = []
-    print("| source | model | GPUs | TP | EP | PP | DP | schedule | batch x seq | published "
-          "| published step | predicted step | error | commsim assumes |")
-    print("|" + "---|" * 14)
+    errors, notes = [], []
+    print("| source | model | GPUs | TP | EP | PP | DP | schedule | MoE overlap, GEMMs "
+          "| batch x seq | published | published step | predicted step | error "
+          "| commsim assumes |")
+    print("|" + "---|" * 15)
     for row in rows:
-        step = predict(row)
+        est = estimate(row)
+        step = est.step_time_s
         err = 100 * (step - row.published_step_s) / row.published_step_s
         errors.append(abs(err))
         c = row.config
         pp = f"{c.pp} ({split_label(c.stage_layers)})" if c.stage_layers else str(c.pp)
         print(f"| {row.source} | {row.label} | {c.world} {row.gpu} | {c.tp} | {c.ep} | {pp} "
-              f"| {c.dp} {c.data_parallel} | {_schedule(c)} | {row.global_batch} x "
-              f"{row.model.seq} | {row.published} | {row.published_step_s:.2f} s "
-              f"| {step:.2f} s | {err:+.1f}% | {row.assumes} |", flush=True)
+              f"| {c.dp} {c.data_parallel} | {_schedule(c)} | {row.stack.moe_overlap}, "
+              f"{row.stack.precision} | {row.global_batch} x {row.model.seq} "
+              f"| {row.published} | {row.published_step_s:.2f} s | {step:.2f} s "
+              f"| {err:+.1f}% | {row.assumes} |", flush=True)
+        notes.append(f"{row.label}: a mean stage computes {est.compute_s:.2f} s and waits "
+                     f"{est.exposed_comm_s:.2f} s on exposed communication; bubble "
+                     f"{est.bubble_fraction:.1%}")
     print()
+    print("\n".join(notes))
     print(f"median |step-time error| MoE, {len(errors)} rows: {statistics.median(errors):.1f}%")
+    _moe_settings(rows)
+
+
+def _moe_settings(rows: tuple[MoERow, ...]) -> None:
+    """Each row whose software overlaps its all-to-alls or computes in fp8, predicted with
+    each of the two left out in turn (what each contributes to the prediction)."""
+    for row in rows:
+        if row.stack.moe_overlap == "none" and row.stack.precision == "bf16":
+            continue
+        print()
+        for overlap, precision in (("none", "bf16"), ("none", row.stack.precision),
+                                   (row.stack.moe_overlap, "bf16"),
+                                   (row.stack.moe_overlap, row.stack.precision)):
+            step = predict(replace(row, stack=replace(row.stack, moe_overlap=overlap,
+                                                      precision=precision)))
+            err = 100 * (step - row.published_step_s) / row.published_step_s
+            print(f"{row.label} with {overlap}, {precision}: {step:.2f} s ({err:+.1f}%)")
 
 
 def main() -> None:

@@ -169,7 +169,8 @@ def plan(
     """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`) under the
     software ``stack`` (:mod:`.stack`; default: fused attention, sequence parallelism,
     overlapped gradient reduction; its ``precision``, ``bf16`` or ``fp8``, is each
-    configuration's ``precision``, and MFU stays against the bf16 peak). Collectives are
+    configuration's ``precision``, and MFU stays against the bf16 peak; its
+    ``moe_overlap``, taken as given and not searched, each one's ``moe_overlap``). Collectives are
     timed by ``engine``: ``analytic`` (the default: the timing layer's closed forms, fast),
     ``des`` or ``auto`` (as ``replay`` times them: the DES up to 64 ranks).
 
@@ -218,6 +219,7 @@ def plan(
             bar.close()
     for e in result.configs:
         e.record["precision"] = (stack or Stack()).precision
+        e.record["moe_overlap"] = (stack or Stack()).moe_overlap
     if parsed is not None:
         beside_healthy(result, spec, device, healthy, engine=engine, stack=stack or Stack(),
                        factors=factors, top=top)

@@ -7,6 +7,11 @@ stages of different layers, :func:`split_bound`), a layer costing at most any la
 (:func:`layer_bound`: the cheaper of the dense and the MoE MLP half). Communication
 (:func:`comm_bound`): the stage's TP and CP collectives and its MoE all-to-alls
 (:func:`a2a_bound`), of shapes already timed, which its layers wait for.
+
+Under a ``moe_overlap`` (:mod:`.overlap`) the all-to-alls may hide, so none enters the bound;
+under ``dualpipe`` a rank runs the micro-batches of two stages (``r`` and ``PP - 1 - r``)
+half each with no fill or drain that a lower bound can count, so its bound is the mean of
+the two stages' compute, and no collective enters it.
 """
 
 from __future__ import annotations
@@ -33,18 +38,22 @@ def layer_costs(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, mb: int,
                        elementwise_bytes=ew, stack=stack)
 
 
-def moe_costs(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig) -> MoETimes | None:
+def moe_costs(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
+              stack: Stack = DEFAULT) -> MoETimes | None:
+    """The MoE half's compute (:func:`~commsim.plan.moe_layer.moe_times`) in the stack's
+    precision; None for a dense model."""
     if model.moe is None:
         return None
-    return moe_times(model, device, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
+    return moe_times(model, device, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch,
+                     precision=stack.precision)
 
 
 def layer_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
-                 t: LayerTimes) -> tuple[float, float]:
+                 t: LayerTimes, stack: Stack = DEFAULT) -> tuple[float, float]:
     """(forward, backward with recompute) compute of a layer, at most any layer's: the MLP
     half the cheaper of the dense and the MoE one where a model has both."""
     mlp_f, mlp_b = t.mlp_fwd, t.mlp_bwd
-    m = moe_costs(model, device, cfg)
+    m = moe_costs(model, device, cfg, stack)
     if m is not None and model.moe is not None:
         f, b = m.pre_fwd + m.experts_fwd, m.pre_bwd + m.experts_bwd
         mlp_f, mlp_b = (min(mlp_f, f), min(mlp_b, b)) if model.moe.dense_layers else (f, b)
@@ -59,7 +68,9 @@ def step_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
     before the last micro-batch's backward crosses them back (compute only)."""
     t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd, bwd = (per_chunk * x for x in layer_bound(model, device, cfg, t))
+    fwd, bwd = (per_chunk * x for x in layer_bound(model, device, cfg, t, stack))
+    if stack.moe_overlap == "dualpipe":  # every rank: k chunks, half with the output layer
+        return k * (fwd + bwd + (t.logits_fwd + t.logits_bwd) / 2)
     last = k * (cfg.chunks * (fwd + bwd) + t.logits_fwd + t.logits_bwd)
     return last + (cfg.pp - 1) * (fwd + bwd)
 
@@ -70,7 +81,7 @@ def slow_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, st
     its factor, after and before the crossing of the stages before it."""
     t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd, bwd = (per_chunk * x for x in layer_bound(model, device, cfg, t))
+    fwd, bwd = (per_chunk * x for x in layer_bound(model, device, cfg, t, stack))
     out: list[float] = []
     crossed = 0.0
     for stage, f in enumerate(factors):
@@ -78,7 +89,13 @@ def slow_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, st
                        + (t.logits_fwd + t.logits_bwd if stage == cfg.pp - 1 else 0.0))
         out.append(own + crossed)
         crossed += f * (fwd + bwd)
-    return tuple(out)
+    return _dualpipe(out, stack) if stack.moe_overlap == "dualpipe" else tuple(out)
+
+
+def _dualpipe(own: list[float], stack: Stack) -> tuple[float, ...]:
+    """Each rank's bound under DualPipe: the mean of its two stages' own compute."""
+    pp = len(own)
+    return tuple((own[r] + own[pp - 1 - r]) / 2 for r in range(pp))
 
 
 def split_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, stack: Stack,
@@ -90,24 +107,28 @@ def split_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, s
     layer = (t.attn_fwd + t.mlp_fwd + t.attn_bwd + t.mlp_bwd + t.attn_recompute
              + t.mlp_recompute)
     if model.moe is not None:  # at most any layer's, dense or MoE
-        layer = sum(layer_bound(model, device, cfg, t))
+        layer = sum(layer_bound(model, device, cfg, t, stack))
     sizes = chunk_layers(cfg.stage_layers, cfg.chunks)
     out: list[float] = []
+    own_only: list[float] = []
     crossed = 0.0
     for stage, f in enumerate(factors):
         own = f * k * (sum(sizes[stage]) * layer
                        + (t.logits_fwd + t.logits_bwd if stage == cfg.pp - 1 else 0.0))
         out.append(own + crossed)
+        own_only.append(own)
         crossed += f * sizes[stage][0] * layer
-    return tuple(out)
+    return _dualpipe(own_only, stack) if stack.moe_overlap == "dualpipe" else tuple(out)
 
 
 def comm_bound(model: ModelSpec, cfg: PlanConfig, microbatches: int, timer: CollectiveTimer,
-               stage: int | None = None) -> float:
+               stage: int | None = None, stack: Stack = DEFAULT) -> float:
     """The last stage's (or ``stage``'s) TP and CP collectives and expert all-to-alls, which
     its layers wait for (all but the last all-reduce of each op, which the next op's first
     compute may overlap): those of shapes already timed (0 for the others, so the bound costs
-    no simulation)."""
+    no simulation); under ``stack.moe_overlap`` no all-to-all, under ``dualpipe`` nothing."""
+    if stack.moe_overlap == "dualpipe":
+        return 0.0
     p = cfg.pp - 1 if stage is None else stage
     tokens = cfg.micro_batch * model.seq // cfg.cp
     ar = timer.known("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
@@ -118,7 +139,8 @@ def comm_bound(model: ModelSpec, cfg: PlanConfig, microbatches: int, timer: Coll
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
     fwd = cg + 2 * ar
     bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
-    a2a, last = a2a_bound(model, cfg, timer, p)
+    a2a, last = ((0.0, 0.0) if stack.moe_overlap != "none"
+                 else a2a_bound(model, cfg, timer, p, stack.precision))
     if cfg.stage_layers:  # every op of n > 0 layers: all but its last all-reduce (combine)
         sizes = chunk_layers(cfg.stage_layers, cfg.chunks)[p]
         return microbatches * sum(n * (fwd + bwd + a2a) - 2 * ar - last for n in sizes if n)
@@ -126,16 +148,18 @@ def comm_bound(model: ModelSpec, cfg: PlanConfig, microbatches: int, timer: Coll
 
 
 def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
-               stage: int) -> tuple[float, float]:
+               stage: int, precision: str = "bf16") -> tuple[float, float]:
     """(per layer, per op) of a MoE stage's all-to-alls already timed (its first expert-
     parallel group's): the mean layer's dispatches and combines (4, 6 with full recompute),
     and the forward's last combine that the next op may overlap; (0, 0) without experts (or
-    on a stage of dense layers only)."""
+    on a stage of dense layers only); in ``fp8``, every one at the FP8 dispatch's size (the
+    smaller of the two it sends)."""
     if model.moe is None or cfg.ep < 2:
         return 0.0, 0.0
     share = moe_share(model, cfg.pp, cfg.chunks, stage, cfg.stage_layers)
     if not share:
         return 0.0, 0.0
-    nbytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
+    nbytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch,
+                            precision=precision)
     a2a = timer.known("all_to_all", cfg.ep_group(stage, 0), nbytes)
     return (6 if cfg.recompute == "full" else 4) * share * a2a, a2a

@@ -41,8 +41,9 @@ the roofline's traffic. Each linear layer of ``m`` tokens, ``k`` in and ``n`` ou
 casts as memory-bound passes (:data:`FP8_CAST_BYTES` per element: read 2, write the fp8 copy
 and its transpose, with the amax fused): the input (``m k``) and the weight (``k n``, cast
 again each micro-batch: nothing caches it across them) in the forward, the output gradient
-(``m n``) in the backward. Attention and the output layer stay in bf16 (and, for now, a
-mixture of experts' router and experts, :mod:`.moe_layer`).
+(``m n``) in the backward. Attention and the output layer stay in bf16, and so does a
+mixture of experts' router; its expert and shared-expert GEMMs run in fp8 too
+(:mod:`.moe_layer`).
 
 >>> from commsim.plan.device import DeviceSpec
 >>> dev = DeviceSpec(name="x", memory_bytes=2**30, memory_bandwidth_Bps=2e12, peak_flops=1e15,
@@ -92,17 +93,18 @@ def gemm_time(device: DeviceSpec, m: int, n: int, k: int, batch: int = 1,
 
 
 def _fwd_bwd(device: DeviceSpec, m: int, n: int, k: int,
-             precision: str = "bf16") -> tuple[float, float]:
+             precision: str = "bf16", *, batch: int = 1) -> tuple[float, float]:
     """(forward, backward) seconds of a linear layer: ``m x k`` by ``k x n``, then the input
     gradient (``m x n`` by ``n x k``) and the weight gradient (``k x m`` by ``m x n``); in
     ``fp8``, with the casts of the input and weight (forward) and of the output gradient
-    (backward) at HBM bandwidth (:data:`FP8_CAST_BYTES`)."""
-    fwd = gemm_time(device, m, n, k, precision=precision)
-    bwd = gemm_time(device, m, k, n, precision=precision) + gemm_time(
-        device, k, n, m, precision=precision)
+    (backward) at HBM bandwidth (:data:`FP8_CAST_BYTES`). ``batch`` such layers at once (a
+    grouped GEMM's experts: their tiles share the waves, each casts its own tensors)."""
+    fwd = gemm_time(device, m, n, k, batch, precision)
+    bwd = gemm_time(device, m, k, n, batch, precision) + gemm_time(device, k, n, m, batch,
+                                                                    precision)
     if precision == "fp8":
-        fwd += FP8_CAST_BYTES * (m * k + k * n) / device.hbm_Bps
-        bwd += FP8_CAST_BYTES * m * n / device.hbm_Bps
+        fwd += FP8_CAST_BYTES * batch * (m * k + k * n) / device.hbm_Bps
+        bwd += FP8_CAST_BYTES * batch * m * n / device.hbm_Bps
     return fwd, bwd
 
 

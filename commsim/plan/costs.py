@@ -35,6 +35,7 @@ from functools import cache
 
 import numpy as np
 
+from commsim.errors import SpecError
 from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
@@ -42,6 +43,7 @@ from commsim.plan.evaluate import MoEStage, PipelineCosts, PipelineTiming, evalu
 from commsim.plan.memory import layer_ids, moe_share
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_tp_bytes
+from commsim.plan.overlap import evaluate_dualpipe, paired_blocks
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
@@ -214,7 +216,9 @@ def pipeline_costs(
     (``stack.grad_overlap``: DDP/ZeRO reductions per bucket during the backward, or one
     after it; ``device``: the GPU that runs each stage's optimizer step, None: no step;
     ``compute_factor``: each stage's, :func:`stage_factors`; ``moe``: the MoE layers' MLP
-    half, :func:`~commsim.plan.moe_layer.moe_times`, for a model with experts)."""
+    half, :func:`~commsim.plan.moe_layer.moe_times`, for a model with experts; under a
+    ``stack.moe_overlap`` each stage's paired layer, :func:`~commsim.plan.overlap.paired_blocks`,
+    the all-to-alls holding ``stack.comm_sms`` of ``device``'s SMs, none without a device)."""
     params = params or plan_layer_params(model, cfg)
     tokens = cfg.micro_batch * model.seq // cfg.cp
     tp_bytes = tokens * model.hidden * BYTES
@@ -236,6 +240,7 @@ def pipeline_costs(
         compute_factor=compute_factor,
         moe=() if moe is None else _moe_stages(cfg, model, moe, timer),
         fsdp_reshard=stack.fsdp_reshard and cfg.data_parallel == "fsdp",
+        moe_overlap=stack.moe_overlap if moe is not None else "none",
     )
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
@@ -255,9 +260,23 @@ def pipeline_costs(
                      for p in range(cfg.pp)) if stack.p2p_blocking and cfg.pp > 1 else ()
         key = (tp, cg, rs, send, recv)
         if key not in seen:
-            seen[key] = replace(base, tp_ar=tp, cp_gather=cg, cp_rs=rs,
-                                send=dict(zip(pairs, send, strict=True)), recv_gather=recv)
+            seen[key] = _paired(replace(base, tp_ar=tp, cp_gather=cg, cp_rs=rs,
+                                        send=dict(zip(pairs, send, strict=True)),
+                                        recv_gather=recv), stack, device)
     return list(seen.values())
+
+
+def _paired(costs: PipelineCosts, stack: Stack, device: DeviceSpec | None) -> PipelineCosts:
+    """``costs`` with each stage's paired layer (:func:`~commsim.plan.overlap.paired_blocks`)
+    under a ``moe_overlap``."""
+    if costs.moe_overlap == "none":
+        return costs
+    share = 0.0 if device is None else stack.comm_sms / device.sms
+    if not 0.0 <= share < 1.0:
+        raise SpecError(f"stack comm_sms {stack.comm_sms}: must leave some of the device's "
+                        f"{device.sms if device else 0} SMs to compute")
+    return replace(costs, paired=tuple(paired_blocks(costs, p, share)
+                                       for p in range(costs.pp)))
 
 
 def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
@@ -266,7 +285,9 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
     MoE half's compute, its TP collective, and the slowest of the stage's expert-parallel
     groups' all-to-alls (every group's ranks wait for the busiest)."""
     a2a_bytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
-                               micro_batch=cfg.micro_batch)
+                               micro_batch=cfg.micro_batch, precision=moe.precision)
+    bf16_bytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
+                                micro_batch=cfg.micro_batch)
     tp_bytes = moe_tp_bytes(model, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
     starts = _distinct_replicas(cfg, timer, cfg.ep) if not cfg.megatron else ()
     out = []
@@ -275,8 +296,11 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
         # folded groups (Megatron-Core's order): every group, each shape timed once
         groups = cfg.ep_groups(p) if cfg.megatron else [cfg.ep_group(p, d) for d in starts]
         a2a = max(timer.collective("all_to_all", g, a2a_bytes) for g in groups)
+        bf16 = a2a if bf16_bytes == a2a_bytes else max(
+            timer.collective("all_to_all", g, bf16_bytes) for g in groups)
         out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
-                            a2a, timer.collective("all_reduce", cfg.tp_group(p, 0), tp_bytes)))
+                            a2a, timer.collective("all_reduce", cfg.tp_group(p, 0), tp_bytes),
+                            bf16))
     return tuple(out)
 
 
@@ -322,7 +346,8 @@ def estimate_step(costs: list[PipelineCosts]) -> StepEstimate:
     """The step of the slowest pipeline, with its mean compute and exposed communication."""
     worst: PipelineTiming | None = None
     for c in costs:
-        timing = evaluate_pipeline(c)
+        timing = evaluate_dualpipe(c) if c.paired and c.moe_overlap == "dualpipe" \
+            else evaluate_pipeline(c)
         if worst is None or timing.step_time_s > worst.step_time_s:
             worst = timing
     assert worst is not None

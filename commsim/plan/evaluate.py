@@ -67,6 +67,9 @@ class MoEStage:
     experts_bwd: float
     a2a: float
     tp: float
+    #: the forward combine and the dispatch's backward, which stay bf16 when the dispatch
+    #: runs in FP8 (:mod:`commsim.plan.moe_layer`); None: ``a2a``
+    a2a_bf16: float | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +96,10 @@ class PipelineCosts:
     :func:`commsim.plan.costs.stage_factors`; empty: all at healthy pace). ``moe[stage]``
     (empty: a dense model) replaces the MLP half of its MoE layers (:class:`MoEStage`).
     ``fsdp_reshard``: ``gather`` and ``reduce`` run as PyTorch's FSDP runs them, in every
-    micro-batch (see the module docstring).
+    micro-batch (see the module docstring). ``moe_overlap`` and ``paired[stage]`` (its
+    forward and backward layer's blocks when a forward and a backward run together, the
+    all-to-alls hidden: :mod:`commsim.plan.overlap`): under ``ep-overlap`` a forward and a
+    backward of different micro-batches that follow each other on a stage run so.
     """
 
     schedule: str
@@ -124,6 +130,8 @@ class PipelineCosts:
     compute_factor: tuple[float, ...] = ()
     moe: tuple[MoEStage, ...] = ()
     fsdp_reshard: bool = False
+    moe_overlap: str = "none"
+    paired: tuple[tuple[tuple[Block, ...], tuple[Block, ...]], ...] = ()
 
     def factor(self, stage: int) -> float:
         """The compute factor of ``stage`` (1 without a what-if)."""
@@ -139,7 +147,8 @@ class PipelineTiming:
     exposed_comm_s: tuple[float, ...]
 
 
-def _layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
+def layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
+    """One layer's blocks on ``stage``, in order (see the module docstring)."""
     if c.moe:
         return _moe_blocks(c, stage, forward)
     tp, cg, rs = c.tp_ar[stage], c.cp_gather[stage], c.cp_rs[stage]
@@ -169,26 +178,28 @@ def _layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
 
 
 def _moe_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
-    """:func:`_layer_blocks` of a stage with MoE layers (the mean layer, :class:`MoEStage`):
+    """:func:`layer_blocks` of a stage with MoE layers (the mean layer, :class:`MoEStage`):
     forward ``[cp] attention [tp] router ep:dispatch experts [tp] ep:combine``, backward
     ``ep:combine' experts' [tp] ep:dispatch' router'+attention' [cp] [tp]``."""
     m, k = c.moe[stage], c.factor(stage)
     tp, cg, rs = c.tp_ar[stage], c.cp_gather[stage], c.cp_rs[stage]
     dense = 1.0 - m.share
     a2a = [("ep", m.share * m.a2a)] if m.a2a and m.share else []
+    bf16 = m.a2a if m.a2a_bf16 is None else m.a2a_bf16
+    a2a16 = [("ep", m.share * bf16)] if bf16 and m.share else []
     mlp_tp = dense * tp + m.share * m.tp
     fwd: list[Block] = [("cp", cg)] if cg else []
     fwd += [("compute", c.attn_fwd * k)] + ([("tp", tp)] if tp else [])
     fwd += [("compute", (dense * c.mlp_fwd + m.share * m.pre_fwd) * k), *a2a,
             ("compute", m.share * m.experts_fwd * k)]
-    fwd += ([("tp", mlp_tp)] if mlp_tp else []) + a2a
+    fwd += ([("tp", mlp_tp)] if mlp_tp else []) + a2a16
     if forward:
         return fwd
     out = list(fwd) if c.rc_comm else []
     mlp_rc = 0.0 if c.rc_comm else dense * c.mlp_rc
     attn_rc = 0.0 if c.rc_comm else c.attn_rc
     out += a2a + [("compute", (dense * c.mlp_bwd + mlp_rc + m.share * m.experts_bwd) * k)]
-    out += ([("tp", mlp_tp)] if mlp_tp else []) + a2a
+    out += ([("tp", mlp_tp)] if mlp_tp else []) + a2a16
     out.append(("compute", (c.attn_bwd + attn_rc + m.share * m.pre_bwd) * k))
     out += ([("cp", rs)] if rs else []) + ([("tp", tp)] if tp else [])
     return out
@@ -198,6 +209,7 @@ def _moe_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
 class _Stage:
     free: dict[str, float]
     blocks: tuple[_Program, _Program]  # forward, backward
+    paired: tuple[_Program, _Program] | None = None  # when run with an op of the other kind
     used: list[float] = field(default_factory=list)  # FSDP: first-forward ends, in order
     compute_s: float = 0.0
     chain_comm_s: float = 0.0
@@ -297,10 +309,14 @@ class _Evaluator:
     def __init__(self, costs: PipelineCosts) -> None:
         c = self.c = costs
         self.stages = [
-            _Stage({}, (_Program.of(_layer_blocks(c, p, True)),
-                        _Program.of(_layer_blocks(c, p, False))))
+            _Stage({}, (_Program.of(layer_blocks(c, p, True)),
+                        _Program.of(layer_blocks(c, p, False))),
+                   (_Program.of(list(c.paired[p][0])), _Program.of(list(c.paired[p][1])))
+                   if c.paired and c.moe_overlap == "ep-overlap" else None)
             for p in range(c.pp)
         ]
+        self.pairs = (_paired_ops(c.schedule, c.pp, c.microbatches, c.chunks)
+                      if self.stages[0].paired is not None else frozenset())
         self.end: list[float] = []
         self.last_vstage = c.pp * c.chunks - 1
         count = c.pp * c.chunks
@@ -319,7 +335,8 @@ class _Evaluator:
         n = self.sizes[vstage]
         if not forward and vstage == self.last_vstage and c.logits_bwd:
             ready = _run(st, "compute", ready, c.logits_bwd * c.factor(stage))
-        blocks = st.blocks[0 if forward else 1]
+        pair = st.paired if (stage, op) in self.pairs else None
+        blocks = (st.blocks if pair is None else pair)[0 if forward else 1]
         gathers = c.gather[stage] if c.gather else ()
         if n == 0:  # the embedding or the loss alone: an empty kernel on the compute stream
             ready = _run(st, "compute", ready, 0.0)
@@ -448,3 +465,25 @@ def _trace(schedule: str, pp: int, k: int, v: int) -> tuple[_Event, ...]:
     orders = stage_orders(schedule, stages=pp, microbatches=k, chunks=v)
     emit_pipeline(orders, chunks=v, run_op=run_op, transfer=transfer)
     return tuple(events)
+
+
+@lru_cache(maxsize=256)
+def _paired_ops(schedule: str, pp: int, k: int, v: int) -> frozenset[tuple[int, PipeOp]]:
+    """The ``(stage, op)`` that Megatron-Core's combined 1F1B runs in pairs: on each stage, a
+    forward and a backward of different micro-batches that follow each other in its order
+    (``combined_1f1b_schedule_for_no_pipelining`` and ``..._for_interleaved_pipelining``,
+    ``megatron/core/pipeline_parallel/combined_1f1b.py``; it has none for a pipeline
+    without interleaving, whose ops then run unpaired)."""
+    if pp > 1 and schedule != "interleaved":
+        return frozenset()
+    out: set[tuple[int, PipeOp]] = set()
+    for stage, order in enumerate(stage_orders(schedule, stages=pp, microbatches=k, chunks=v)):
+        i = 0
+        while i + 1 < len(order):
+            a, b = order[i], order[i + 1]
+            if a.kind != b.kind and a.microbatch != b.microbatch:
+                out.update(((stage, a), (stage, b)))
+                i += 2
+            else:
+                i += 1
+    return frozenset(out)

@@ -62,6 +62,11 @@ per-layer activations are the mean over its layers, dense and MoE.
 **Buffers**: the point-to-point receive buffers of a stage (activation and gradient,
 ``2 T h / t`` each); DDP and ZeRO-1/2 two 25 MiB gradient buckets; FSDP one layer's
 unsharded gradients, being reduce-scattered.
+
+**DualPipe** (``Stack.moe_overlap == "dualpipe"``, :mod:`.overlap`): rank ``r`` holds stage
+``r`` and stage ``PP - 1 - r``, the states of both (the DeepSeek-V3 report's Table 2: twice
+the parameters), and the activations 1F1B keeps on both, ``PP - r`` and ``r + 1`` micro-batches
+of them (the report's ``PP + 1`` for equal stages).
 """
 
 from __future__ import annotations
@@ -243,7 +248,18 @@ def peak_memory(
                    microbatches=microbatches, schedule=schedule, chunks=chunks,
                    data_parallel=data_parallel, recompute=recompute, stack=stack,
                    split=stage_layers)
+    if stack.moe_overlap == "dualpipe" and model.moe is not None and pp > 1:
+        return max((_dual(_stage_memory(model, where, r), _stage_memory(model, where, pp - 1 - r))
+                    for r in range(pp // 2)), key=lambda m: m.total)
     return max((_stage_memory(model, where, p) for p in stages), key=lambda m: m.total)
+
+
+def _dual(a: Memory, b: Memory) -> Memory:
+    """A DualPipe rank holding the stages of ``a`` and ``b``: both states and activations,
+    the larger buffers."""
+    return Memory(a.stage, a.weights + b.weights, a.gradients + b.gradients,
+                  a.optimizer + b.optimizer, a.activations + b.activations,
+                  max(a.buffers, b.buffers))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -275,7 +291,8 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     params = stage_params(model, tp=tp, pp=pp, stage=stage, chunks=w.chunks, split=w.split)
     weights, grads, optim = states(params, w.data_parallel, shards, w.microbatches,
                                    stack.grad_bytes)
-    fp8 = FP8_WEIGHT_BYTES * model.layer_params / tp if stack.precision == "fp8" else 0.0
+    fp8 = FP8_WEIGHT_BYTES * _fp8_layer_params(model, w, stage) / tp \
+        if stack.precision == "fp8" else 0.0
     if w.data_parallel == "fsdp" and stack.fsdp_reshard:  # PyTorch's: shards, 2 units whole
         weights = (math.ceil(WEIGHT_BYTES * params / shards)
                    + FSDP_GATHERED * WEIGHT_BYTES * math.ceil(model.layer_params / tp))
@@ -312,6 +329,18 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     elif shards > 1:
         buffers += 2 * DEFAULT_BUCKET_BYTES
     return Memory(stage, weights, grads, optim, math.ceil(act), math.ceil(buffers))
+
+
+def _fp8_layer_params(model: ModelSpec, w: _Where, stage: int) -> float:
+    """The linear weights of a layer whose fp8 copies one rank keeps in flight: a dense
+    layer's, or (a mixture of experts) the mean over the stage's layers of what the rank
+    holds of each, its ``1/ep`` of the routed experts and the rest whole."""
+    if model.moe is None:
+        return float(model.layer_params)
+    ids = layer_ids(model.layers, w.pp, w.chunks, stage, w.split)
+    if not ids:
+        return 0.0
+    return sum(model.dense_params_at(i) + model.experts_at(i) / w.ep for i in ids) / len(ids)
 
 
 @lru_cache(maxsize=4096)

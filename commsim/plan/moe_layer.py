@@ -28,9 +28,17 @@ tokens (``T = b s / c``, sequence parallel), and per MoE layer it:
 
 The backward runs the two all-to-alls again in reverse (4 per layer and micro-batch; 6 with
 full recompute), the GEMMs' input and weight gradients, and twice the element-wise work. The
-step waits for the busiest rank (its load ``L``) in every layer. Nothing of the dispatch
-and combine overlaps compute (Megatron-Core's default; its ``--overlap-moe-expert-parallel-comm``
-and DeepSeek's DualPipe hide them, which this model does not assume).
+step waits for the busiest rank (its load ``L``) in every layer. How the dispatch and combine
+meet compute is the stack's ``moe_overlap`` (:mod:`.overlap`; by default they do not).
+
+**FP8** (``precision="fp8"``, as the DeepSeek-V3 report's Section 3.3 runs its MoE layers):
+the router stays in bf16; the expert and shared-expert GEMMs run as the dense linear layers
+do in fp8 (:func:`~commsim.plan.compute._fwd_bwd`: the fp8 peak, 1-byte inputs, their casts
+at HBM bandwidth); the activations are dispatched in FP8, 1 byte per element and one fp32
+scale per 128 (the report's 1 x 128 tiles), and so is the output gradient sent to the experts
+in the backward (the combine's backward), while the forward combine and the dispatch's
+backward stay in bf16 (Section 3.3.3: "for both the forward and backward combine components,
+we retain them in BF16").
 """
 
 from __future__ import annotations
@@ -38,7 +46,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-from commsim.plan.compute import BF16, _fwd_bwd, gemm_time
+from commsim.plan.compute import BF16, _fwd_bwd
 from commsim.plan.device import DeviceSpec
 from commsim.plan.models import ModelSpec
 
@@ -52,6 +60,12 @@ class MoETimes:
     pre_bwd: float
     experts_bwd: float
     load: float  #: the busiest rank's tokens over the even share
+    precision: str = "bf16"  #: the expert GEMMs'
+
+
+#: Bytes per element of an FP8 dispatch: the 1-byte value and an fp32 scale per 1 x 128 tile
+#: (the DeepSeek-V3 report, Section 3.3: activations quantized per token per 128 channels).
+FP8_DISPATCH_BYTES = 1 + 4 / 128
 
 
 def tokens(model: ModelSpec, micro_batch: int, cp: int) -> int:
@@ -59,12 +73,15 @@ def tokens(model: ModelSpec, micro_batch: int, cp: int) -> int:
     return micro_batch * model.seq // cp
 
 
-def dispatch_bytes(model: ModelSpec, *, tp: int, cp: int, ep: int, micro_batch: int) -> int:
+def dispatch_bytes(model: ModelSpec, *, tp: int, cp: int, ep: int, micro_batch: int,
+                   precision: str = "bf16") -> int:
     """One all-to-all's size (each rank's send buffer, as nccl-tests counts it):
-    ``L k (T/t) h`` bf16 values."""
+    ``L k (T/t) h`` bf16 values; ``precision="fp8"``: the FP8 dispatch's
+    (:data:`FP8_DISPATCH_BYTES` per value; the combine stays bf16)."""
     assert model.moe is not None
     routed = model.moe.top_k * tokens(model, micro_batch, cp) / tp
-    return int(model.moe.load(ep) * routed * model.hidden * BF16)
+    item = FP8_DISPATCH_BYTES if precision == "fp8" else BF16
+    return int(model.moe.load(ep) * routed * model.hidden * item)
 
 
 def moe_tp_bytes(model: ModelSpec, *, cp: int, ep: int, micro_batch: int) -> int:
@@ -78,8 +95,9 @@ def moe_tp_bytes(model: ModelSpec, *, cp: int, ep: int, micro_batch: int) -> int
 
 @lru_cache(maxsize=4096)
 def moe_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int, ep: int,
-              micro_batch: int) -> MoETimes:
-    """The :class:`MoETimes` of ``model`` (see the module docstring)."""
+              micro_batch: int, precision: str = "bf16") -> MoETimes:
+    """The :class:`MoETimes` of ``model`` (see the module docstring; ``precision`` the
+    expert and shared-expert GEMMs', the router's stays bf16)."""
     moe = model.moe
     assert moe is not None
     h, t = model.hidden, tp
@@ -94,18 +112,19 @@ def moe_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int, ep: int
     per = moe.experts // ep
     fwd = bwd = 0.0
     for n, count in ((round(even * hot), 1), (round(even * other), per - 1)):
-        if count and n:
-            fwd += gemm_time(device, n, ups * fe, h, count) + gemm_time(device, n, h, fe, count)
-            bwd += (gemm_time(device, n, h, ups * fe, count)
-                    + gemm_time(device, h, ups * fe, n, count)
-                    + gemm_time(device, n, fe, h, count) + gemm_time(device, fe, h, n, count))
+        if count and n:  # the grouped GEMM's up (gate and up) and down projections
+            up = _fwd_bwd(device, n, ups * fe, h, precision, batch=count)
+            down = _fwd_bwd(device, n, h, fe, precision, batch=count)
+            fwd += up[0] + down[0]
+            bwd += up[1] + down[1]
     routed = moe.load(ep) * moe.top_k * n_tok
     # the activation function reads (ups) and writes one f_e/t row per routed token
     act = routed * (ups + 1) * fe * BF16 / device.hbm_Bps
     shared = (0.0, 0.0)
     if moe.shared_experts:
         fs = moe.shared_experts * moe.expert_ffn_hidden // t
-        up, down = _fwd_bwd(device, n_tok, ups * fs, h), _fwd_bwd(device, n_tok, h, fs)
+        up = _fwd_bwd(device, n_tok, ups * fs, h, precision)
+        down = _fwd_bwd(device, n_tok, h, fs, precision)
         shared = (up[0] + down[0], up[1] + down[1])
     return MoETimes(
         pre_fwd=router[0] + permute,
@@ -113,6 +132,7 @@ def moe_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int, ep: int
         pre_bwd=router[1] + permute,
         experts_bwd=bwd + 2 * act + shared[1] + permute * moe.load(ep),
         load=moe.load(ep),
+        precision=precision,
     )
 
 

@@ -47,6 +47,7 @@ from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
 from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory
 from commsim.plan.models import ModelSpec
+from commsim.plan.overlap import unfit
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.graph import MAX_TASKS
@@ -301,6 +302,8 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                                      chunks=v, data_parallel=dpm, recompute=rc, ep=ep,
                                      stage_layers=splits[rc], order=order)
                     why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
+                    if model.moe is not None:  # --moe-overlap: nothing for a dense model
+                        why = why or unfit(cfg, k, stack)
                     if why:
                         result.rejected.append(Rejected(cfg.axes(), why))
                     else:
@@ -339,7 +342,7 @@ def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: Collecti
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     est = estimate_step(pipeline_costs(cfg, model, times, timer, c.microbatches, stack=stack,
                                        device=device, compute_factor=c.factors,
-                                       moe=moe_costs(model, device, cfg)))
+                                       moe=moe_costs(model, device, cfg, stack)))
     tokens_per_s = global_batch * model.seq / est.step_time_s
     mflops = model_flops_per_token(model) * tokens_per_s / cfg.world
     hflops = hardware_flops_per_token(model, cfg.recompute) * tokens_per_s / cfg.world
@@ -427,9 +430,10 @@ def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
             bound, what = c.bound_s, "compute alone"
             if bound <= -best[0]:
                 what = "compute and TP/CP traffic"
-                bound = (max(b + comm_bound(model, c.config, c.microbatches, timer, p)
+                bound = (max(b + comm_bound(model, c.config, c.microbatches, timer, p, stack)
                              for p, b in enumerate(c.stage_bounds)) if c.stage_bounds
-                         else bound + comm_bound(model, c.config, c.microbatches, timer))
+                         else bound + comm_bound(model, c.config, c.microbatches, timer,
+                                                 stack=stack))
             if bound > -best[0]:
                 result.rejected.append(Rejected(
                     c.config.axes(), f"pruned: its {what} ({bound:.4g} s) exceeds the "
@@ -453,4 +457,4 @@ def retime(model: ModelSpec, device: DeviceSpec, e: Evaluated, timer: Collective
     times = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     return estimate_step(pipeline_costs(cfg, model, times, timer, e.microbatches, stack=stack,
                                         device=device,
-                                        moe=moe_costs(model, device, cfg))).step_time_s
+                                        moe=moe_costs(model, device, cfg, stack))).step_time_s

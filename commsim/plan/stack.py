@@ -42,7 +42,17 @@ documents, as one :class:`Stack` per run (never fitted per row of a comparison):
   micro-batch, and reduce-scatters the unit's gradient after every micro-batch's backward (no
   ``no_sync`` under FSDP); the backward all-gather of the next unit, prefetched one unit
   ahead (``BACKWARD_PRE``), and the reduce-scatter of the last share the same links, modelled
-  as one stream in issue order (:mod:`.evaluate`).
+  as one stream in issue order (:mod:`.evaluate`);
+* ``moe_overlap``: how a mixture of experts' dispatch and combine all-to-alls meet compute
+  (:mod:`.overlap`): ``none`` (Megatron-Core's default: each waits on the compute stream),
+  ``ep-overlap`` (Megatron-Core's ``--overlap-moe-expert-parallel-comm``, its "combined
+  1F1B": a forward of one micro-batch and a backward of another run together, each one's
+  all-to-alls hidden under the other's compute; hosted by its schedules without pipelining
+  and with interleaving) or ``dualpipe`` (the DeepSeek-V3 report's DualPipe, Section 3.2.1:
+  a bidirectional pipeline whose forward and backward chunks run in overlapped pairs, the
+  all-to-alls and pipeline sends hidden); while they overlap, the communication kernels hold
+  ``comm_sms`` of the device's SMs (DeepSeek-V3, Section 3.2.2: 20 of an H800's 132), which
+  the overlapped compute runs without.
 
 The default is today's stack (fused attention, sequence parallelism, fused weight-gradient
 accumulation, overlapped reductions); :data:`MEGATRON_2021` is the one of Narayanan et al.
@@ -61,6 +71,11 @@ from commsim.errors import SpecError
 
 ATTENTION = ("fused", "unfused")
 PRECISIONS = ("bf16", "fp8")
+MOE_OVERLAPS = ("none", "ep-overlap", "dualpipe")
+#: SMs the communication kernels hold while they overlap compute: the DeepSeek-V3 report,
+#: Section 3.2.2 ("only 20 SMs are sufficient to fully utilize the bandwidths of IB and
+#: NVLink", of an H800's 132).
+COMM_SMS = 20
 #: Bytes per parameter of a separate weight-gradient accumulation into a 16-bit buffer:
 #: read the new gradient, read and write the buffer (fp32 buffer: ``Stack.wgrad_add_bytes``).
 WGRAD_ADD_BYTES = 6
@@ -79,6 +94,8 @@ class Stack:
     loss_scaling: bool = False
     precision: str = "bf16"
     fsdp_reshard: bool = False
+    moe_overlap: str = "none"
+    comm_sms: int = COMM_SMS
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION:
@@ -87,6 +104,12 @@ class Stack:
         if self.precision not in PRECISIONS:
             raise SpecError(f"--precision {self.precision!r}: must be one of "
                             f"{', '.join(PRECISIONS)}")
+        if self.moe_overlap not in MOE_OVERLAPS:
+            raise SpecError(f"--moe-overlap {self.moe_overlap!r}: must be one of "
+                            f"{', '.join(MOE_OVERLAPS)}")
+        if isinstance(self.comm_sms, bool) or not isinstance(self.comm_sms, int) \
+                or self.comm_sms < 0:
+            raise SpecError(f"stack comm_sms {self.comm_sms!r}: must be an integer >= 0")
         if self.grad_bytes not in (2, 4):
             raise SpecError(f"stack grad_bytes {self.grad_bytes}: must be 2 or 4")
 
@@ -104,7 +127,8 @@ class Stack:
                         + (("fp32-grads",) if self.grad_bytes == 4 else ())
                         + (("loss-scaling",) if self.loss_scaling else ())
                         + (("fsdp-reshard",) if self.fsdp_reshard else ())
-                        + ((self.precision,) if self.precision != "bf16" else ()))
+                        + ((self.precision,) if self.precision != "bf16" else ())
+                        + ((self.moe_overlap,) if self.moe_overlap != "none" else ()))
 
 
 DEFAULT = Stack()
@@ -125,9 +149,10 @@ STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3,
 
 
 def named_stack(name: str, attention: str | None = None,
-                precision: str | None = None) -> Stack:
-    """The stack called ``name`` (:data:`STACKS`), ``attention`` overriding its attention and
-    ``precision`` (``bf16`` or ``fp8``) its precision."""
+                precision: str | None = None, moe_overlap: str | None = None) -> Stack:
+    """The stack called ``name`` (:data:`STACKS`), ``attention`` overriding its attention,
+    ``precision`` (``bf16`` or ``fp8``) its precision and ``moe_overlap``
+    (:data:`MOE_OVERLAPS`) its mixture of experts' all-to-all overlap."""
     from dataclasses import replace
 
     stack = STACKS.get(name.strip().lower())
@@ -137,4 +162,6 @@ def named_stack(name: str, attention: str | None = None,
         stack = replace(stack, attention=attention.strip().lower())
     if precision is not None:
         stack = replace(stack, precision=precision.strip().lower())
+    if moe_overlap is not None:
+        stack = replace(stack, moe_overlap=moe_overlap.strip().lower())
     return stack

@@ -1,0 +1,142 @@
+"""A mixture of experts' all-to-alls overlapped with compute, as the software that trains the
+large ones runs them (``Stack.moe_overlap``; docs/planning.md).
+
+* ``none`` (Megatron-Core's default): every dispatch and combine waits on the compute stream
+  (:func:`commsim.plan.evaluate.layer_blocks`).
+* ``ep-overlap``: Megatron-Core's ``--overlap-moe-expert-parallel-comm`` ("combined 1F1B",
+  ``megatron/core/pipeline_parallel/combined_1f1b.py``; its MoE README and its developer
+  guide's "Combined 1F1B" page): the forward of one micro-batch and the backward of another
+  run together, layer by layer, the forward's all-to-alls hidden under the backward's
+  attention and MLP compute and the other way round. Megatron-Core runs it without pipelining
+  and in its interleaved schedule; the planner pairs, on each stage, a forward and a backward
+  of different micro-batches that follow each other in that schedule's order
+  (:func:`commsim.plan.evaluate._paired_ops`); the warm-up and cool-down ops run alone.
+* ``dualpipe``: the DeepSeek-V3 report's DualPipe (arXiv 2412.19437, Section 3.2.1, and
+  ``dualpipe/dualpipe.py`` of deepseek-ai/DualPipe): each of the ``PP`` ranks holds stage
+  ``r`` and stage ``PP - 1 - r``, micro-batches enter from both ends, and in the steady state
+  every forward chunk runs with a backward chunk, attention and MLP compute hiding dispatch,
+  combine and the pipeline sends. Its bubble is the report's Table 2:
+  ``(PP/2 - 1)(F&B + B - 3W)`` (1F1B's is ``(PP - 1)(F + B)``), so a step of ``k``
+  micro-batches is ``k F&B + (PP/2 - 1)(F&B + B - 3W)`` (:func:`evaluate_dualpipe`), with
+  ``F``, ``B`` a stage's forward and backward chunk, ``W`` the backward's weight-gradient
+  part and ``F&B`` the pair. It needs an even ``PP`` and an even number of micro-batches of
+  at least ``2 PP`` (``DualPipe.step``'s assertions), and the planner's has no FSDP (the
+  report's data parallelism is ZeRO-1; an FSDP gather per layer has no place in the closed
+  form).
+
+**A pair** (:func:`paired_blocks`): the two ops' compute ``C`` (seconds on the whole
+device) against their all-to-alls ``a`` on the network. While the all-to-alls run, their
+kernels hold ``comm_sms`` of the device's ``sms`` SMs (the report's 20 of 132, Section
+3.2.2), so the compute they overlap runs at ``s = 1 - comm_sms/sms`` of its rate; after them,
+at its full rate. A layer pair thus takes ``max(a, C + a comm_sms/sms)``: the compute slowed
+while the all-to-alls run, or the all-to-alls when the compute, slowed throughout, cannot
+hide them (``C <= s a``). The TP and CP collectives stay on the chain.
+
+>>> from commsim.plan.evaluate import MoEStage, PipelineCosts
+>>> m = MoEStage(1.0, 0.0, 1.0, 0.0, 2.0, 0.5, 0.0)  # experts: 1 s forward, 2 s backward
+>>> c = PipelineCosts(schedule="1f1b", pp=1, chunks=1, microbatches=2, layers_per_chunk=1,
+...                   attn_fwd=1.0, mlp_fwd=0.0, attn_bwd=2.0, mlp_bwd=0.0, tp_ar=(0.0,),
+...                   cp_gather=(0.0,), cp_rs=(0.0,), moe=(m,))
+>>> f, b = paired_blocks(c, 0, 0.25)  # C = 6 s, a = 4 x 0.5 s: 6 + 2 x 0.25 = 6.5 s
+>>> sum(x for _, x in f + b)
+6.5
+>>> f, b = paired_blocks(c, 0, 0.0)  # nothing taken: the compute hides the all-to-alls
+>>> sum(x for _, x in f + b)
+6.0
+"""
+
+from __future__ import annotations
+
+from commsim.plan.config import PlanConfig
+from commsim.plan.evaluate import Block, PipelineCosts, PipelineTiming, layer_blocks
+from commsim.plan.stack import Stack
+
+
+def paired_blocks(costs: PipelineCosts, stage: int,
+                  share: float) -> tuple[tuple[Block, ...], tuple[Block, ...]]:
+    """The forward and backward layer of ``stage`` when they run as a pair (see the module
+    docstring; ``share``: the SMs the all-to-alls hold, over the device's): the ``ep`` blocks
+    leave the chain; each op's compute stretches by its part of ``a share`` (at most to
+    ``C / s``), and what of the all-to-alls the stretched compute cannot hide follows it as
+    exposed ``ep`` time, shared in proportion to each op's compute."""
+    ops = [layer_blocks(costs, stage, forward) for forward in (True, False)]
+    comp = [sum(x for s, x in b if s == "compute") for b in ops]
+    a2a = sum(x for b in ops for s, x in b if s == "ep")
+    total = sum(comp)
+    stretched = min(total + a2a * share, total / (1.0 - share)) if total else 0.0
+    exposed = max(0.0, a2a - stretched)
+    out = []
+    for blocks, c in zip(ops, comp, strict=True):
+        part = c / total if total else 0.5
+        kept: list[Block] = []
+        for stream, x in blocks:
+            if stream == "compute":
+                kept.append((stream, x * stretched / total if total else x))
+            elif stream != "ep":
+                kept.append((stream, x))
+        if exposed:
+            kept.append(("ep", exposed * part))
+        out.append(tuple(kept))
+    return out[0], out[1]
+
+
+def unfit(cfg: PlanConfig, microbatches: int, stack: Stack) -> str | None:
+    """Why ``cfg`` cannot run under ``stack.moe_overlap`` (None: it can): DualPipe needs a
+    plain (not interleaved) pipeline of an even ``PP``, and an even number of micro-batches
+    of at least ``2 PP``; the planner's DualPipe has no FSDP (the report's is ZeRO-1)."""
+    if stack.moe_overlap != "dualpipe":
+        return None
+    if cfg.pp < 2 or cfg.pp % 2 or cfg.schedule != "1f1b":
+        return (f"--moe-overlap dualpipe: needs an even pipeline of 1f1b stages "
+                f"(pp {cfg.pp}, {cfg.schedule_label})")
+    if cfg.data_parallel == "fsdp":  # its per-layer gathers have no place in the closed form
+        return "--moe-overlap dualpipe: modelled with ddp, zero1 and zero2 only (not fsdp)"
+    if microbatches % 2 or microbatches < 2 * cfg.pp:
+        return (f"--moe-overlap dualpipe: needs an even number of micro-batches, at least "
+                f"2 x pp = {2 * cfg.pp} (got {microbatches})")
+    return None
+
+
+def _chunk(c: PipelineCosts, stage: int) -> tuple[float, float, float, float, float, float]:
+    """(F, B, W, F&B, its compute, its exposed communication) of ``stage``'s chunk for one
+    micro-batch: its layers, and the output layer on the last stage."""
+    n = c.chunk_layers[stage] if c.chunk_layers else c.layers_per_chunk
+    k = c.factor(stage)
+    logits = (c.logits_fwd + c.logits_bwd) * k if stage == c.pp - 1 else 0.0
+    fwd, bwd = (sum(x for _, x in layer_blocks(c, stage, f)) for f in (True, False))
+    bwd_compute = sum(x for s, x in layer_blocks(c, stage, False) if s == "compute")
+    pf, pb = c.paired[stage]
+    comp = sum(x for s, x in (*pf, *pb) if s == "compute")
+    pair = sum(x for _, x in (*pf, *pb))
+    # W: the weight-gradient GEMMs, as many FLOPs as the input-gradient ones (half the
+    # backward's compute; the attention core and element-wise work, which have no weight
+    # gradient, make it an upper bound, and the bubble a lower one)
+    w = (n * bwd_compute + (c.logits_bwd * k if stage == c.pp - 1 else 0.0)) / 2
+    return (n * fwd + logits / 2, n * bwd + logits / 2, w, n * pair + logits,
+            n * comp + logits, n * (pair - comp))
+
+
+def evaluate_dualpipe(c: PipelineCosts) -> PipelineTiming:
+    """The step of a DualPipe pipeline (see the module docstring): per rank, the mean of its
+    two stages' chunks, ``k F&B + (PP/2 - 1)(F&B + B - 3W)``, then its stages' last gradient
+    reductions, ZeRO's all-gather and optimizer steps; the slowest rank's."""
+    k, pp = c.microbatches, c.pp
+    chunks = [_chunk(c, p) for p in range(pp)]
+    steps, compute, exposed = [], [], []
+    for r in range(pp):
+        both = (r, pp - 1 - r)
+        _, b, w, fb, comp, comm = (sum(chunks[p][i] for p in both) / 2 for i in range(6))
+        tail = sum(_tail(c, p) for p in both)
+        opt = sum(c.optimizer[p] * c.factor(p) for p in both) if c.optimizer else 0.0
+        steps.append(k * fb + (pp // 2 - 1) * (fb + b - 3 * w) + tail + opt)
+        compute.append(k * comp + opt)
+        exposed.append(k * comm + tail)
+    return PipelineTiming(max(steps), tuple(compute), tuple(exposed))
+
+
+def _tail(c: PipelineCosts, stage: int) -> float:
+    """What a stage's data parallelism leaves after its last backward: the reduction issued
+    after its first layer's backward (the last one issued) and the ``final`` one."""
+    first = sum(c.chunk_layers[:stage]) if c.chunk_layers else stage * c.layers_per_chunk
+    last = c.reduce[stage].get(first, 0.0) if c.reduce else 0.0
+    return last + (c.final[stage] if c.final else 0.0)
