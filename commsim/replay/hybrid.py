@@ -44,6 +44,7 @@ from commsim.errors import SpecError, describe
 from commsim.network import Network
 from commsim.replay import fields
 from commsim.replay.graph import StepGraph
+from commsim.replay.hybrid_blocks import BlockTimes
 from commsim.replay.hybrid_graph import HybridGraphBuilder, Parallel
 from commsim.replay.metrics import StepMetrics
 from commsim.replay.pipeline import SCHEDULES, stage_orders
@@ -53,6 +54,9 @@ from commsim.replay.transformer import Model
 KIND = "hybrid"
 DATA_PARALLEL = ("ddp", "fsdp")
 RECOMPUTE = ("none", "full")
+#: With :class:`BlockTimes` (the planner's description): ZeRO-1/2 and selective recompute too.
+BLOCK_DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
+BLOCK_RECOMPUTE = ("none", "selective", "full")
 #: Bytes of Adam's fp32 master weights, momentum and variance per parameter.
 OPTIMIZER_BYTES_PER_PARAM = 12
 
@@ -85,6 +89,10 @@ class HybridSpec:
         Per layer per micro-batch per rank; None: derived from the FLOPs.
     algorithm
         Algorithm of every collective (``auto``: the lowest closed-form cost).
+    blocks
+        Compute per block and the sizes given by the planner's compute model
+        (:mod:`commsim.plan.workload`), which replace ``flops``/``efficiency`` and the flat
+        FLOPs (None: derived from them, :meth:`block_times`).
     """
 
     model: Model
@@ -102,6 +110,7 @@ class HybridSpec:
     layer_forward_time_s: float | None = None
     layer_backward_time_s: float | None = None
     algorithm: str = "auto"
+    blocks: BlockTimes | None = None
 
     def __post_init__(self) -> None:
         par, m = self.parallel, self.model
@@ -110,8 +119,13 @@ class HybridSpec:
         fields.positive_int(self.bytes_per_param, "bytes_per_param")
         fields.positive_int(self.chunks_per_stage, "pipeline.chunks_per_stage")
         fields.choice(self.schedule, "pipeline.schedule", SCHEDULES)
-        fields.choice(self.data_parallel, "data_parallel", DATA_PARALLEL)
-        fields.choice(self.recompute, "recompute", RECOMPUTE)
+        planned = self.blocks is not None
+        fields.choice(self.data_parallel, "data_parallel",
+                      BLOCK_DATA_PARALLEL if planned else DATA_PARALLEL)
+        fields.choice(self.recompute, "recompute", BLOCK_RECOMPUTE if planned else RECOMPUTE)
+        if self.blocks is not None and len(self.blocks.params) != m.layers:
+            raise SpecError(f"blocks: {len(self.blocks.params)} layers' parameters for "
+                            f"model.layers {m.layers}")
         if self.global_batch % (self.micro_batch * par.dp):
             raise SpecError(
                 f"global_batch: {self.global_batch} is not a multiple of micro_batch x dp "
@@ -178,6 +192,28 @@ class HybridSpec:
             backward = self.layer_backward_time_s
         return forward, backward
 
+    def block_times(self) -> BlockTimes:
+        """The step's compute per block and its sizes: :attr:`blocks`, or from the flat FLOPs
+        (each half of a layer half of :meth:`layer_times`, the logits' backward twice their
+        forward, no optimizer step)."""
+        if self.blocks is not None:
+            return self.blocks
+        m, par, bpp = self.model, self.parallel, self.bytes_per_param
+        forward, backward = self.layer_times()
+        logits = self.logits_time()
+        tp_bytes = self.micro_batch * (m.seq // par.cp) * m.hidden * bpp
+        return BlockTimes(
+            attn_fwd=forward / 2, mlp_fwd=forward / 2, attn_bwd=backward / 2,
+            mlp_bwd=backward / 2, logits_fwd=logits, logits_bwd=2 * logits,
+            params=tuple(self.layer_params(i) for i in range(m.layers)), tp_bytes=tp_bytes,
+            cp_bytes=2 * self.micro_batch * m.seq * m.hidden * bpp // par.tp, grad_bytes=bpp,
+            activation_bytes=m.layer_activation_bytes(self.micro_batch, par.tp, par.cp,
+                                                      self.recompute == "full"),
+            flops_per_token=(m.model_flops_per_token,
+                             m.hardware_flops_per_token(self.recompute == "full")),
+            peak_flops=self.flops,
+        )
+
     def logits_time(self) -> float:
         par = self.parallel
         flops = self.model.logits_forward_flops(self.micro_batch, self.model.seq // par.cp)
@@ -187,6 +223,8 @@ class HybridSpec:
         """Parameters of global layer ``layer`` held by one TP rank (the tied embedding is
         counted with layer 0, and again with the last layer when it sits on another stage)."""
         m, par = self.model, self.parallel
+        if self.blocks is not None:
+            return self.blocks.params[layer]
         params = m.layer_params
         if layer == 0:
             params += m.embedding_params
@@ -200,11 +238,21 @@ class HybridSpec:
 
     def static_bytes(self, stage: int) -> int:
         """Bytes held all step by one rank of ``stage``: weights, gradients, Adam states."""
-        params = sum(self.layer_params(layer) for layer in self.layers_of(stage))
-        per_param = 2 * self.bytes_per_param + OPTIMIZER_BYTES_PER_PARAM
-        if self.data_parallel == "fsdp":
-            return math.ceil(params / (self.parallel.dp * self.parallel.cp)) * per_param
-        return params * per_param
+        mine = self.layers_of(stage)
+        params = sum(self.layer_params(layer) for layer in mine)
+        shards = self.parallel.dp * self.parallel.cp
+        moe = self.blocks.moe if self.blocks is not None else None
+        experts = sum(moe.expert_params[i] for i in mine) if moe is not None else 0
+        held = (params, shards), (experts, max(shards // moe.ep, 1) if moe else 1)
+        bpp, out = self.bytes_per_param, 0
+        for n, k in held:
+            sharded = {"ddp": 0, "zero1": OPTIMIZER_BYTES_PER_PARAM,
+                       "zero2": bpp + OPTIMIZER_BYTES_PER_PARAM}.get(self.data_parallel,
+                                                                       2 * bpp
+                                                                       + OPTIMIZER_BYTES_PER_PARAM)
+            out += (2 * bpp + OPTIMIZER_BYTES_PER_PARAM - sharded) * n
+            out += math.ceil(n / k) * sharded
+        return out
 
     # -- the step ----------------------------------------------------------------------------
     def graph(self, network: Network) -> StepGraph:
@@ -221,14 +269,13 @@ class HybridSpec:
         step = metrics.step_time_s
         tokens = self.global_batch * self.model.seq
         tokens_per_s = tokens / step if step > 0 else 0.0
-        model_tflops = self.model.model_flops_per_token * tokens_per_s / world / 1e12
-        hardware_tflops = (
-            self.model.hardware_flops_per_token(self.recompute == "full")
-            * tokens_per_s
-            / world
-            / 1e12
-        )
         forward, backward = self.layer_times()
+        t = self.block_times()
+        model_tflops = t.flops_per_token[0] * tokens_per_s / world / 1e12
+        hardware_tflops = t.flops_per_token[1] * tokens_per_s / world / 1e12
+        if self.blocks is not None:
+            forward = t.attn_fwd + t.mlp_fwd
+            backward = t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute
         return {
             "parallel": {
                 "tp": self.parallel.tp,
@@ -243,7 +290,7 @@ class HybridSpec:
             "tokens_per_s": tokens_per_s,
             "model_tflops_per_gpu": model_tflops,
             "hardware_tflops_per_gpu": hardware_tflops,
-            "mfu": model_tflops * 1e12 / self.flops,
+            "mfu": model_tflops * 1e12 / t.peak_flops,
         }
 
 
