@@ -326,7 +326,7 @@ def parse(data: Mapping[str, Any]) -> HybridSpec:
         chunks_per_stage=fields.positive_int(
             pipe.get("chunks_per_stage", 1), "pipeline.chunks_per_stage"
         ),
-        stage_layers=_stage_layers(pipe.get("stage_layers")),
+        stage_layers=stage_layers_value(pipe.get("stage_layers")),
         data_parallel=fields.choice(
             data.get("data_parallel", "fsdp"), "data_parallel", DATA_PARALLEL
         ),
@@ -340,7 +340,7 @@ def parse(data: Mapping[str, Any]) -> HybridSpec:
     )
 
 
-def _stage_layers(value: object) -> tuple[int, ...]:
+def stage_layers_value(value: object) -> tuple[int, ...]:
     """``pipeline.stage_layers``: a list of layer counts (None: even stages)."""
     if value is None:
         return ()

@@ -17,8 +17,8 @@ from typing import Protocol
 from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph
-from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
 from commsim.replay.hybrid_blocks import BlockTimes, layer_blocks
+from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
 from commsim.replay.stages import vstage_layers
 from commsim.replay.transformer import Model
 
