@@ -223,6 +223,16 @@ def _device(data: Mapping[str, Any], network: Network) -> DeviceSpec:
                                gemm_efficiency=eff, attention_efficiency=eff)
 
 
+def write_workload(path: str | Path, model: ModelSpec, cfg: PlanConfig, global_batch: int,
+                   stack: Stack) -> None:
+    """Write :func:`workload_dict` of ``cfg`` to ``path`` as YAML."""
+    import yaml
+
+    text = yaml.safe_dump(workload_dict(model, cfg, global_batch, stack), sort_keys=False,
+                          default_flow_style=None, width=200)
+    Path(path).write_text(text, encoding="utf-8")
+
+
 def replay_workload(workload: Mapping[str, Any] | str | Path,
                     topology: Network | str | Path | Mapping[str, Any]) -> HybridSpec:
     """A ``hybrid`` workload in the planner's description (a mapping or a YAML file) ->
@@ -230,7 +240,8 @@ def replay_workload(workload: Mapping[str, Any] | str | Path,
     source = str(workload) if isinstance(workload, str | Path) else ""
     network = load_topology(topology)
     try:
-        data = fields.mapping(fields.read_yaml(workload) if source else workload, "")
+        raw = fields.read_yaml(workload) if isinstance(workload, str | Path) else workload
+        data = fields.mapping(raw, "")
         fields.check_keys(data, *_TOP, "", " for a planned kind 'hybrid'")
         if data["kind"] != "hybrid":
             raise SpecError(f"kind: {data['kind']!r}: the planner's description is a 'hybrid' "

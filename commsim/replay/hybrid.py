@@ -296,6 +296,10 @@ class HybridSpec:
 
 def parse(data: Mapping[str, Any]) -> HybridSpec:
     """A ``kind: hybrid`` mapping -> :class:`HybridSpec` (errors name the field)."""
+    if "compute" not in data:
+        raise SpecError("compute: missing; a hybrid workload without it is the planner's "
+                        "description, timed by the topology's device: block: replay it with "
+                        "`commsim replay` or commsim.plan.replay_workload")
     fields.check_keys(
         data,
         ("kind", "model", "parallel", "micro_batch", "global_batch", "compute"),
