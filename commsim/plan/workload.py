@@ -143,16 +143,13 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
                                                     cfg.recompute, stack)),
         flops_per_token=(model_flops_per_token(model),
                          hardware_flops_per_token(model, cfg.recompute)),
-        peak_flops=device.peak_flops, moe=moe,
+        peak_flops=device.peak_flops, p2p_blocking=stack.p2p_blocking, moe=moe,
     )
 
 
 def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: DeviceSpec,
                 stack: Stack, algorithm: str = "auto") -> HybridSpec:
     """The replay's spec of configuration ``cfg``, timed by the planner's compute model."""
-    if stack.p2p_blocking:
-        raise SpecError("stack.p2p_blocking: blocking pipeline sends (Megatron-LM 2021) are "
-                        "planned but not replayed")
     return HybridSpec(
         model=Model(layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                     vocab=model.vocab),

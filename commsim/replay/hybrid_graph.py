@@ -97,6 +97,7 @@ class HybridGraphBuilder:
         self.buckets = {p: self._buckets(p) for p in range(par.pp)}
         self.vstages = vstage_layers(spec.split, spec.chunks_per_stage)
         self.last_op: dict[int, list[int]] = {}  # rank -> its stage's last op's end
+        self.blocked: dict[tuple[int, ...], list[int]] = {}  # an op's output -> its sends
 
     # groups (lists of global ranks)
     def _groups(self, kind: str, stage: int) -> list[list[int]]:
@@ -155,14 +156,41 @@ class HybridGraphBuilder:
                                    phase="optimizer", deps=self.b.stream_tails(r))
         return self.b.build(static)
 
-    def _transfer(self, src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
-        what = "act" if op.kind == FORWARD else "grad"
+    def _sends(self, src: int, dst: int, forward: bool, microbatch: int,
+               deps: list[int]) -> list[int]:
+        what = "act" if forward else "grad"
         return [
-            self.b.send(
-                s, t, self.send_bytes, deps=(dep,), name=f"{what} mb{op.microbatch}", phase="p2p"
-            )
+            self.b.send(s, t, self.send_bytes, deps=(dep,), name=f"{what} mb{microbatch}",
+                        phase="p2p")
             for s, t, dep in zip(self.stage_ranks[src], self.stage_ranks[dst], deps, strict=True)
         ]
+
+    def _transfer(self, src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
+        if not self.t.p2p_blocking:
+            return self._sends(src, dst, op.kind == FORWARD, op.microbatch, deps)
+        sends = dict(zip(self.stage_ranks[dst], self.blocked.pop(tuple(deps)), strict=True))
+        for group in self._groups("tp", dst):  # Megatron-LM 2021: 1/t sent, then all-gathered
+            if len(group) > 1:
+                gathered = self.b.collective(
+                    group, "all_gather", self.t.tp_bytes, algorithm=self.spec.algorithm,
+                    name=f"recv allgather mb{op.microbatch}", phase="p2p",
+                    deps=[sends[r] for r in group], stream="")
+                sends.update(dict.fromkeys(group, gathered))
+        return [sends[r] for r in self.stage_ranks[dst]]
+
+    def _block_on_send(self, stage: int, vstage: int, op: PipeOp, out: list[int]) -> None:
+        """A blocking send (Megatron-LM 2021): ``op``'s output leaves now, and the stage's
+        compute stream waits for it."""
+        forward = op.kind == FORWARD
+        if not (vstage < self.par.pp * self.spec.chunks_per_stage - 1 if forward
+                else vstage > 0):
+            return
+        dst = (stage + (1 if forward else -1)) % self.par.pp
+        sends = self._sends(stage, dst, forward, op.microbatch, out)
+        self.blocked[tuple(out)] = sends
+        for r, send in zip(self.stage_ranks[stage], sends, strict=True):
+            self.b.compute(r, 0.0, name=f"wait send mb{op.microbatch}", phase="p2p",
+                           deps=[send])
 
     def _run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
         par = self.par
@@ -190,7 +218,10 @@ class HybridGraphBuilder:
                                           phase=phase, deps=done[r])]
         for r in ranks:
             self.last_op[r] = done[r]
-        return [done[r][0] for r in ranks]  # after a layer, one task per rank marks it done
+        out = [done[r][0] for r in ranks]  # after a layer, one task per rank marks it done
+        if self.t.p2p_blocking and par.pp > 1:
+            self._block_on_send(stage, vstage, op, out)
+        return out
 
     def _layer(
         self, stage: int, layer: int, op: PipeOp, done: dict[int, list[int]]
