@@ -7,9 +7,10 @@ default analytic engine, as a user runs it), the first is written as a ``hybrid`
 steps and their difference: the replay sees contention between groups' traffic (DP and PP,
 FSDP and CP, expert all-to-alls and gradient reductions on shared ports) that the planner's
 one-pipeline evaluation does not, and timing collectives by the DES instead of the closed
-forms. ``--quick`` runs two models on one DGX H100.
+forms. ``--quick`` runs two models on one DGX H100; ``--models a,b`` some of the full run's
+(each row's progress goes to stderr as it is done).
 
-    python benchmarks/plan_replay.py [--quick]
+    python benchmarks/plan_replay.py [--quick | --models NAME,...]
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ def row(name: str, topology: str, batch: int, seq: int | None, axes: dict) -> li
     result = replay(spec, topology)
     wall = time.perf_counter() - start
     planned, full = best.record["step_time_s"], result.step_time_s
+    print(f"# {name}: plan {planned:.4f} s, replay {full:.4f} s ({wall:.0f} s)", file=sys.stderr,
+          flush=True)
     return [name, f"{out.gpus} x {topology}", best.config.label(), f"{planned:.4f}",
             f"{full:.4f}", f"{100 * (full / planned - 1):+.2f}%", len(result.graph.tasks),
             f"{wall:.1f}"]
@@ -77,6 +80,9 @@ def row(name: str, topology: str, batch: int, seq: int | None, axes: dict) -> li
 
 def main() -> None:
     cases = QUICK if "--quick" in sys.argv else FULL
+    if "--models" in sys.argv:  # a comma list: those of FULL only
+        names = sys.argv[sys.argv.index("--models") + 1].split(",")
+        cases = {name: FULL[name] for name in names}
     rows = [row(name, *case) for name, case in cases.items()]
     print(table(["<model", "<cluster", "<configuration (plan's first)", "plan s", "replay s",
                  "replay-plan", "tasks", "replay wall s"], rows))

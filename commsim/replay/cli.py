@@ -17,6 +17,9 @@ from commsim.errors import SpecError
 
 _REPLAY_EPILOG = """\
 workload kinds: pipeline, ddp, fsdp, tensor, hybrid (see docs/replay.md for every key).
+hybrid without compute: is the planner's description (a model file's keys, parallel.ep,
+         stack), timed by the topology's device: block; `commsim plan --write-workload K
+         FILE` writes one.
 captured traces: a directory of PyTorch profiler traces (*.json, *.json.gz; one per rank) or
          one trace file replays the captured step; the output adds measured_step_time_s
          (see docs/traces.md).
@@ -31,6 +34,7 @@ examples:
   commsim replay fsdp.yaml --topology dgx-h100x2 --trace step.json --plot step.png
   commsim replay traces/ --topology dgx-h100x2 --step all --json
   commsim replay ddp.yaml --topology dgx-h100x4 --what-if slow-rank.yaml
+  commsim replay best.yaml --topology dgx-h100x2 --trace best.json   # from plan --write-workload
 """
 
 _BOUND_EPILOG = """\

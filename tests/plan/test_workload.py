@@ -193,3 +193,18 @@ def test_the_flat_replay_api_points_to_the_planners_reader():
                              Stack())
     with pytest.raises(SpecError, match="commsim.plan.replay_workload"):
         replay(workload, "dgx-h100")
+
+
+def test_a_bad_planned_workload_file_is_one_line_exit_2(tmp_path, capsys):
+    """``commsim replay`` of a planned workload file with a bad key: one line naming the file
+    and the field, exit 2."""
+    import yaml
+
+    workload = workload_dict(CATALOGUE["mixtral-8x7b"], _planned_cfg(), 16, Stack())
+    workload["model"]["moe"]["top_k"] = 9
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(workload), encoding="utf-8")
+    assert main(["replay", str(path), "-t", "dgx-h100"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert str(path) in err and "moe.top_k" in err
