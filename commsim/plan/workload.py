@@ -143,6 +143,7 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
                                                     cfg.recompute, stack)),
         flops_per_token=(model_flops_per_token(model),
                          hardware_flops_per_token(model, cfg.recompute)),
+        model_params=model.params,
         peak_flops=device.peak_flops, p2p_blocking=stack.p2p_blocking, moe=moe,
     )
 

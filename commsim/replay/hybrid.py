@@ -24,7 +24,10 @@ GPUs. The step, on the simulated network:
   after its last backward;
 * compute times come from the FLOPs of :mod:`.transformer` at ``flops * efficiency`` (backward
   twice forward; with ``recompute: full`` thrice), or per layer from ``compute.layer_forward_time``
-  / ``layer_backward_time``.
+  / ``layer_backward_time``; or, for the planner's description of the step
+  (:mod:`commsim.plan.workload`), per block from :attr:`HybridSpec.blocks`, which adds the
+  loss, the optimizer step, ZeRO-1/2, the stack's gradient handling and mixture-of-experts
+  layers (:mod:`.hybrid_blocks`).
 
 The lowering lives in :mod:`.hybrid_graph`.
 
@@ -284,7 +287,7 @@ class HybridSpec:
                 "dp": self.parallel.dp,
             },
             "microbatches": self.microbatches,
-            "params": self.model.params,
+            "params": t.model_params or self.model.params,
             "layer_forward_time_s": forward,
             "layer_backward_time_s": backward,
             "tokens_per_s": tokens_per_s,

@@ -71,7 +71,8 @@ class BlockTimes:
     all-gather of keys and values; ``grad_bytes``: bytes of a reduced gradient element;
     ``grad_overlap``: DDP/ZeRO reduce per bucket during the backward (else once after it);
     ``activation_bytes``: one layer's activations kept per micro-batch; ``flops_per_token``:
-    model and hardware FLOPs per token (MFU's numerator); ``peak_flops``: the GPU's;
+    model and hardware FLOPs per token (MFU's numerator); ``model_params``: the model's
+    parameters (reported; 0: the flat model's); ``peak_flops``: the GPU's;
     ``p2p_blocking``: a stage's compute waits for each of its pipeline sends, and a received
     activation is all-gathered over the TP group before use (Megatron-LM 2021).
     """
@@ -93,6 +94,7 @@ class BlockTimes:
     grad_overlap: bool = True
     activation_bytes: int = 0
     flops_per_token: tuple[float, float] = (0.0, 0.0)
+    model_params: int = 0
     peak_flops: float = 0.0
     p2p_blocking: bool = False
     moe: MoEBlocks | None = None

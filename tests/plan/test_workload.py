@@ -78,7 +78,9 @@ def test_replay_of_the_written_workload_gives_the_planned_step(name):
     planned = best.record["step_time_s"]
     assert full.step_time_s == pytest.approx(planned, rel=1e-2)
     assert full.step_time_s >= planned * (1 - 1e-9)
-    assert full.to_dict()["mfu"] == pytest.approx(best.record["mfu"], rel=1e-2)
+    extra = full.to_dict()
+    assert extra["mfu"] == pytest.approx(best.record["mfu"], rel=1e-2)
+    assert extra["params"] == out.model.params
 
 
 @pytest.mark.parametrize("recompute", ["none", "selective", "full"])
