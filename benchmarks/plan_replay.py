@@ -50,12 +50,15 @@ FULL = {
     "mixtral-8x7b": ("dgx-h100x8", 64, 4096, dict(recompute=NONE, pp=(1, 2), ep=(8,))),
     "mixtral-8x22b": ("dgx-h100x8", 64, 4096, dict(recompute=NONE, tp=(8,), pp=(2, 4),
                                                    ep=(4, 8), schedule=(("1f1b", 1),))),
-    "deepseek-v3": ("dgx-h100x8", 32, None, dict(recompute=("full",), tp=(8,), pp=(8,),
+    "deepseek-v3": ("dgx-h100x8", 32, None, dict(recompute=("full",), tp=(2,), pp=(4,),
                                                  ep=(8,), schedule=(("1f1b", 1),))),
     "qwen3-30b-a3b": ("dgx-h100x8", 128, None, dict(recompute=NONE, pp=(1,), ep=(8,))),
     "qwen3-235b-a22b": ("dgx-h100x8", 64, None, dict(recompute=NONE, tp=(4, 8), pp=(2, 4),
                                                      ep=(8,), schedule=(("1f1b", 1),))),
     "gpt-oss-120b": ("dgx-h100x8", 64, None, dict(recompute=NONE, pp=(1, 2), ep=(8,))),
+    # the same with DDP: no expert gathers and reductions beside the all-to-alls in backward
+    "gpt-oss-120b ddp": ("dgx-h100x8", 64, None, dict(recompute=NONE, pp=(1, 2), ep=(8,),
+                                                     data_parallel=("ddp",))),
 }
 QUICK = {
     "llama3-8b": ("dgx-h100", 16, 2048, dict(recompute=NONE, tp=(2,), pp=(2,))),
@@ -63,7 +66,8 @@ QUICK = {
 }
 
 
-def row(name: str, topology: str, batch: int, seq: int | None, axes: dict) -> list[object]:
+def row(case: str, topology: str, batch: int, seq: int | None, axes: dict) -> list[object]:
+    name = case.split()[0]
     out = plan(name, topology, global_batch=batch, seq=seq, space=SearchSpace(**axes), top=1)
     best = out.result.configs[0]
     spec = replay_workload(workload_dict(out.model, best.config, batch, out.stack), topology)
@@ -71,9 +75,9 @@ def row(name: str, topology: str, batch: int, seq: int | None, axes: dict) -> li
     result = replay(spec, topology)
     wall = time.perf_counter() - start
     planned, full = best.record["step_time_s"], result.step_time_s
-    print(f"# {name}: plan {planned:.4f} s, replay {full:.4f} s ({wall:.0f} s)", file=sys.stderr,
+    print(f"# {case}: plan {planned:.4f} s, replay {full:.4f} s ({wall:.0f} s)", file=sys.stderr,
           flush=True)
-    return [name, f"{out.gpus} x {topology}", best.config.label(), f"{planned:.4f}",
+    return [case, f"{out.gpus} x {topology}", best.config.label(), f"{planned:.4f}",
             f"{full:.4f}", f"{100 * (full / planned - 1):+.2f}%", len(result.graph.tasks),
             f"{wall:.1f}"]
 
@@ -81,7 +85,7 @@ def row(name: str, topology: str, batch: int, seq: int | None, axes: dict) -> li
 def main() -> None:
     cases = QUICK if "--quick" in sys.argv else FULL
     if "--models" in sys.argv:  # a comma list: those of FULL only
-        names = sys.argv[sys.argv.index("--models") + 1].split(",")
+        names = sys.argv[sys.argv.index("--models") + 1].split(",")  # "gpt-oss-120b ddp"
         cases = {name: FULL[name] for name in names}
     rows = [row(name, *case) for name, case in cases.items()]
     print(table(["<model", "<cluster", "<configuration (plan's first)", "plan s", "replay s",
