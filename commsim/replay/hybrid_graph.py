@@ -189,8 +189,8 @@ class HybridGraphBuilder:
         sends = self._sends(stage, dst, forward, op.microbatch, out)
         self.blocked[tuple(out)] = sends
         for r, send in zip(self.stage_ranks[stage], sends, strict=True):
-            self.b.compute(r, 0.0, name=f"wait send mb{op.microbatch}", phase="p2p",
-                           deps=[send])
+            self.last_op[r] = [self.b.compute(r, 0.0, name=f"wait send mb{op.microbatch}",
+                                              phase="p2p", deps=[send])]
 
     def _run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
         par = self.par
