@@ -1,6 +1,6 @@
 """``commsim plan``'s step model against published training throughput.
 
-Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick]``
+Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick] [--source TEXT]``
 
 For each published row, the step of the published layout is evaluated exactly as ``commsim
 plan`` evaluates a configuration (the shipped preset's ``device:`` block: one set of
@@ -28,8 +28,33 @@ with the *source's own* FLOP count, so that the comparison is of step times:
   reduce-scatter (:data:`commsim.plan.stack.LLAMA3`). The RoCE fabric is modelled by the
   dgx-h100 preset's 400 Gb/s per GPU.
 
+* MosaicML llm-foundry, ``scripts/train/benchmarking/README.md`` (``_foundry_rows.py``: the
+  rows and the rule that picks them): MPT models on H100 (bf16 and Transformer Engine fp8)
+  and A100, PyTorch FSDP ``FULL_SHARD`` on 8 to 64 GPUs, tp = cp = pp = 1, full recompute
+  where activation checkpointing is on, the ``pytorch-fsdp`` stack (weights gathered again for
+  the backward, gradients reduce-scattered after every micro-batch, in fp32 under Composer's
+  ``DEFAULT`` mixed precision, bf16 under ``PURE``). Published tokens per second per GPU,
+  shown as TFLOP/s per GPU by ``6 N`` plus causal attention on both sides.
+
 Every step also runs the loss on the last stage and each stage's optimizer step, and every
 memory-bound kernel runs at the preset's achievable HBM bandwidth (docs/planning.md).
+
+``--moe`` prints the mixtures of experts instead, compared by step time (the published
+throughput turned into the seconds of one step of the published batch), each row with what
+commsim assumes that the source does not state or that commsim does not model:
+
+* NVIDIA/Megatron-LM ``megatron/core/transformer/moe/README.md``: "With MCore v0.9, we've
+  achieved ... 468 TFLOPS for Mixtral 8X7B bf16 training", and its "Reference Best Parallel
+  Mapping" for that model (64 H100, 8 x 400 Gb/s InfiniBand per host, dropless, all-to-all
+  dispatcher, sequence 4096, TP 1, EP 8, PP 4, VP 8, micro-batch 1, global batch 256; the
+  example script's ``--use-distributed-optimizer --overlap-grad-reduce``). TFLOP/s as
+  Megatron-LM counts them (``megatron/training/training.py``, ``num_floating_point_operations``
+  of 2024: ``12 B s l h^2 ((1 + g/a + s/h) a d/h + k f/h 3/2 + V/(2 l h))``, full ``s x s``
+  attention).
+* DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv 2412.19437): 2,048 H800
+  (Section 3.1), 180K H800 GPU-hours per trillion tokens (Section 1 and Table 1), 16-way
+  pipeline (DualPipe), 64-way expert parallelism over 8 nodes, ZeRO-1 data parallelism and no
+  tensor parallelism (Section 3.2), sequence 4K and batch 15360 sequences (Section 4.2).
 
 ``--choose`` adds what ``commsim plan`` picks for the row's model, GPUs and batch (slow for
 the largest rows: minutes). Prints the table and the median |error|.
@@ -46,14 +71,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
+from _fp8_ratios import linear_ratios, torchtitan_ratios  # noqa: E402
+
 from commsim.plan import SearchSpace, plan  # noqa: E402
+from commsim.plan.bounds import moe_costs  # noqa: E402
 from commsim.plan.compute import model_flops_per_token  # noqa: E402
-from commsim.plan.config import PlanConfig  # noqa: E402
+from commsim.plan.config import PlanConfig, rank_order  # noqa: E402
 from commsim.plan.costs import estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
 from commsim.plan.search import layer_costs  # noqa: E402
-from commsim.plan.stack import DEFAULT, LLAMA3, MEGATRON_2021, Stack  # noqa: E402
+from commsim.plan.stack import (  # noqa: E402
+    DEFAULT,
+    LLAMA3,
+    MEGATRON_2021,
+    PYTORCH_FSDP,
+    Stack,
+)
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
 from commsim.replay.stages import split_label  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
@@ -106,6 +141,79 @@ def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
                16 * 2**20 // seq, tflops, LLAMA3)
 
 
+@dataclass(frozen=True)
+class MoERow:
+    """A published mixture-of-experts run: layout, batch, its step in seconds (from the
+    source's own throughput figure) and what commsim assumes for it."""
+
+    source: str
+    label: str
+    model: ModelSpec
+    gpu: str
+    preset: str
+    config: PlanConfig
+    global_batch: int
+    published: str
+    published_step_s: float
+    assumes: str
+    stack: Stack = DEFAULT
+
+
+MCORE_MOE = "Megatron-Core MoE README (H100)"
+DEEPSEEK_V3 = "DeepSeek-V3 report 2024 (H800)"
+
+
+def _megatron_flops(m: ModelSpec, batch: int) -> float:
+    """Megatron-LM's FLOPs of a step (2024 form; ``f`` the expert's size, ``k`` top-k)."""
+    assert m.moe is not None
+    h, s, lay = m.hidden, m.seq, m.layers
+    attn = (1 + m.kv_heads / m.heads + s / h) * m.q_hidden / h
+    mlp = m.moe.expert_ffn_hidden / h * m.moe.top_k * (1.5 if m.mlp == "swiglu" else 1.0)
+    return 12 * batch * s * lay * h * h * (attn + mlp + m.vocab / (2 * lay * h))
+
+
+def _mixtral() -> MoERow:
+    model = replace(catalogue_model("mixtral-8x7b"), seq=4096)
+    cfg = PlanConfig(tp=1, cp=1, pp=4, dp=16, micro_batch=1, schedule="interleaved", chunks=8,
+                     data_parallel="zero1", recompute="none", ep=8,
+                     order=rank_order(has_experts=True))
+    step = _megatron_flops(model, 256) / (468e12 * cfg.world)
+    return MoERow(MCORE_MOE, "Mixtral 8x7B", model, "H100", "dgx-h100x8", cfg, 256,
+                  "468 TFLOP/s/GPU", step,
+                  "VP 8 read as 8 chunks of one layer; MCore v0.9's 468 on v0.8's mapping; even "
+                  "routing; no recompute; EP all-to-alls not overlapped (as MCore v0.9)")
+
+
+def _deepseek_v3() -> MoERow:
+    model = catalogue_model("deepseek-v3")
+    cfg = PlanConfig(tp=1, cp=1, pp=16, dp=128, micro_batch=1, schedule="1f1b", chunks=1,
+                     data_parallel="zero1", recompute="none", ep=64,
+                     stage_layers=(3,) + (4,) * 14 + (2,), order=rank_order(has_experts=True))
+    tokens = 15360 * model.seq
+    step = tokens * 180e3 * 3600 / 1e12 / cfg.world  # 180K GPU-hours per 1e12 tokens
+    return MoERow(DEEPSEEK_V3, "DeepSeek-V3", model, "H800", "hgx-h800x256", cfg, 15360,
+                  "180K GPU-h/T tokens", step,
+                  "bf16 GEMMs (report: FP8); 1F1B for DualPipe (no all-to-all overlap); "
+                  "micro-batch 1 and split 3,4*14,2 not stated; even routing over 8 hosts "
+                  "(report: at most 4 nodes per token); no MTP module; GPU-hours as step time")
+
+
+MOE_ROWS = (_mixtral(), _deepseek_v3())
+
+def _foundry(source: str, preset: str, precision: str,
+             row: tuple[str, int, int, int, int, int, bool, str]) -> Row:
+    """An llm-foundry row (:mod:`_foundry_rows`), evaluated as ``commsim plan`` evaluates
+    ``--tp 1 --cp 1 --pp 1 --data-parallel fsdp`` under ``--stack pytorch-fsdp``."""
+    size, seq, gpus, mbs, accum, tokens, checkpointing, mixed = row
+    model = replace(catalogue_model(f"mpt-{size}"), seq=seq)
+    cfg = PlanConfig(tp=1, cp=1, pp=1, dp=gpus, micro_batch=mbs, schedule="1f1b", chunks=1,
+                     data_parallel="fsdp", recompute="full" if checkpointing else "none")
+    stack = replace(PYTORCH_FSDP, precision=precision, grad_bytes=2 if mixed == "PURE" else 4)
+    return Row(source, f"MPT {size.upper()} s{seq} ({tokens} tok/s/GPU)", model,
+               f"{preset}x{gpus // 8}", cfg, mbs * accum * gpus,
+               tokens * model_flops_per_token(model) / 1e12, stack)
+
+
 ROWS = (
     _meg("1.7B", 24, 2304, 24, 1, 1, 32, 512, 137, 16, "torch"),
     _meg("3.6B", 32, 3072, 30, 2, 1, 64, 512, 138, 16, "torch"),
@@ -120,7 +228,10 @@ ROWS = (
     _llama(8192, 1, 8192, 430),
     _llama(16384, 1, 8192, 400),
     _llama(16384, 16, 131072, 380),
-)
+) + tuple(_foundry(source, preset, precision, r)
+          for source, preset, precision, rows in FOUNDRY_TABLES for r in rows)
+#: The sources in the order of their rows.
+SOURCES = tuple(dict.fromkeys(r.source for r in ROWS))
 
 
 def published_flops(row: Row) -> float:
@@ -132,7 +243,7 @@ def published_flops(row: Row) -> float:
     return model_flops_per_token(m) * b * m.seq
 
 
-def predict(row: Row) -> float:
+def predict(row: Row | MoERow) -> float:
     """Predicted step seconds of the published layout."""
     network = load_topology(row.preset)
     device = network_device(network)
@@ -141,7 +252,8 @@ def predict(row: Row) -> float:
     times = layer_costs(row.model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute,
                         row.stack)
     step = estimate_step(pipeline_costs(cfg, row.model, times, CollectiveTimer(network), k,
-                                        stack=row.stack, device=device))
+                                        stack=row.stack, device=device,
+                                        moe=moe_costs(row.model, device, cfg)))
     return step.step_time_s
 
 
@@ -156,7 +268,8 @@ def choose(row: Row, step_s: float) -> str:
     126 layers), and its predicted step against the published layout's ``step_s``."""
     # Llama 3 405B's 126 layers divide by no PP beyond 2: its uneven depths are asked for
     pp = (1, 2, 4, 8, 16, 32) if row.source == LLAMA3_SRC else None
-    space = SearchSpace(tp=(1, 2, 4, 8), cp=(row.config.cp,), pp=pp,
+    tp = tuple(t for t in (1, 2, 4, 8) if row.model.heads % t == 0)  # MPT 3B: 20 heads
+    space = SearchSpace(tp=tp, cp=(row.config.cp,), pp=pp,
                         recompute=("none", "selective", "full"))
     out = plan(row.model, row.preset, global_batch=row.global_batch, space=space, top=1,
                stack=row.stack)
@@ -168,16 +281,53 @@ def _schedule(c: PlanConfig) -> str:
     return f"{c.schedule_label} mb{c.micro_batch}"
 
 
+def moe_table(rows: tuple[MoERow, ...]) -> None:
+    """Print the MoE rows: published and predicted step, the step-time error, the median."""
+    errors = []
+    print("| source | model | GPUs | TP | EP | PP | DP | schedule | batch x seq | published "
+          "| published step | predicted step | error | commsim assumes |")
+    print("|" + "---|" * 14)
+    for row in rows:
+        step = predict(row)
+        err = 100 * (step - row.published_step_s) / row.published_step_s
+        errors.append(abs(err))
+        c = row.config
+        pp = f"{c.pp} ({split_label(c.stage_layers)})" if c.stage_layers else str(c.pp)
+        print(f"| {row.source} | {row.label} | {c.world} {row.gpu} | {c.tp} | {c.ep} | {pp} "
+              f"| {c.dp} {c.data_parallel} | {_schedule(c)} | {row.global_batch} x "
+              f"{row.model.seq} | {row.published} | {row.published_step_s:.2f} s "
+              f"| {step:.2f} s | {err:+.1f}% | {row.assumes} |", flush=True)
+    print()
+    print(f"median |step-time error| MoE, {len(errors)} rows: {statistics.median(errors):.1f}%")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--choose", action="store_true", help="also run the search per row")
     parser.add_argument("--quick", action="store_true",
-                        help="the first row of each source, for the test suite")
+                        help="the first row of each source and the first MoE row, for the "
+                             "test suite")
+    parser.add_argument("--moe", action="store_true",
+                        help="the mixtures of experts, by step time")
+    parser.add_argument("--gather-once", action="store_true",
+                        help="time the llm-foundry rows' FSDP as gathered once per step and "
+                        "reduced once (the model before PyTorch's FSDP was)")
+    parser.add_argument("--source", default="", metavar="TEXT",
+                        help="only the rows whose source contains TEXT")
     args = parser.parse_args()
-    rows = ROWS
+    if args.moe:
+        moe_table(MOE_ROWS[:1] if args.quick else MOE_ROWS)
+        return
+    rows = tuple(r for r in ROWS if args.source in r.source)
+    if args.gather_once:
+        rows = tuple(replace(r, stack=replace(r.stack, fsdp_reshard=False)) for r in rows)
+    if not rows:
+        parser.error(f"--source {args.source!r}: no source contains it "
+                     f"(sources: {', '.join(SOURCES)})")
     if args.quick:
-        rows = tuple(next(r for r in ROWS if r.source == s) for s in (MEGATRON, LLAMA3_SRC))
-    errors = []
+        rows = tuple(next(r for r in rows if r.source == s)
+                     for s in dict.fromkeys(r.source for r in rows))
+    errors, steps = [], []
     header = ("| source | model | GPUs | TP | CP | PP | DP | schedule | batch | published | "
               "predicted | error |")
     print(header + (" plan's choice (its step against the published layout's) |"
@@ -186,9 +336,10 @@ def main() -> None:
     for row in rows:
         t0 = time.perf_counter()
         step = predict(row)
+        steps.append(step)
         pred = tflops(row, step)
         err = 100 * (pred - row.published_tflops) / row.published_tflops
-        errors.append(abs(err))
+        errors.append(err)
         c = row.config
         pp = f"{c.pp} ({split_label(c.stage_layers)})" if c.stage_layers else str(c.pp)
         line = (f"| {row.source} | {row.label} | {c.world} | {c.tp} | {c.cp} | {pp} | {c.dp} "
@@ -197,13 +348,46 @@ def main() -> None:
         if args.choose:
             line += f" {choose(row, step)} |"
         print(line, flush=True)
-        print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+        if args.choose:  # the search is what takes time
+            print(f"  ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     by_source = {s: [e for r, e in zip(rows, errors, strict=True) if r.source == s]
-                 for s in (MEGATRON, LLAMA3_SRC)}
+                 for s in dict.fromkeys(r.source for r in rows)}
     print()
     for source, errs in by_source.items():
-        print(f"median |error| {source}: {statistics.median(errs):.1f}%")
-    print(f"median |error| all {len(errors)} rows: {statistics.median(errors):.1f}%")
+        print(f"median |error| {source}: {statistics.median(map(abs, errs)):.1f}% "
+              f"(median error {statistics.median(errs):+.1f}%, {len(errs)} rows)")
+    print(f"median |error| all {len(errors)} rows: "
+          f"{statistics.median(map(abs, errors)):.1f}%")
+    _speedups(rows, steps)
+    if args.quick:  # the MoE path too, on its first row
+        print()
+        moe_table(MOE_ROWS[:1])
+
+
+def _speedups(rows: tuple[Row, ...], steps: list[float]) -> None:
+    """fp8 over bf16, published and predicted: llm-foundry's fp8 rows that have a bf16 row
+    of the same model, sequence, GPUs, micro-batch and batch, and torchtitan's Llama 3.1 8B
+    (:mod:`_fp8_ratios`)."""
+    def key(r: Row) -> tuple:
+        return (r.model, r.config, r.global_batch, r.preset)
+
+    if not any(r.stack.precision == "fp8" for r in rows):
+        return
+    bf16 = {key(r): (r, s) for r, s in zip(rows, steps, strict=True)
+            if r.source.startswith("llm-foundry") and r.stack.precision == "bf16"}
+    print()
+    for r, s in zip(rows, steps, strict=True):
+        if r.stack.precision == "fp8" and key(r) in bf16:
+            base, base_s = bf16[key(r)]
+            print(f"fp8/bf16 {r.label.split(' (')[0]} on {r.config.world} GPUs: published "
+                  f"{r.published_tflops / base.published_tflops:.2f}x, predicted "
+                  f"{base_s / s:.2f}x")
+    for gpus, published, predicted in torchtitan_ratios():
+        print(f"fp8/bf16 torchtitan Llama 3.1 8B on {gpus} GPUs: published {published:.2f}x, "
+              f"predicted {predicted:.2f}x")
+    for m, k, n, published, predicted in linear_ratios():
+        print(f"fp8/bf16 torchao linear M,K,N={m},{k},{n}: published {published:.2f}x, "
+              f"predicted {predicted:.2f}x")
 
 
 if __name__ == "__main__":

@@ -170,9 +170,10 @@ def plan(
 ) -> PlanOutcome:
     """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`) under the
     software ``stack`` (:mod:`.stack`; default: fused attention, sequence parallelism,
-    overlapped gradient reduction). Collectives are timed by ``engine``: ``analytic`` (the
-    default: the timing layer's closed forms, fast), ``des`` or ``auto`` (as ``replay`` times
-    them: the DES up to 64 ranks).
+    overlapped gradient reduction; its ``precision``, ``bf16`` or ``fp8``, is each
+    configuration's ``precision``, and MFU stays against the bf16 peak). Collectives are
+    timed by ``engine``: ``analytic`` (the default: the timing layer's closed forms, fast),
+    ``des`` or ``auto`` (as ``replay`` times them: the DES up to 64 ranks).
 
     ``progress`` draws a tqdm bar on stderr (only on a terminal). ``what_if`` (a file, its
     mapping or a parsed :class:`~commsim.topology.what_if.WhatIf`, docs/what-if.md) plans on
@@ -196,6 +197,7 @@ def plan(
     if global_batch > MAX_GLOBAL_BATCH:
         raise SpecError(f"--global-batch {global_batch}: above 2^40, the largest batch the "
                         "search factors (its micro-batches are the batch's divisors)")
+    device.gemm_peak((stack or Stack()).precision)  # refuses fp8 on a device without it
     n = network.ranks if gpus is None else gpus
     factors = None
     if parsed is not None:
@@ -216,6 +218,8 @@ def plan(
     finally:
         if bar is not None:
             bar.close()
+    for e in result.configs:
+        e.record["precision"] = (stack or Stack()).precision
     if parsed is not None:
         beside_healthy(result, spec, device, healthy, engine=engine, stack=stack or Stack(),
                        factors=factors, top=top)

@@ -30,7 +30,9 @@ schedules: 1f1b, gpipe, interleaved (every V), interleaved:V.
 data parallel: ddp, zero1, zero2, fsdp.  recompute: none, selective, full.
 stacks: current, megatron-2021 (unfused attention, no sequence parallelism, weight gradients
 added by a separate kernel, one gradient all-reduce after the backward, blocking pipeline
-sends, fp16 loss scaling), llama3 (current with fp32 gradient accumulation and reduction).
+sends, fp16 loss scaling), llama3 (current with fp32 gradient accumulation and reduction),
+pytorch-fsdp (PyTorch FSDP FULL_SHARD: weights gathered again for the backward, gradients
+reduce-scattered in fp32 after every micro-batch).
 Configurations that do not fit the GPU memory are rejected (or, when fewer than --top fit,
 ranked after those that do); --top 0 times every configuration that fits (no pruning).
 
@@ -40,6 +42,7 @@ examples:
   commsim plan gpt3-175b --topology dgx-a100x96 --global-batch 1536 --tp 8 --json
   commsim plan model.yaml --topology dgx-h100x4 --global-batch 64 --gpu-memory 40GiB --csv
   commsim plan llama3-8b --topology dgx-h100x4 --global-batch 256 --what-if slow-gpu.yaml
+  commsim plan mpt-7b --topology dgx-h100 --global-batch 256 --precision fp8
   commsim plan mixtral-8x7b --topology dgx-h100x8 --global-batch 256 --seq 4096 --ep 4,8
   commsim plan llama3-405b --topology dgx-h100x256 --global-batch 512 --pp 16 --tp 8
   commsim plan llama3-405b -t dgx-h100x256 --global-batch 512 --stage-layers 7,8*14,7 --tp 8
@@ -51,7 +54,7 @@ CSV_COLUMNS = (
     "tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage", "data_parallel",
     "recompute", "ep", "stage_layers", "microbatches", "step_time_s", "tokens_per_s",
     "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
-    "peak_memory_bytes", "fits", "reason",
+    "peak_memory_bytes", "precision", "fits", "reason",
 )
 
 
@@ -87,6 +90,8 @@ def add_parser(sub: Any) -> None:
                    help="software stack: current (fused attention, sequence parallelism, "
                    "overlapped gradient reduction; the default), megatron-2021 or llama3")
     p.add_argument("--attention", metavar="IMPL", help="fused or unfused (overrides --stack's)")
+    p.add_argument("--precision", metavar="P", help="bf16 or fp8 (the linear layers' GEMMs "
+                   "as Transformer Engine runs them; needs a device with an fp8 peak)")
     p.add_argument("--engine", default="analytic", metavar="ENGINE",
                    help="how collectives are timed: analytic (closed forms; the default), des, "
                    "or auto (as replay: the DES up to 64 ranks)")
@@ -207,7 +212,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         seq=None if args.seq is None else _int(args.seq, "--seq"),
         gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
         space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
-        stack=named_stack(args.stack, args.attention), engine=args.engine.strip().lower(),
+        stack=named_stack(args.stack, args.attention, args.precision),
+        engine=args.engine.strip().lower(),
         what_if=args.what_if,
     )
     if written is not None:

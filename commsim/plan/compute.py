@@ -33,6 +33,17 @@ is cut into ``ceil(M/tm) ceil(N/tn)`` tiles of ``tm x tn`` (a partial tile costs
 run in waves of one tile per SM (a last partial wave idles the other SMs), so
 ``w = M N / (waves x SMs x tm x tn)``. A shard too small to fill the GPU costs what it costs.
 
+**FP8** (``Stack.precision == "fp8"``, Transformer Engine's ``te.Linear`` with delayed
+scaling): the linear layers' GEMMs, forward and both backward ones, run on the same curve at
+the device's ``peak_flops.fp8`` (the large-GEMM efficiency of bf16 taken for fp8 too: no
+independent fp8 figure is in the preset), their two inputs 1 byte each and the output 2 in
+the roofline's traffic. Each linear layer of ``m`` tokens, ``k`` in and ``n`` out adds its
+casts as memory-bound passes (:data:`FP8_CAST_BYTES` per element: read 2, write the fp8 copy
+and its transpose, with the amax fused): the input (``m k``) and the weight (``k n``, cast
+again each micro-batch: nothing caches it across them) in the forward, the output gradient
+(``m n``) in the backward. Attention and the output layer stay in bf16 (and, for now, a
+mixture of experts' router and experts, :mod:`.moe_layer`).
+
 >>> from commsim.plan.device import DeviceSpec
 >>> dev = DeviceSpec(name="x", memory_bytes=2**30, memory_bandwidth_Bps=2e12, peak_flops=1e15,
 ...                  sms=100, gemm_efficiency=0.8, attention_efficiency=0.5)
@@ -56,28 +67,43 @@ from commsim.plan.stack import DEFAULT, Stack
 RECOMPUTE = ("none", "selective", "full")
 #: Bytes of a bf16 element.
 BF16 = 2
+#: Bytes moved per element by one of Transformer Engine's fused cast-transposes: read the
+#: bf16 tensor (2), write its fp8 copy (1) and the fp8 transpose the backward uses (1).
+FP8_CAST_BYTES = 4
 
 
-def gemm_time(device: DeviceSpec, m: int, n: int, k: int, batch: int = 1) -> float:
-    """Seconds of ``batch`` independent ``m x k`` by ``k x n`` bf16 GEMMs on ``device`` (the
-    wave-roofline; a batched GEMM's tiles share the waves)."""
+def gemm_time(device: DeviceSpec, m: int, n: int, k: int, batch: int = 1,
+              precision: str = "bf16") -> float:
+    """Seconds of ``batch`` independent ``m x k`` by ``k x n`` GEMMs on ``device`` (the
+    wave-roofline; a batched GEMM's tiles share the waves); ``precision`` ``fp8``: at the
+    device's fp8 peak with 1-byte inputs (a bf16 output)."""
     if m <= 0 or n <= 0 or k <= 0:
         return 0.0
     tiles = batch * math.ceil(m / device.tile_m) * math.ceil(n / device.tile_n)
     waves = math.ceil(tiles / device.sms)
     # each wave runs one full tile per SM at the SM's share of the achievable rate
     tile_s = 2.0 * device.tile_m * device.tile_n * k * device.sms / (
-        device.peak_flops * device.gemm_efficiency
+        device.gemm_peak(precision) * device.gemm_efficiency
     )
     compute = waves * tile_s
-    traffic = batch * BF16 * (m * k + k * n + m * n) / device.hbm_Bps
+    item = 1 if precision == "fp8" else BF16
+    traffic = batch * (item * (m * k + k * n) + BF16 * m * n) / device.hbm_Bps
     return max(compute, traffic)
 
 
-def _fwd_bwd(device: DeviceSpec, m: int, n: int, k: int) -> tuple[float, float]:
+def _fwd_bwd(device: DeviceSpec, m: int, n: int, k: int,
+             precision: str = "bf16") -> tuple[float, float]:
     """(forward, backward) seconds of a linear layer: ``m x k`` by ``k x n``, then the input
-    gradient (``m x n`` by ``n x k``) and the weight gradient (``k x m`` by ``m x n``)."""
-    return gemm_time(device, m, n, k), gemm_time(device, m, k, n) + gemm_time(device, k, n, m)
+    gradient (``m x n`` by ``n x k``) and the weight gradient (``k x m`` by ``m x n``); in
+    ``fp8``, with the casts of the input and weight (forward) and of the output gradient
+    (backward) at HBM bandwidth (:data:`FP8_CAST_BYTES`)."""
+    fwd = gemm_time(device, m, n, k, precision=precision)
+    bwd = gemm_time(device, m, k, n, precision=precision) + gemm_time(
+        device, k, n, m, precision=precision)
+    if precision == "fp8":
+        fwd += FP8_CAST_BYTES * (m * k + k * n) / device.hbm_Bps
+        bwd += FP8_CAST_BYTES * m * n / device.hbm_Bps
+    return fwd, bwd
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,23 +188,23 @@ def layer_times(
     one rank, the traffic of its element-wise kernels; ``stack`` the software's choices
     (:mod:`.stack`: the attention implementation, the weight-gradient accumulation).
     """
-    h, t = model.hidden, tp
+    h, t, prec = model.hidden, tp, stack.precision
     tokens = micro_batch * model.seq // cp
     kv = max(model.kv_heads // t, 1) * model.head_dim
     q = model.q_hidden // t
     if model.mla is not None:
         shapes = model.mla.projections(h, model.heads, t)
-        gemms = [_fwd_bwd(device, tokens, n, k) for n, k in shapes]
+        gemms = [_fwd_bwd(device, tokens, n, k, prec) for n, k in shapes]
         qkv = (sum(g[0] for g in gemms[:-1]), sum(g[1] for g in gemms[:-1]))
         proj = gemms[-1]
         attn_weights = sum(n * k for n, k in shapes)
     else:
-        qkv = _fwd_bwd(device, tokens, q + 2 * kv, h)
-        proj = _fwd_bwd(device, tokens, h, q)
+        qkv = _fwd_bwd(device, tokens, q + 2 * kv, h, prec)
+        proj = _fwd_bwd(device, tokens, h, q, prec)
         attn_weights = h * (q + 2 * kv + q)
     ups = 2 if model.mlp == "swiglu" else 1
-    up = _fwd_bwd(device, tokens, ups * model.ffn_hidden // t, h)
-    down = _fwd_bwd(device, tokens, h, model.ffn_hidden // t)
+    up = _fwd_bwd(device, tokens, ups * model.ffn_hidden // t, h, prec)
+    down = _fwd_bwd(device, tokens, h, model.ffn_hidden // t, prec)
     core, core_bwd = attention_core_times(model, device, tp=t, cp=cp, micro_batch=micro_batch,
                                           attention=stack.attention)
     ew = 2.0 * elementwise_bytes / device.hbm_Bps  # written once, read once

@@ -101,25 +101,26 @@ class StepEstimate:
 
 def stage_factors(cfg: PlanConfig, factors: np.ndarray) -> tuple[float, ...]:
     """Per stage, the largest compute factor among its ranks of every replica (``factors``:
-    one per rank of the ``cfg.world`` ranks, laid out ``[TP, CP, PP, DP]``).
+    one per rank of the ``cfg.world`` ranks, laid out in ``cfg.order``).
 
     >>> cfg = PlanConfig(tp=2, cp=1, pp=2, dp=2, micro_batch=1, schedule="1f1b", chunks=1,
     ...                  data_parallel="ddp", recompute="none")
     >>> stage_factors(cfg, np.array([1, 1, 1, 1.3, 1, 1, 1, 1]))  # rank 3: TP 1, stage 1
     (1.0, 1.3)
     """
-    grid = np.asarray(factors[:cfg.world], dtype=np.float64).reshape(cfg.dp, cfg.pp, -1)
-    return tuple(grid.max(axis=(0, 2)).tolist())
+    flat = np.asarray(factors[:cfg.world], dtype=np.float64)
+    if cfg.megatron:  # [TP, CP, DP, PP]: the stage outermost
+        return tuple(flat.reshape(cfg.pp, -1).max(axis=1).tolist())
+    return tuple(flat.reshape(cfg.dp, cfg.pp, -1).max(axis=(0, 2)).tolist())
 
 
 def slowest_rank(cfg: PlanConfig, factors: np.ndarray) -> dict[str, int | float]:
     """The rank with the largest compute factor (the lowest such rank), its factor and
     where it sits in ``cfg``: its TP rank, CP rank, stage and replica."""
     rank = int(np.argmax(factors[:cfg.world]))
-    t, rest = rank % cfg.tp, rank // cfg.tp
-    c, rest = rest % cfg.cp, rest // cfg.cp
+    t, c, p, d = cfg.coords(rank)
     return {"rank": rank, "factor": float(factors[rank]), "tp": t, "cp": c,
-            "stage": rest % cfg.pp, "replica": rest // cfg.pp}
+            "stage": p, "replica": d}
 
 
 def _memo(timer: CollectiveTimer, group: tuple[int, ...]) -> Callable[[str, int], float]:
@@ -239,6 +240,7 @@ def pipeline_costs(
         tp_ar=(), cp_gather=(), cp_rs=(), optimizer=optimizer, p2p_blocking=stack.p2p_blocking,
         compute_factor=compute_factor,
         moe=() if moe is None else _moe_stages(cfg, model, moe, timer),
+        fsdp_reshard=stack.fsdp_reshard and cfg.data_parallel == "fsdp",
     )
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
@@ -271,11 +273,13 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
     a2a_bytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
                                micro_batch=cfg.micro_batch)
     tp_bytes = moe_tp_bytes(model, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
-    starts = _distinct_replicas(cfg, timer, cfg.ep)
+    starts = _distinct_replicas(cfg, timer, cfg.ep) if not cfg.megatron else ()
     out = []
     for p in range(cfg.pp):
         share = moe_share(model, cfg.pp, cfg.chunks, p, cfg.stage_layers)
-        a2a = max(timer.collective("all_to_all", cfg.ep_group(p, d), a2a_bytes) for d in starts)
+        # folded groups (Megatron-Core's order): every group, each shape timed once
+        groups = cfg.ep_groups(p) if cfg.megatron else [cfg.ep_group(p, d) for d in starts]
+        a2a = max(timer.collective("all_to_all", g, a2a_bytes) for g in groups)
         out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
                             a2a, timer.collective("all_reduce", cfg.tp_group(p, 0), tp_bytes)))
     return tuple(out)
@@ -300,7 +304,8 @@ def optimizer_times(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], i
 def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer,
                        step: int = 1) -> range | list[int]:
     """Replicas that may differ: on hosts of ``G`` GPUs each, replica ``d`` starts at GPU
-    ``d R`` (``R = tp cp pp``), so replicas with the same ``d R mod G`` sit alike, unless a
+    ``d R`` (``R = tp cp pp``; ``tp cp`` in Megatron-Core's order, each stage a further
+    ``tp cp dp`` on), so replicas with the same ``d R mod G`` sit alike, unless a
     what-if's changed links touch a host of theirs (:attr:`CollectiveTimer.exact`). With
     ``step``, only every ``step``-th replica (the first of each expert-parallel group)."""
     per_host = timer.network.meta.get("gpus_per_node")
@@ -308,13 +313,13 @@ def _distinct_replicas(cfg: PlanConfig, timer: CollectiveTimer,
     if (timer.network.meta.get("kind") != "hierarchical" or not isinstance(per_host, int)
             or exact is None):
         return range(0, cfg.dp, step)
-    size = cfg.tp * cfg.cp * cfg.pp
+    size = cfg.tp * cfg.cp * (1 if cfg.megatron else cfg.pp)
     first: dict[int, int] = {}
     for d in range(0, cfg.dp, step):
         first.setdefault(d * size % per_host, d)
         if len(first) == per_host:
             break
-    touched = {r // size // step * step for r in exact if r < cfg.dp * size}
+    touched = {cfg.coords(r)[3] // step * step for r in exact if r < cfg.world}
     return sorted(set(first.values()) | touched)
 
 

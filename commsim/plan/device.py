@@ -48,6 +48,9 @@ class DeviceSpec:
     #: fraction of ``memory_bandwidth_Bps`` that a streaming (memory-bound) kernel reaches
     memory_efficiency: float = 1.0
     sources: tuple[str, ...] = ()
+    #: dense fp8 tensor-core FLOP/s (None: the device has no fp8 tensor cores, or the
+    #: preset names no fp8 peak; ``--precision fp8`` is refused)
+    peak_flops_fp8: float | None = None
 
     def __post_init__(self) -> None:
         fields.positive_int(self.memory_bytes, "device.memory")
@@ -56,6 +59,8 @@ class DeviceSpec:
         fields.positive_int(self.tile_n, "device.efficiency.tile")
         if not (self.memory_bandwidth_Bps > 0 and self.peak_flops > 0):
             raise SpecError("device: memory_bandwidth and peak_flops must be > 0")
+        if self.peak_flops_fp8 is not None and not self.peak_flops_fp8 > 0:
+            raise SpecError("device.peak_flops.fp8: must be > 0")
         for key in ("gemm_efficiency", "attention_efficiency", "memory_efficiency"):
             if not 0 < getattr(self, key) <= 1:
                 raise SpecError(f"device.efficiency.{key.split('_')[0]}: must be in (0, 1]")
@@ -65,6 +70,16 @@ class DeviceSpec:
         """The HBM bandwidth memory-bound kernels reach: the datasheet's times
         ``memory_efficiency``."""
         return self.memory_bandwidth_Bps * self.memory_efficiency
+
+    def gemm_peak(self, precision: str) -> float:
+        """The dense tensor-core peak of ``precision`` (``bf16`` or ``fp8``); SpecError in
+        one line where the device has no fp8 peak."""
+        if precision == "bf16":
+            return self.peak_flops
+        if self.peak_flops_fp8 is None:
+            raise SpecError(f"--precision {precision}: device {self.name!r} has no fp8 peak "
+                            "(its device.peak_flops names no fp8)")
+        return self.peak_flops_fp8
 
     def with_memory(self, nbytes: int | None) -> DeviceSpec:
         """The same device with ``nbytes`` of memory (``--gpu-memory``); None: unchanged."""
@@ -102,6 +117,8 @@ def device_from_dict(data: object, path: str = "device") -> DeviceSpec:
         memory_bytes=fields.positive_size(body["memory"], f"{path}.memory"),
         memory_bandwidth_Bps=parse_bandwidth(body["memory_bandwidth"], f"{path}.memory_bandwidth"),
         peak_flops=fields.flops(peaks["bf16"], f"{path}.peak_flops.bf16"),
+        peak_flops_fp8=(fields.flops(peaks["fp8"], f"{path}.peak_flops.fp8")
+                        if "fp8" in peaks else None),
         sms=fields.positive_int(body["sms"], f"{path}.sms"),
         gemm_efficiency=fields.fraction(eff["gemm"], f"{path}.efficiency.gemm"),
         attention_efficiency=fields.fraction(eff["attention"], f"{path}.efficiency.attention"),

@@ -21,6 +21,12 @@ replay's rules task for task:
 * FSDP gathers each layer before its first forward, one layer ahead; gradients are reduced
   after a layer's last backward (FSDP per layer, DDP/ZeRO per 25 MiB bucket), ZeRO-1/2
   all-gather the updated weights after the last reduction;
+* PyTorch's FSDP (``fsdp_reshard``, :mod:`commsim.plan.stack`) instead gathers each layer in
+  every micro-batch's forward (issued when the layer two before has run: the rate limiter's
+  two in flight) and again in its backward (issued when the layer after it starts its
+  backward: ``BACKWARD_PRE``, one unit ahead), and reduce-scatters each layer's gradient
+  after every backward; all three share one stream in issue order, so the next unit's
+  all-gather waits behind the last unit's reduce-scatter as on the shared links;
 * beyond the replay (which has no optimizer and sends asynchronously): each stage ends with
   its optimizer step once all its streams are done, and a blocking stack (Megatron-LM 2021)
   holds a stage's compute stream during each of its sends;
@@ -86,6 +92,8 @@ class PipelineCosts:
     optimizer step: a what-if's slowest rank among the stage's ranks,
     :func:`commsim.plan.costs.stage_factors`; empty: all at healthy pace). ``moe[stage]``
     (empty: a dense model) replaces the MLP half of its MoE layers (:class:`MoEStage`).
+    ``fsdp_reshard``: ``gather`` and ``reduce`` run as PyTorch's FSDP runs them, in every
+    micro-batch (see the module docstring).
     """
 
     schedule: str
@@ -115,6 +123,7 @@ class PipelineCosts:
     recv_gather: tuple[float, ...] = ()
     compute_factor: tuple[float, ...] = ()
     moe: tuple[MoEStage, ...] = ()
+    fsdp_reshard: bool = False
 
     def factor(self, stage: int) -> float:
         """The compute factor of ``stage`` (1 without a what-if)."""
@@ -314,6 +323,9 @@ class _Evaluator:
         gathers = c.gather[stage] if c.gather else ()
         if n == 0:  # the embedding or the loss alone: an empty kernel on the compute stream
             ready = _run(st, "compute", ready, 0.0)
+        elif c.fsdp_reshard and gathers:
+            ready = self._resharded(st, stage, blocks, ready, self.offsets[vstage], n,
+                                    None if forward else self.starts[vstage])
         elif forward and op.microbatch == 0 and gathers:
             ready = self._first_forward(st, blocks, ready, gathers, self.offsets[vstage], n)
         else:
@@ -343,6 +355,31 @@ class _Evaluator:
             gathered = _run(st, "gather", issue, gathers[j])
             ready = _run_layers(st, blocks, ready, 1, (gathered,))
             st.used.append(ready)
+        return ready
+
+    def _resharded(self, st: _Stage, stage: int, blocks: _Program, ready: float, first: int,
+                   n: int, lo: int | None) -> float:
+        """An op under PyTorch's FSDP, layer by layer on the shared ``gather`` stream:
+        forward (``lo`` None), each layer's all-gather issued when the layer two before has
+        ended; backward (``lo``: the op's first global layer), in reverse, each layer's
+        all-gather issued when the layer after it starts, its reduce-scatter after it."""
+        gathers = self.c.gather[stage]
+        if lo is None:  # the first two are issued ahead (the CPU runs ahead of the GPU)
+            ends: list[float] = []
+            for i, j in enumerate(range(first, first + n)):
+                gathered = _run(st, "gather", ends[i - 2] if i >= 2 else 0.0, gathers[j])
+                ready = _run_layers(st, blocks, ready, 1, (gathered,))
+                ends.append(ready)
+            return ready
+        reduce = self.c.reduce[stage]
+        after = _run(st, "gather", ready, gathers[first + n - 1])
+        for i in reversed(range(n)):
+            gathered = after
+            if i:  # the next layer's gather, issued as this layer's backward starts
+                start = max(ready, gathered, st.free.get("compute", 0.0))
+                after = _run(st, "gather", start, gathers[first + i - 1])
+            ready = _run_layers(st, blocks, ready, 1, (gathered,))
+            _run(st, "gather", ready, reduce.get(lo + i, 0.0))
         return ready
 
     def _reduce(self, st: _Stage, stage: int, vstage: int, end: float, per: float) -> None:

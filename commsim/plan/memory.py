@@ -22,6 +22,17 @@ forward and keeps it for the step (no reshard after forward, as Llama 3 does wit
 so the stage's whole bf16 weights are live beside their shard. That FSDP costs ZeRO-1's
 memory, and more, is the price of gathering once per step instead of once per micro-batch.
 
+With PyTorch's FSDP (``Stack.fsdp_reshard``: weights freed after each unit's forward and
+gathered again for its backward, gradients reduce-scattered after every micro-batch) a rank
+holds its shard of the weights and gradients, ``(2 + g + 12) N / d``, plus the bf16 weights of
+the :data:`FSDP_GATHERED` units its rate limiter lets it hold gathered at once.
+
+**FP8** (``Stack.precision``): Transformer Engine casts each linear layer's weight to fp8 (a
+copy and its transpose, 2 bytes per weight) in every forward and keeps them for the backward,
+so every layer in flight holds them per micro-batch (with full recompute, only the layer being
+recomputed); the fp32 master weights and bf16 weights are counted as before. Its saving on
+the stored inputs (fp8 copies instead of bf16 ones) is neglected.
+
 **Activations** of one layer per micro-batch, Korthikanti et al. 2022 ("Reducing Activation
 Recomputation in Large Transformer Models", Section 4 and Table 2) with tensor and sequence
 parallelism over ``t``, ``T = b s / c`` tokens per CP rank, in bytes:
@@ -72,6 +83,11 @@ DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
 UNSPLIT = 10
 #: Bytes per parameter of weights, gradients and Adam states (mixed precision).
 WEIGHT_BYTES, GRAD_BYTES, OPTIMIZER_BYTES = 2, 2, 12
+#: Units PyTorch FSDP holds gathered at once: the one running and the one prefetched
+#: (``limit_all_gathers``' rate limiter allows two all-gathers in flight).
+FSDP_GATHERED = 2
+#: Bytes per linear weight of Transformer Engine's fp8 weight copy and its transpose.
+FP8_WEIGHT_BYTES = 2
 
 
 @lru_cache(maxsize=4096)
@@ -256,9 +272,14 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
     tokens = w.micro_batch * model.seq / cp
     shards = w.dp * cp
-    weights, grads, optim = states(
-        stage_params(model, tp=tp, pp=pp, stage=stage, chunks=w.chunks, split=w.split),
-        w.data_parallel, shards, w.microbatches, stack.grad_bytes)
+    params = stage_params(model, tp=tp, pp=pp, stage=stage, chunks=w.chunks, split=w.split)
+    weights, grads, optim = states(params, w.data_parallel, shards, w.microbatches,
+                                   stack.grad_bytes)
+    fp8 = FP8_WEIGHT_BYTES * model.layer_params / tp if stack.precision == "fp8" else 0.0
+    if w.data_parallel == "fsdp" and stack.fsdp_reshard:  # PyTorch's: shards, 2 units whole
+        weights = (math.ceil(WEIGHT_BYTES * params / shards)
+                   + FSDP_GATHERED * WEIGHT_BYTES * math.ceil(model.layer_params / tp))
+        grads = math.ceil(stack.grad_bytes * params / shards)
     if model.moe is None:
         per_layer = layer_activation_bytes(model, w.micro_batch, tp, cp, w.recompute, stack)
     else:
@@ -275,9 +296,9 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     else:
         held = (stage_in_flight(w.schedule, pp, w.microbatches, w.chunks, stage)
                 * (model.layers // (pp * w.chunks)))
-    act = held * per_layer
+    act = held * (per_layer + (0.0 if w.recompute == "full" else fp8))
     if w.recompute == "full":
-        act += layer_activation_bytes(model, w.micro_batch, tp, cp, "none", stack)
+        act += layer_activation_bytes(model, w.micro_batch, tp, cp, "none", stack) + fp8
     if stage == pp - 1:
         act += 4.0 * tokens * model.vocab / tp
     buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0

@@ -216,6 +216,9 @@ _QWEN3 = ("Qwen team 2025, 'Qwen3 Technical Report', Table 2, and the Hugging Fa
           "(pre-training sequence 4096, stages S1-S2)")
 _GPT_OSS = ("OpenAI 2025, 'gpt-oss-120b & gpt-oss-20b Model Card', Table 1, and the Hugging Face "
             "config.json (116.8B total, 5.1B active without the embedding; initial context 4096)")
+_MPT = ("MosaicML llm-foundry, scripts/train/yamls/pretrain/mpt-*.yaml (d_model, n_heads, "
+        "n_layers; expansion_ratio 4, vocab 50368, tied embeddings, no biases); parameter "
+        "counts checked against the NumParams of scripts/train/benchmarking/README.md")
 
 #: Published models: name -> spec (GPT-3 and Megatron's GPT use a 4h GeLU MLP and tied
 #: embeddings; Llama and Mistral SwiGLU and untied ones).
@@ -246,6 +249,14 @@ CATALOGUE: Mapping[str, ModelSpec] = {
            ffn_hidden=53248, vocab=128256, seq=8192, mlp="swiglu", tied_embeddings=False),
         _m("mistral-7b", _MISTRAL, layers=32, hidden=4096, heads=32, kv_heads=8,
            ffn_hidden=14336, vocab=32000, seq=8192, mlp="swiglu", tied_embeddings=False),
+        # MosaicML's MPT (GeLU MLP of 4h, tied embeddings; the learned position embedding the
+        # benchmark runs count, s h, is neglected)
+        _m("mpt-1b", _MPT, layers=24, hidden=2048, heads=16, vocab=50368, seq=2048),
+        _m("mpt-3b", _MPT, layers=32, hidden=2560, heads=20, vocab=50368, seq=2048),
+        _m("mpt-7b", _MPT, layers=32, hidden=4096, heads=32, vocab=50368, seq=2048),
+        _m("mpt-13b", _MPT, layers=40, hidden=5120, heads=40, vocab=50368, seq=2048),
+        _m("mpt-30b", _MPT, layers=48, hidden=7168, heads=56, vocab=50368, seq=2048),
+        _m("mpt-70b", _MPT, layers=80, hidden=8192, heads=64, vocab=50368, seq=2048),
         # mixtures of experts: no shared experts and no dense layers unless named
         _m("mixtral-8x7b", _MIXTRAL, layers=32, hidden=4096, heads=32, kv_heads=8,
            ffn_hidden=14336, vocab=32000, seq=32768, mlp="swiglu", tied_embeddings=False,

@@ -42,7 +42,7 @@ from commsim.plan.bounds import (
     step_bound,
 )
 from commsim.plan.compute import RECOMPUTE, hardware_flops_per_token, model_flops_per_token
-from commsim.plan.config import PlanConfig
+from commsim.plan.config import PlanConfig, rank_order
 from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
 from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory
@@ -274,9 +274,11 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
     ``factors``: each GPU's compute factor under a what-if)."""
     _check_space(model, gpus, space)
     out: list[_Candidate] = []
+    order = rank_order(model.moe is not None)
     for tp, cp, pp, dp in _layouts(model, gpus, space, result.rejected):
         axes: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
-        per_stage = None if factors is None else _layout_factors(factors, tp * cp, pp, dp)
+        per_stage = (None if factors is None
+                     else _layout_factors(factors, tp * cp, pp, dp, order))
         if global_batch % dp:
             result.rejected.append(Rejected(axes, f"dp {dp} does not divide the global batch "
                                                   f"({global_batch})"))
@@ -297,7 +299,7 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                 for dpm, rc, ep in itertools.product(space.data_parallel, space.recompute, eps):
                     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, schedule=name,
                                      chunks=v, data_parallel=dpm, recompute=rc, ep=ep,
-                                     stage_layers=splits[rc])
+                                     stage_layers=splits[rc], order=order)
                     why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
                     if why:
                         result.rejected.append(Rejected(cfg.axes(), why))
@@ -307,10 +309,11 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
     return out
 
 
-def _layout_factors(factors: np.ndarray, tpcp: int, pp: int, dp: int) -> tuple[float, ...]:
+def _layout_factors(factors: np.ndarray, tpcp: int, pp: int, dp: int,
+                    order: str) -> tuple[float, ...]:
     """Each stage's compute factor (:func:`~commsim.plan.costs.stage_factors`) of a layout."""
     cfg = PlanConfig(tp=tpcp, cp=1, pp=pp, dp=dp, micro_batch=1, schedule="1f1b", chunks=1,
-                     data_parallel="ddp", recompute="none")
+                     data_parallel="ddp", recompute="none", order=order)
     return stage_factors(cfg, factors)
 
 

@@ -30,7 +30,19 @@ documents, as one :class:`Stack` per run (never fitted per row of a comparison):
   Llama 3 paper, Section 3.3.4, accumulates gradients over micro-batches in fp32 and
   reduce-scatters them in fp32);
 * ``loss_scaling``: fp16 training (Megatron-LM 2021): the 16-bit gradients are copied into
-  the fp32 main gradients, unscaled and checked for inf/NaN before each optimizer step.
+  the fp32 main gradients, unscaled and checked for inf/NaN before each optimizer step;
+* ``precision``: ``bf16``, or ``fp8`` as Transformer Engine runs it (``commsim plan
+  --precision``): the linear layers' GEMMs at the device's fp8 peak with 1-byte inputs, their
+  casts to fp8 as memory-bound passes, attention and the output layer in bf16
+  (:mod:`.compute`, :mod:`.memory`);
+* ``fsdp_reshard``: FSDP as PyTorch's ``FULL_SHARD`` runs it (True) or as Megatron-LM's and
+  the Llama 3 paper's FSDP does (False: each layer's weights gathered once per step and kept
+  until its last backward, its gradient reduced once after it). PyTorch frees a unit's
+  gathered weights after its forward and all-gathers them again for its backward, in every
+  micro-batch, and reduce-scatters the unit's gradient after every micro-batch's backward (no
+  ``no_sync`` under FSDP); the backward all-gather of the next unit, prefetched one unit
+  ahead (``BACKWARD_PRE``), and the reduce-scatter of the last share the same links, modelled
+  as one stream in issue order (:mod:`.evaluate`).
 
 The default is today's stack (fused attention, sequence parallelism, fused weight-gradient
 accumulation, overlapped reductions); :data:`MEGATRON_2021` is the one of Narayanan et al.
@@ -48,6 +60,7 @@ from dataclasses import dataclass
 from commsim.errors import SpecError
 
 ATTENTION = ("fused", "unfused")
+PRECISIONS = ("bf16", "fp8")
 #: Bytes per parameter of a separate weight-gradient accumulation into a 16-bit buffer:
 #: read the new gradient, read and write the buffer (fp32 buffer: ``Stack.wgrad_add_bytes``).
 WGRAD_ADD_BYTES = 6
@@ -64,11 +77,16 @@ class Stack:
     p2p_blocking: bool = False
     grad_bytes: int = 2
     loss_scaling: bool = False
+    precision: str = "bf16"
+    fsdp_reshard: bool = False
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION:
             raise SpecError(f"--attention {self.attention}: must be one of "
                             f"{', '.join(ATTENTION)}")
+        if self.precision not in PRECISIONS:
+            raise SpecError(f"--precision {self.precision!r}: must be one of "
+                            f"{', '.join(PRECISIONS)}")
         if self.grad_bytes not in (2, 4):
             raise SpecError(f"stack grad_bytes {self.grad_bytes}: must be 2 or 4")
 
@@ -84,7 +102,9 @@ class Stack:
                          "overlap" if self.grad_overlap else "no-overlap")
                         + (("p2p-blocking",) if self.p2p_blocking else ())
                         + (("fp32-grads",) if self.grad_bytes == 4 else ())
-                        + (("loss-scaling",) if self.loss_scaling else ()))
+                        + (("loss-scaling",) if self.loss_scaling else ())
+                        + (("fsdp-reshard",) if self.fsdp_reshard else ())
+                        + ((self.precision,) if self.precision != "bf16" else ()))
 
 
 DEFAULT = Stack()
@@ -94,17 +114,27 @@ MEGATRON_2021 = Stack(attention="unfused", sequence_parallel=False, wgrad_fusion
 #: micro-batches and reduce-scattered in fp32 (accumulated by a separate addition, as
 #: autograd accumulates a gradient: the paper names no fused accumulation).
 LLAMA3 = Stack(wgrad_fusion=False, grad_bytes=4)
+#: PyTorch FSDP (``FULL_SHARD``) as MosaicML's llm-foundry/Composer runs it: today's
+#: kernels, weights resharded after the forward and gathered again for the backward,
+#: gradients reduce-scattered after every micro-batch in fp32 (Composer's ``DEFAULT`` FSDP
+#: mixed precision: parameters in bf16, reduction in fp32).
+PYTORCH_FSDP = Stack(fsdp_reshard=True, grad_bytes=4)
 #: ``commsim plan --stack NAME``.
-STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3}
+STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3,
+          "pytorch-fsdp": PYTORCH_FSDP}
 
 
-def named_stack(name: str, attention: str | None = None) -> Stack:
-    """The stack called ``name`` (:data:`STACKS`), ``attention`` overriding its attention."""
+def named_stack(name: str, attention: str | None = None,
+                precision: str | None = None) -> Stack:
+    """The stack called ``name`` (:data:`STACKS`), ``attention`` overriding its attention and
+    ``precision`` (``bf16`` or ``fp8``) its precision."""
+    from dataclasses import replace
+
     stack = STACKS.get(name.strip().lower())
     if stack is None:
         raise SpecError(f"--stack {name!r}: unknown (known: {', '.join(STACKS)})")
-    if attention is None:
-        return stack
-    from dataclasses import replace
-
-    return replace(stack, attention=attention.strip().lower())
+    if attention is not None:
+        stack = replace(stack, attention=attention.strip().lower())
+    if precision is not None:
+        stack = replace(stack, precision=precision.strip().lower())
+    return stack
