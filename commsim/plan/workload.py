@@ -27,17 +27,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from commsim.errors import SpecError
+from commsim.errors import SpecError, describe
 from commsim.network import Network
 from commsim.plan.bounds import layer_costs, moe_costs
 from commsim.plan.compute import hardware_flops_per_token, model_flops_per_token
-from commsim.plan.config import PlanConfig
+from commsim.plan.config import ORDERS, PlanConfig, rank_order
 from commsim.plan.costs import layer_bytes, optimizer_times, plan_layer_params
 from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.memory import layer_activation_bytes
 from commsim.plan.models import ModelSpec, model_from_dict
 from commsim.plan.moe_layer import dispatch_bytes, moe_tp_bytes
-from commsim.plan.stack import ATTENTION, STACKS, Stack, named_stack
+from commsim.plan.stack import ATTENTION, PRECISIONS, STACKS, Stack, named_stack
 from commsim.replay import fields
 from commsim.replay.hybrid import (
     BLOCK_DATA_PARALLEL,
@@ -101,7 +101,8 @@ def workload_dict(model: ModelSpec, cfg: PlanConfig, global_batch: int,
     return {
         "kind": "hybrid",
         "model": model_dict(model),
-        "parallel": {"tp": cfg.tp, "cp": cfg.cp, "pp": cfg.pp, "dp": cfg.dp, "ep": cfg.ep},
+        "parallel": {"tp": cfg.tp, "cp": cfg.cp, "pp": cfg.pp, "dp": cfg.dp, "ep": cfg.ep,
+                     "order": cfg.order},
         "micro_batch": cfg.micro_batch,
         "global_batch": global_batch,
         "pipeline": pipeline,
@@ -122,7 +123,7 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
     m = moe_costs(model, device, cfg)
     if m is not None:
         moe = MoEBlocks(
-            layers=frozenset(i for i in range(model.layers) if model.is_moe(i)), ep=cfg.ep,
+            layers=frozenset(i for i in range(model.layers) if model.is_moe(i)),
             pre_fwd=m.pre_fwd, experts_fwd=m.experts_fwd, pre_bwd=m.pre_bwd,
             experts_bwd=m.experts_bwd,
             dispatch_bytes=dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
@@ -151,10 +152,15 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
 def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: DeviceSpec,
                 stack: Stack, algorithm: str = "auto") -> HybridSpec:
     """The replay's spec of configuration ``cfg``, timed by the planner's compute model."""
+    if stack.fsdp_reshard and cfg.data_parallel == "fsdp":
+        raise SpecError("stack.fsdp_reshard: PyTorch FSDP's gathers and reductions in every "
+                        "micro-batch are planned but not lowered by the hybrid workload (the "
+                        "fsdp workload kind replays them)")
     return HybridSpec(
         model=Model(layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                     vocab=model.vocab),
-        parallel=Parallel(tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp),
+        parallel=Parallel(tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep,
+                          order=cfg.order),
         micro_batch=cfg.micro_batch, global_batch=global_batch, schedule=cfg.schedule,
         chunks_per_stage=cfg.chunks, stage_layers=cfg.stage_layers,
         data_parallel=cfg.data_parallel, recompute=cfg.recompute,
@@ -178,7 +184,7 @@ def _stack(value: object) -> Stack:
         elif key == "grad_bytes":
             kw[key] = fields.positive_int(value, path)
         else:
-            kw[key] = fields.choice(value, path, ATTENTION)
+            kw[key] = fields.choice(value, path, ATTENTION if key == "attention" else PRECISIONS)
     try:
         return Stack(**kw)
     except SpecError as exc:
@@ -187,18 +193,23 @@ def _stack(value: object) -> Stack:
 
 def _config(data: Mapping[str, Any], model: ModelSpec) -> PlanConfig:
     par = fields.mapping(data["parallel"], "parallel")
-    fields.check_keys(par, (), ("tp", "cp", "pp", "dp", "ep"), "parallel")
+    fields.check_keys(par, (), ("tp", "cp", "pp", "dp", "ep", "order"), "parallel")
     pipe = fields.mapping(data.get("pipeline", {}), "pipeline")
     fields.check_keys(pipe, (), ("schedule", "chunks_per_stage", "stage_layers"), "pipeline")
-    sizes = {k: fields.positive_int(par.get(k, 1), f"parallel.{k}") for k in
-             ("tp", "cp", "pp", "dp", "ep")}
-    if model.moe is not None and (sizes["dp"] % sizes["ep"] or model.moe.experts % sizes["ep"]):
-        raise SpecError(f"parallel.ep: {sizes['ep']} must divide dp ({sizes['dp']}) and the "
-                        f"{model.moe.experts} experts")
-    if model.moe is None and sizes["ep"] != 1:
-        raise SpecError(f"parallel.ep: {sizes['ep']} without model.moe (a dense model)")
+    tp, cp, pp, dp, ep = (fields.positive_int(par.get(k, 1), f"parallel.{k}") for k in
+                          ("tp", "cp", "pp", "dp", "ep"))
+    order = par.get("order", rank_order(model.moe is not None))
+    order = order.strip().lower() if isinstance(order, str) else order
+    if order not in ORDERS:
+        raise SpecError(f"parallel.order: must be one of {', '.join(ORDERS)} (got "
+                        f"{describe(order)})")
+    if model.moe is not None and model.moe.experts % ep:
+        raise SpecError(f"parallel.ep: {ep} does not divide the {model.moe.experts} experts")
+    if model.moe is None and ep != 1:
+        raise SpecError(f"parallel.ep: {ep} without model.moe (a dense model)")
     return PlanConfig(
-        **sizes, micro_batch=fields.positive_int(data["micro_batch"], "micro_batch"),
+        tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, order=order,
+        micro_batch=fields.positive_int(data["micro_batch"], "micro_batch"),
         schedule=fields.choice(pipe.get("schedule", "1f1b"), "pipeline.schedule", SCHEDULES),
         chunks=fields.positive_int(pipe.get("chunks_per_stage", 1),
                                    "pipeline.chunks_per_stage"),

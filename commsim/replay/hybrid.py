@@ -246,7 +246,7 @@ class HybridSpec:
         shards = self.parallel.dp * self.parallel.cp
         moe = self.blocks.moe if self.blocks is not None else None
         experts = sum(moe.expert_params[i] for i in mine) if moe is not None else 0
-        held = (params, shards), (experts, max(shards // moe.ep, 1) if moe else 1)
+        held = (params, shards), (experts, max(shards // self.parallel.ep, 1) if moe else 1)
         bpp, out = self.bytes_per_param, 0
         for n, k in held:
             sharded = {"ddp": 0, "zero1": OPTIMIZER_BYTES_PER_PARAM,
@@ -326,7 +326,8 @@ def parse(data: Mapping[str, Any]) -> HybridSpec:
     }
     return HybridSpec(
         model=Model(**{k: fields.positive_int(model[k], f"model.{k}") for k in model}),
-        parallel=Parallel(**{k: fields.positive_int(par[k], f"parallel.{k}") for k in par}),
+        parallel=Parallel(**{k: fields.positive_int(par[k], f"parallel.{k}")
+                             for k in par}),  # type: ignore[arg-type]
         micro_batch=fields.positive_int(data["micro_batch"], "micro_batch"),
         global_batch=fields.positive_int(data["global_batch"], "global_batch"),
         schedule=fields.choice(pipe.get("schedule", "1f1b"), "pipeline.schedule", SCHEDULES),

@@ -41,15 +41,14 @@ def _c(seconds: float, label: str) -> Block:
 class MoEBlocks:
     """The mixture-of-experts layers of a step (seconds per micro-batch on the busiest rank).
 
-    ``layers``: the global layers with experts; ``ep``: the expert-parallel size (its groups
-    from the data-parallel replicas: replicas ``d`` with the same ``d // ep``);
-    ``dispatch_bytes``: one all-to-all's send buffer per rank; ``tp_bytes``: the MoE half's TP
-    all-reduce; ``expert_params``: per global layer, one rank's routed-expert parameters (0 on
-    a dense layer), gathered and reduced over the expert data-parallel group.
+    ``layers``: the global layers with experts (their expert-parallel groups those of
+    :class:`~commsim.replay.hybrid_graph.Parallel`); ``dispatch_bytes``: one all-to-all's send
+    buffer per rank; ``tp_bytes``: the MoE half's TP all-reduce; ``expert_params``: per
+    global layer, one rank's routed-expert parameters (0 on a dense layer), gathered and
+    reduced over the expert data-parallel group.
     """
 
     layers: frozenset[int]
-    ep: int
     pre_fwd: float
     experts_fwd: float
     pre_bwd: float

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from commsim.errors import SpecError
 from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph
@@ -22,27 +23,77 @@ from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
 from commsim.replay.stages import vstage_layers
 from commsim.replay.transformer import Model
 
+#: Rank orders: Llama 3's ``[TP, CP, PP, DP]`` (the default) and Megatron-Core's
+#: ``tp-cp-ep-dp-pp`` (the pipeline outermost; expert parallelism folded over CP x DP).
+ORDERS = ("tp-cp-pp-dp", "tp-cp-ep-dp-pp")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parallel:
-    """Group sizes: tensor, context, pipeline and data parallel."""
+    """Group sizes: tensor, context, pipeline and data parallel; the expert-parallel size
+    (its groups ``ep`` consecutive of the ``j = c + cp d`` of a stage's TP rank in
+    Megatron-Core's order, of the replicas ``d`` with the same ``d // ep`` in Llama 3's);
+    the rank ``order``."""
 
     tp: int = 1
     cp: int = 1
     pp: int = 1
     dp: int = 1
+    ep: int = 1
+    order: str = ORDERS[0]
 
     def __post_init__(self) -> None:
-        for name in ("tp", "cp", "pp", "dp"):
+        for name in ("tp", "cp", "pp", "dp", "ep"):
             fields.positive_int(getattr(self, name), f"parallel.{name}")
+        if self.order not in ORDERS:
+            raise SpecError(f"parallel.order: must be one of {', '.join(ORDERS)} (got "
+                            f"{self.order!r})")
+        ranks = self.cp * self.dp if self.megatron else self.dp
+        if ranks % self.ep:
+            raise SpecError(f"parallel.ep: {self.ep} does not divide the {ranks} ranks it is "
+                            f"carved from ({'cp x dp' if self.megatron else 'dp'})")
 
     @property
     def world(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
 
+    @property
+    def megatron(self) -> bool:
+        return self.order == ORDERS[1]
+
     def rank(self, t: int, c: int, p: int, d: int) -> int:
         """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
+        if self.megatron:
+            return t + self.tp * (c + self.cp * (d + self.dp * p))
         return t + self.tp * (c + self.cp * (p + self.pp * d))
+
+    def coords(self, rank: int) -> tuple[int, int, int, int]:
+        """``(t, c, p, d)`` of ``rank``."""
+        t, rest = rank % self.tp, rank // self.tp
+        c, rest = rest % self.cp, rest // self.cp
+        if self.megatron:
+            return t, c, rest // self.dp, rest % self.dp
+        return t, c, rest % self.pp, rest // self.pp
+
+    def expert_rank(self, c: int, d: int) -> int:
+        """The EP rank of CP rank ``c`` of replica ``d`` (its place in its EP group)."""
+        return (c + self.cp * d) % self.ep if self.megatron else d % self.ep
+
+    def ep_groups(self, t: int, p: int) -> list[list[int]]:
+        """The expert-parallel groups of TP rank ``t`` in stage ``p``."""
+        if self.megatron:
+            return [[self.rank(t, j % self.cp, p, j // self.cp) for j in range(f, f + self.ep)]
+                    for f in range(0, self.cp * self.dp, self.ep)]
+        return [[self.rank(t, c, p, d) for d in range(f, f + self.ep)]
+                for f in range(0, self.dp, self.ep) for c in range(self.cp)]
+
+    def expert_dp_group(self, t: int, p: int, e: int) -> list[int]:
+        """The ranks holding the experts of TP rank ``t``, EP rank ``e`` of stage ``p``."""
+        if self.megatron:
+            return [self.rank(t, j % self.cp, p, j // self.cp)
+                    for j in range(e, self.cp * self.dp, self.ep)]
+        return [self.rank(t, c, p, d) for d in range(e, self.dp, self.ep)
+                for c in range(self.cp)]
 
 
 class HybridSpec(Protocol):
@@ -109,18 +160,13 @@ class HybridGraphBuilder:
         if kind == "cp":
             return [[rank(t, c, stage, d) for c in range(par.cp)]
                     for d in range(par.dp) for t in range(par.tp)]
-        ep = self.t.moe.ep if self.t.moe is not None else 1
-        return [[rank(t, c, stage, d) for d in range(first, first + ep)]
-                for first in range(0, par.dp, ep) for c in range(par.cp) for t in range(par.tp)]
+        return [g for t in range(par.tp) for g in par.ep_groups(t, stage)]
 
     def _dp_group(self, t: int, p: int) -> list[int]:
         return [self.par.rank(t, c, p, d) for d in range(self.par.dp) for c in range(self.par.cp)]
 
     def _expert_dp_group(self, t: int, p: int, e: int) -> list[int]:
-        """The ranks holding the experts of TP rank ``t``, EP rank ``e`` of stage ``p``."""
-        ep = self.t.moe.ep if self.t.moe is not None else 1
-        return [self.par.rank(t, c, p, d) for d in range(e, self.par.dp, ep)
-                for c in range(self.par.cp)]
+        return self.par.expert_dp_group(t, p, e)
 
     def _expert_params(self, layer: int) -> int:
         m = self.t.moe
@@ -285,8 +331,8 @@ class HybridGraphBuilder:
         par = self.par
         if par.dp * par.cp == 1:
             return []
-        t, d = rank % par.tp, rank // (par.tp * par.cp * par.pp)
-        e = d % self.t.moe.ep if self.t.moe is not None else 0
+        t, c, _, d = par.coords(rank)
+        e = par.expert_rank(c, d)
         if (layer, t) not in self.gathers:
             used = self.first_use.get((stage, t), [])
             deps = used[-2] if len(used) >= 2 else []
@@ -296,7 +342,7 @@ class HybridGraphBuilder:
                 self._dp_group(t, stage), "all_gather", weights, algorithm=self.spec.algorithm,
                 name=f"allgather L{layer}", phase="forward", deps=deps, stream="dp_gather",
                 mem_start=weights)
-            for ee in range(self.t.moe.ep if self._expert_params(layer) and self.t.moe else 0):
+            for ee in range(self.par.ep if self._expert_params(layer) else 0):
                 task = self._expert_collective(t, stage, ee, "all_gather",
                                                self._expert_params(layer) * bpp,
                                                f"allgather experts L{layer}", "forward", deps,
@@ -345,7 +391,7 @@ class HybridGraphBuilder:
                                   phase="gradient", deps=deps, stream="dp")
             experts = self._expert_params(layer) * spec.bytes_per_param
             if experts:
-                for e in range(self.t.moe.ep if self.t.moe else 1):
+                for e in range(self.par.ep):
                     self._expert_collective(t, stage, e, coll, self._grad(experts),
                                             f"{coll.replace('_', '')} experts L{layer}",
                                             "gradient", deps, "dp")
@@ -373,7 +419,7 @@ class HybridGraphBuilder:
                 self.b.collective(group, collective, nbytes, algorithm=spec.algorithm,
                                   name=f"{collective.replace('_', '')} stage{stage}",
                                   phase="gradient", deps=deps, stream="dp")
-                for e in range(self.t.moe.ep if expert_bytes and self.t.moe else 0):
+                for e in range(self.par.ep if expert_bytes else 0):
                     self._expert_collective(t, stage, e, collective, expert_bytes,
                                             f"{collective.replace('_', '')} experts "
                                             f"stage{stage}", "gradient", deps, "dp")

@@ -38,6 +38,14 @@ CASES = {
     "llama3-70b": ("dgx-h100", 4, 2048, dict(tp=(4,), pp=(2,), micro_batch=(1,),
                                              schedule=(("1f1b", 1),))),
     "llama3-405b": ("dgx-h100", 2, 1024, dict(tp=(8,), micro_batch=(1,))),
+    "mpt-1b": ("dgx-h100", 16, None, dict(tp=(1,), pp=(1,), data_parallel=("ddp",))),
+    "mpt-3b": ("dgx-h100", 8, None, dict(tp=(1,), pp=(2,), schedule=(("1f1b", 1),),
+                                         data_parallel=("zero1",))),
+    "mpt-7b": ("dgx-h100", 8, None, dict(tp=(2,), pp=(1,), data_parallel=("fsdp",),
+                                         recompute=("selective",))),
+    "mpt-13b": ("dgx-h100", 8, None, dict(tp=(8,), micro_batch=(2,))),
+    "mpt-30b": ("dgx-h100", 8, None, dict(tp=(8,), micro_batch=(1,), recompute=("full",))),
+    "mpt-70b": ("dgx-h100", 4, None, dict(tp=(8,), micro_batch=(1,))),
     "mistral-7b": ("dgx-h100", 8, 2048, dict(tp=(1,), pp=(1,), data_parallel=("ddp",))),
     "mixtral-8x7b": ("dgx-h100", 8, 4096, dict(tp=(2,), pp=(1,), ep=(4,),
                                                data_parallel=("fsdp",))),
@@ -115,6 +123,20 @@ def test_each_stack_is_replayed_as_planned(stack, axes, exact):
     assert full == pytest.approx(best.record["step_time_s"], rel=1e-9 if exact else 1e-3)
 
 
+def test_fp8_is_replayed_as_planned():
+    """``--precision fp8`` (the stack's ``precision``) is written with the stack and times the
+    same GEMMs in the replay: the planner's step to rounding on one pipeline."""
+    stack = named_stack("current", None, "fp8")
+    out = plan("llama3-8b", "dgx-h100", global_batch=8, seq=2048, top=1, engine="auto",
+               stack=stack, space=SearchSpace(tp=(2,), pp=(4,), schedule=(("1f1b", 1),),
+                                              recompute=("none",)))
+    best = out.result.configs[0]
+    workload = workload_dict(out.model, best.config, 8, out.stack)
+    assert workload["stack"]["precision"] == "fp8"
+    full = replay(replay_workload(workload, "dgx-h100"), "dgx-h100").step_time_s
+    assert full == pytest.approx(best.record["step_time_s"], rel=1e-9)
+
+
 def test_experts_are_all_to_alls_over_the_ep_groups_in_the_one_des():
     """A MoE layer's dispatch and combine are all-to-alls among the expert-parallel group
     (4 per layer and micro-batch), timed in the step's DES; skew makes the step slower."""
@@ -152,6 +174,9 @@ def test_cli_writes_the_ranked_workload_and_replay_times_it(tmp_path, capsys):
     (lambda w: w.update(stack="fast"), "--stack 'fast': unknown"),
     (lambda w: w["parallel"].update(ep=3), "parallel.ep: 3"),
     (lambda w: w.update(data_parallel="zero3"), "data_parallel"),
+    (lambda w: w["parallel"].update(order="dp-first"), "parallel.order"),
+    (lambda w: w.update(stack="pytorch-fsdp"), "stack.fsdp_reshard"),
+    (lambda w: w.update(stack={"precision": "fp4"}), "stack.precision"),
     (lambda w: w.update(compute={"flops": "1PFLOP/s"}), "compute.efficiency: missing"),
 ])
 def test_bad_planned_workloads_name_the_field(change, message):
