@@ -44,7 +44,7 @@ FULL = {
     "llama3-8b": ("dgx-h100x8", 128, None, dict(recompute=NONE, pp=(1, 2))),
     "llama3-70b": ("dgx-h100x8", 64, None, dict(recompute=NONE, tp=(8,), pp=(2, 4),
                                                 schedule=(("1f1b", 1),))),
-    "llama3-405b": ("dgx-h100x8", 32, None, dict(recompute=("full",), tp=(8,), pp=(8,),
+    "llama3-405b": ("dgx-h100x8", 8, None, dict(recompute=("full",), tp=(8,), pp=(8,),
                                                  schedule=(("1f1b", 1),))),
     "mistral-7b": ("dgx-h100x8", 128, None, dict(recompute=NONE, pp=(1, 2))),
     "mixtral-8x7b": ("dgx-h100x8", 64, 4096, dict(recompute=NONE, pp=(1, 2), ep=(8,))),
