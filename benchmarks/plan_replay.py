@@ -75,8 +75,8 @@ def row(case: str, topology: str, batch: int, seq: int | None, axes: dict) -> li
     result = replay(spec, topology)
     wall = time.perf_counter() - start
     planned, full = best.record["step_time_s"], result.step_time_s
-    print(f"# {case}: plan {planned:.4f} s, replay {full:.4f} s ({wall:.0f} s)", file=sys.stderr,
-          flush=True)
+    print(f"# {case}: {best.config.label()}: plan {planned:.4f} s, replay {full:.4f} s "
+          f"({wall:.0f} s)", file=sys.stderr, flush=True)
     return [case, f"{out.gpus} x {topology}", best.config.label(), f"{planned:.4f}",
             f"{full:.4f}", f"{100 * (full / planned - 1):+.2f}%", len(result.graph.tasks),
             f"{wall:.1f}"]
