@@ -28,12 +28,14 @@ from commsim.plan.models import ModelSpec, load_model
 from commsim.plan.search import PlanResult, SearchSpace, run_search
 from commsim.plan.stack import MEGATRON_2021, Stack
 from commsim.plan.straggler import beside_healthy, compute_factors, note
+from commsim.plan.workload import replay_workload, workload_dict
 from commsim.timing import ENGINE_CHOICES
 from commsim.topology import load_topology
 from commsim.topology.degrade import apply_what_if
 from commsim.topology.what_if import WhatIf, WhatIfSource
 
-__all__ = ["MEGATRON_2021", "PlanOutcome", "SearchSpace", "Stack", "plan"]
+__all__ = ["MEGATRON_2021", "PlanOutcome", "SearchSpace", "Stack", "plan", "replay_workload",
+           "workload_dict"]
 
 #: The largest global batch searched (2^40 sequences): its divisors are found by trial division
 #: up to its square root, about a second at this size.

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import Any
 
-from commsim.cliargs import add_what_if
+from commsim.cliargs import add_what_if, check_output
 from commsim.errors import SpecError
 from commsim.plan.compute import RECOMPUTE
 from commsim.plan.config import SCHEDULES
@@ -47,6 +47,8 @@ examples:
   commsim plan deepseek-v3 -t hgx-h800x256 --global-batch 15360 --moe-overlap dualpipe
   commsim plan llama3-405b --topology dgx-h100x256 --global-batch 512 --pp 16 --tp 8
   commsim plan llama3-405b -t dgx-h100x256 --global-batch 512 --stage-layers 7,8*14,7 --tp 8
+  commsim plan llama3-8b -t dgx-h100x2 --global-batch 64 --write-workload 1 best.yaml
+  commsim replay best.yaml -t dgx-h100x2      # the same step, every rank simulated
 """
 
 CSV_COLUMNS = (
@@ -99,6 +101,9 @@ def add_parser(sub: Any) -> None:
                    "or auto (as replay: the DES up to 64 ranks)")
     p.add_argument("--gpu-memory", metavar="SIZE", help="override the device memory (80GiB)")
     p.add_argument("--top", metavar="K", default="10", help="rows to print and keep (default 10)")
+    p.add_argument("--write-workload", nargs=2, metavar=("K", "FILE"),
+                   help="write the K-th ranked configuration as a hybrid workload that "
+                   "`commsim replay FILE` times with the same compute model")
     add_what_if(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print every configuration as JSON")
@@ -202,6 +207,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
         stage_layers=_split(args.stage_layers),
     )
     top = _int(args.top, "--top", 0)
+    written = None
+    if args.write_workload is not None:
+        written = (_int(args.write_workload[0], "--write-workload K"), args.write_workload[1])
+        check_output("--write-workload", written[1])
     outcome = plan(
         args.model, args.topology, global_batch=_int(args.global_batch, "--global-batch"),
         seq=None if args.seq is None else _int(args.seq, "--seq"),
@@ -211,6 +220,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         engine=args.engine.strip().lower(),
         what_if=args.what_if,
     )
+    if written is not None:
+        _write(outcome, *written)
     if args.json:
         print(json.dumps(outcome.to_dict(), indent=2))
     elif args.csv:
@@ -219,6 +230,18 @@ def cmd_plan(args: argparse.Namespace) -> int:
     else:
         print(outcome.table(top))
     return 0
+
+
+def _write(outcome: Any, k: int, path: str) -> None:
+    """``--write-workload K FILE``: the K-th ranked configuration as a workload."""
+    from commsim.plan.workload import write_workload
+
+    configs = outcome.result.configs
+    if k > len(configs):
+        raise SpecError(f"--write-workload {k}: only {len(configs)} configurations were ranked")
+    e = configs[k - 1]
+    write_workload(path, outcome.model, e.config, outcome.global_batch, outcome.stack)
+    print(f"wrote configuration {k} ({e.config.label()}) to {path}", file=sys.stderr)
 
 
 #: The columns a what-if adds to the CSV (before ``reason``; stage_compute_factors, a list,

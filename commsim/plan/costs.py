@@ -200,6 +200,14 @@ def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
     return tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final)
 
 
+def layer_bytes(cfg: PlanConfig, model: ModelSpec) -> tuple[int, int]:
+    """Bytes of a layer's TP all-reduce and of its CP all-gather of keys and values (see the
+    module docstring)."""
+    tp_bytes = cfg.micro_batch * model.seq // cfg.cp * model.hidden * BYTES
+    kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
+    return tp_bytes, 2 * cfg.micro_batch * model.seq * kv * BYTES
+
+
 def pipeline_costs(
     cfg: PlanConfig,
     model: ModelSpec,
@@ -220,13 +228,10 @@ def pipeline_costs(
     ``stack.moe_overlap`` each stage's paired layer, :func:`~commsim.plan.overlap.paired_blocks`,
     the all-to-alls holding ``stack.comm_sms`` of ``device``'s SMs, none without a device)."""
     params = params or plan_layer_params(model, cfg)
-    tokens = cfg.micro_batch * model.seq // cfg.cp
-    tp_bytes = tokens * model.hidden * BYTES
-    kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
-    cp_bytes = 2 * cfg.micro_batch * model.seq * kv * BYTES
+    tp_bytes, cp_bytes = layer_bytes(cfg, model)
     send_bytes = tp_bytes // cfg.tp
     gather, reduce, final = _dp_costs(cfg, model, params, timer, stack)
-    optimizer = () if device is None else _optimizer(cfg, model, params, device, stack)
+    optimizer = () if device is None else optimizer_times(cfg, model, params, device, stack)
     base = PipelineCosts(
         schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
         layers_per_chunk=model.layers // (cfg.pp * cfg.chunks),
@@ -304,7 +309,7 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
     return tuple(out)
 
 
-def _optimizer(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
+def optimizer_times(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
                device: DeviceSpec, stack: Stack) -> tuple[float, ...]:
     """Per stage, the optimizer step of one rank: its parameters, or its ``1/(dp cp)`` shard
     of them under ZeRO and FSDP (its routed experts': ``1/(dp cp / ep)``)."""

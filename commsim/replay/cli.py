@@ -17,6 +17,9 @@ from commsim.errors import SpecError
 
 _REPLAY_EPILOG = """\
 workload kinds: pipeline, ddp, fsdp, tensor, hybrid (see docs/replay.md for every key).
+hybrid without compute: is the planner's description (a model file's keys, parallel.ep,
+         stack), timed by the topology's device: block; `commsim plan --write-workload K
+         FILE` writes one.
 captured traces: a directory of PyTorch profiler traces (*.json, *.json.gz; one per rank) or
          one trace file replays the captured step; the output adds measured_step_time_s
          (see docs/traces.md).
@@ -31,6 +34,7 @@ examples:
   commsim replay fsdp.yaml --topology dgx-h100x2 --trace step.json --plot step.png
   commsim replay traces/ --topology dgx-h100x2 --step all --json
   commsim replay ddp.yaml --topology dgx-h100x4 --what-if slow-rank.yaml
+  commsim replay best.yaml --topology dgx-h100x2 --trace best.json   # from plan --write-workload
 """
 
 _BOUND_EPILOG = """\
@@ -147,6 +151,8 @@ def run_replay(args: argparse.Namespace) -> int:
         workload = load_trace_workload(workload, args.step)
     elif args.step is not None:
         raise SpecError(f"--step {args.step}: only for captured traces, not {workload!r}")
+    else:
+        workload = _planned(workload, args.topology)
     result = replay(workload, args.topology, algorithm=args.algorithm, protocol=args.protocol,
                     what_if=args.what_if)
     healthy = None
@@ -169,6 +175,24 @@ def run_replay(args: argparse.Namespace) -> int:
         print(format_what_if(result, healthy))
     warn_over_memory(result.metrics.peak_memory_bytes, args.topology)
     return 0
+
+
+def _planned(workload: str, topology: Any) -> Any:
+    """A ``hybrid`` workload in the planner's description (no flat ``compute:``) as the
+    replay's spec, timed by the topology's device (:mod:`commsim.plan.workload`); any other
+    workload file unchanged."""
+    from pathlib import Path
+
+    from commsim.plan.workload import is_planned, replay_workload
+    from commsim.replay import fields
+
+    if not Path(workload).is_file():
+        return workload
+    try:
+        data = fields.read_yaml(workload)
+    except SpecError:
+        return workload  # replay reports it
+    return replay_workload(workload, topology) if is_planned(data) else workload
 
 
 def warn_over_memory(peak: int | None, topology: Any) -> None:

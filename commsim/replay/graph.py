@@ -264,6 +264,10 @@ class GraphBuilder:
             )
         )
 
+    def stream_tails(self, rank: int) -> list[int]:
+        """The last task of each of ``rank``'s streams, so far."""
+        return sorted(i for (r, _), i in self._last.items() if r == rank)
+
     def build(self, static_bytes: Sequence[int] | None = None) -> StepGraph:
         """The graph (``static_bytes``: per-rank memory held all step, to account memory)."""
         static = None if static_bytes is None else tuple(int(b) for b in static_bytes)

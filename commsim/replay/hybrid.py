@@ -24,7 +24,10 @@ GPUs. The step, on the simulated network:
   after its last backward;
 * compute times come from the FLOPs of :mod:`.transformer` at ``flops * efficiency`` (backward
   twice forward; with ``recompute: full`` thrice), or per layer from ``compute.layer_forward_time``
-  / ``layer_backward_time``.
+  / ``layer_backward_time``; or, for the planner's description of the step
+  (:mod:`commsim.plan.workload`), per block from :attr:`HybridSpec.blocks`, which adds the
+  loss, the optimizer step, ZeRO-1/2, the stack's gradient handling and mixture-of-experts
+  layers (:mod:`.hybrid_blocks`).
 
 The lowering lives in :mod:`.hybrid_graph`.
 
@@ -44,6 +47,7 @@ from commsim.errors import SpecError, describe
 from commsim.network import Network
 from commsim.replay import fields
 from commsim.replay.graph import StepGraph
+from commsim.replay.hybrid_blocks import BlockTimes
 from commsim.replay.hybrid_graph import HybridGraphBuilder, Parallel
 from commsim.replay.metrics import StepMetrics
 from commsim.replay.pipeline import SCHEDULES, stage_orders
@@ -53,6 +57,9 @@ from commsim.replay.transformer import Model
 KIND = "hybrid"
 DATA_PARALLEL = ("ddp", "fsdp")
 RECOMPUTE = ("none", "full")
+#: With :class:`BlockTimes` (the planner's description): ZeRO-1/2 and selective recompute too.
+BLOCK_DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
+BLOCK_RECOMPUTE = ("none", "selective", "full")
 #: Bytes of Adam's fp32 master weights, momentum and variance per parameter.
 OPTIMIZER_BYTES_PER_PARAM = 12
 
@@ -85,6 +92,10 @@ class HybridSpec:
         Per layer per micro-batch per rank; None: derived from the FLOPs.
     algorithm
         Algorithm of every collective (``auto``: the lowest closed-form cost).
+    blocks
+        Compute per block and the sizes given by the planner's compute model
+        (:mod:`commsim.plan.workload`), which replace ``flops``/``efficiency`` and the flat
+        FLOPs (None: derived from them, :meth:`block_times`).
     """
 
     model: Model
@@ -102,6 +113,7 @@ class HybridSpec:
     layer_forward_time_s: float | None = None
     layer_backward_time_s: float | None = None
     algorithm: str = "auto"
+    blocks: BlockTimes | None = None
 
     def __post_init__(self) -> None:
         par, m = self.parallel, self.model
@@ -110,8 +122,13 @@ class HybridSpec:
         fields.positive_int(self.bytes_per_param, "bytes_per_param")
         fields.positive_int(self.chunks_per_stage, "pipeline.chunks_per_stage")
         fields.choice(self.schedule, "pipeline.schedule", SCHEDULES)
-        fields.choice(self.data_parallel, "data_parallel", DATA_PARALLEL)
-        fields.choice(self.recompute, "recompute", RECOMPUTE)
+        planned = self.blocks is not None
+        fields.choice(self.data_parallel, "data_parallel",
+                      BLOCK_DATA_PARALLEL if planned else DATA_PARALLEL)
+        fields.choice(self.recompute, "recompute", BLOCK_RECOMPUTE if planned else RECOMPUTE)
+        if self.blocks is not None and len(self.blocks.params) != m.layers:
+            raise SpecError(f"blocks: {len(self.blocks.params)} layers' parameters for "
+                            f"model.layers {m.layers}")
         if self.global_batch % (self.micro_batch * par.dp):
             raise SpecError(
                 f"global_batch: {self.global_batch} is not a multiple of micro_batch x dp "
@@ -178,6 +195,28 @@ class HybridSpec:
             backward = self.layer_backward_time_s
         return forward, backward
 
+    def block_times(self) -> BlockTimes:
+        """The step's compute per block and its sizes: :attr:`blocks`, or from the flat FLOPs
+        (each half of a layer half of :meth:`layer_times`, the logits' backward twice their
+        forward, no optimizer step)."""
+        if self.blocks is not None:
+            return self.blocks
+        m, par, bpp = self.model, self.parallel, self.bytes_per_param
+        forward, backward = self.layer_times()
+        logits = self.logits_time()
+        tp_bytes = self.micro_batch * (m.seq // par.cp) * m.hidden * bpp
+        return BlockTimes(
+            attn_fwd=forward / 2, mlp_fwd=forward / 2, attn_bwd=backward / 2,
+            mlp_bwd=backward / 2, logits_fwd=logits, logits_bwd=2 * logits,
+            params=tuple(self.layer_params(i) for i in range(m.layers)), tp_bytes=tp_bytes,
+            cp_bytes=2 * self.micro_batch * m.seq * m.hidden * bpp // par.tp, grad_bytes=bpp,
+            activation_bytes=m.layer_activation_bytes(self.micro_batch, par.tp, par.cp,
+                                                      self.recompute == "full"),
+            flops_per_token=(m.model_flops_per_token,
+                             m.hardware_flops_per_token(self.recompute == "full")),
+            peak_flops=self.flops,
+        )
+
     def logits_time(self) -> float:
         par = self.parallel
         flops = self.model.logits_forward_flops(self.micro_batch, self.model.seq // par.cp)
@@ -187,6 +226,8 @@ class HybridSpec:
         """Parameters of global layer ``layer`` held by one TP rank (the tied embedding is
         counted with layer 0, and again with the last layer when it sits on another stage)."""
         m, par = self.model, self.parallel
+        if self.blocks is not None:
+            return self.blocks.params[layer]
         params = m.layer_params
         if layer == 0:
             params += m.embedding_params
@@ -200,11 +241,21 @@ class HybridSpec:
 
     def static_bytes(self, stage: int) -> int:
         """Bytes held all step by one rank of ``stage``: weights, gradients, Adam states."""
-        params = sum(self.layer_params(layer) for layer in self.layers_of(stage))
-        per_param = 2 * self.bytes_per_param + OPTIMIZER_BYTES_PER_PARAM
-        if self.data_parallel == "fsdp":
-            return math.ceil(params / (self.parallel.dp * self.parallel.cp)) * per_param
-        return params * per_param
+        mine = self.layers_of(stage)
+        params = sum(self.layer_params(layer) for layer in mine)
+        shards = self.parallel.dp * self.parallel.cp
+        moe = self.blocks.moe if self.blocks is not None else None
+        experts = sum(moe.expert_params[i] for i in mine) if moe is not None else 0
+        held = (params, shards), (experts, max(shards // self.parallel.ep, 1) if moe else 1)
+        bpp, out = self.bytes_per_param, 0
+        for n, k in held:
+            sharded = {"ddp": 0, "zero1": OPTIMIZER_BYTES_PER_PARAM,
+                       "zero2": bpp + OPTIMIZER_BYTES_PER_PARAM}.get(self.data_parallel,
+                                                                       2 * bpp
+                                                                       + OPTIMIZER_BYTES_PER_PARAM)
+            out += (2 * bpp + OPTIMIZER_BYTES_PER_PARAM - sharded) * n
+            out += math.ceil(n / k) * sharded
+        return out
 
     # -- the step ----------------------------------------------------------------------------
     def graph(self, network: Network) -> StepGraph:
@@ -221,14 +272,13 @@ class HybridSpec:
         step = metrics.step_time_s
         tokens = self.global_batch * self.model.seq
         tokens_per_s = tokens / step if step > 0 else 0.0
-        model_tflops = self.model.model_flops_per_token * tokens_per_s / world / 1e12
-        hardware_tflops = (
-            self.model.hardware_flops_per_token(self.recompute == "full")
-            * tokens_per_s
-            / world
-            / 1e12
-        )
         forward, backward = self.layer_times()
+        t = self.block_times()
+        model_tflops = t.flops_per_token[0] * tokens_per_s / world / 1e12
+        hardware_tflops = t.flops_per_token[1] * tokens_per_s / world / 1e12
+        if self.blocks is not None:
+            forward = t.attn_fwd + t.mlp_fwd
+            backward = t.attn_bwd + t.mlp_bwd + t.attn_recompute + t.mlp_recompute
         return {
             "parallel": {
                 "tp": self.parallel.tp,
@@ -237,18 +287,22 @@ class HybridSpec:
                 "dp": self.parallel.dp,
             },
             "microbatches": self.microbatches,
-            "params": self.model.params,
+            "params": t.model_params or self.model.params,
             "layer_forward_time_s": forward,
             "layer_backward_time_s": backward,
             "tokens_per_s": tokens_per_s,
             "model_tflops_per_gpu": model_tflops,
             "hardware_tflops_per_gpu": hardware_tflops,
-            "mfu": model_tflops * 1e12 / self.flops,
+            "mfu": model_tflops * 1e12 / t.peak_flops,
         }
 
 
 def parse(data: Mapping[str, Any]) -> HybridSpec:
     """A ``kind: hybrid`` mapping -> :class:`HybridSpec` (errors name the field)."""
+    if "compute" not in data:
+        raise SpecError("compute: missing; a hybrid workload without it is the planner's "
+                        "description, timed by the topology's device: block: replay it with "
+                        "`commsim replay` or commsim.plan.replay_workload")
     fields.check_keys(
         data,
         ("kind", "model", "parallel", "micro_batch", "global_batch", "compute"),
@@ -272,14 +326,15 @@ def parse(data: Mapping[str, Any]) -> HybridSpec:
     }
     return HybridSpec(
         model=Model(**{k: fields.positive_int(model[k], f"model.{k}") for k in model}),
-        parallel=Parallel(**{k: fields.positive_int(par[k], f"parallel.{k}") for k in par}),
+        parallel=Parallel(**{k: fields.positive_int(par[k], f"parallel.{k}")
+                             for k in par}),  # type: ignore[arg-type]
         micro_batch=fields.positive_int(data["micro_batch"], "micro_batch"),
         global_batch=fields.positive_int(data["global_batch"], "global_batch"),
         schedule=fields.choice(pipe.get("schedule", "1f1b"), "pipeline.schedule", SCHEDULES),
         chunks_per_stage=fields.positive_int(
             pipe.get("chunks_per_stage", 1), "pipeline.chunks_per_stage"
         ),
-        stage_layers=_stage_layers(pipe.get("stage_layers")),
+        stage_layers=stage_layers_value(pipe.get("stage_layers")),
         data_parallel=fields.choice(
             data.get("data_parallel", "fsdp"), "data_parallel", DATA_PARALLEL
         ),
@@ -293,7 +348,7 @@ def parse(data: Mapping[str, Any]) -> HybridSpec:
     )
 
 
-def _stage_layers(value: object) -> tuple[int, ...]:
+def stage_layers_value(value: object) -> tuple[int, ...]:
     """``pipeline.stage_layers``: a list of layer counts (None: even stages)."""
     if value is None:
         return ()

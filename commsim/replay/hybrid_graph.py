@@ -3,7 +3,10 @@
 Pipeline stages are the "devices" of :func:`~commsim.replay.pipeline.emit_pipeline`; a stage's
 op is run for every rank of the stage (all replicas, CP and TP ranks), and the lists of tasks
 passed between ops are aligned with :attr:`HybridGraphBuilder.stage_ranks`, so each rank's op
-waits only for its own counterpart on the neighbouring stage.
+waits only for its own counterpart on the neighbouring stage. A layer is lowered block by block
+(:func:`~commsim.replay.hybrid_blocks.layer_blocks`) over every rank of its stage: a compute
+block on each rank, a collective block over each group of its kind (TP, CP, or the
+expert-parallel group, which spans replicas).
 """
 
 from __future__ import annotations
@@ -11,35 +14,86 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from commsim.errors import SpecError
 from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph
+from commsim.replay.hybrid_blocks import BlockTimes, layer_blocks
 from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
 from commsim.replay.stages import vstage_layers
-from commsim.replay.tensor import tp_layer
 from commsim.replay.transformer import Model
+
+#: Rank orders: Llama 3's ``[TP, CP, PP, DP]`` (the default) and Megatron-Core's
+#: ``tp-cp-ep-dp-pp`` (the pipeline outermost; expert parallelism folded over CP x DP).
+ORDERS = ("tp-cp-pp-dp", "tp-cp-ep-dp-pp")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parallel:
-    """Group sizes: tensor, context, pipeline and data parallel."""
+    """Group sizes: tensor, context, pipeline and data parallel; the expert-parallel size
+    (its groups ``ep`` consecutive of the ``j = c + cp d`` of a stage's TP rank in
+    Megatron-Core's order, of the replicas ``d`` with the same ``d // ep`` in Llama 3's);
+    the rank ``order``."""
 
     tp: int = 1
     cp: int = 1
     pp: int = 1
     dp: int = 1
+    ep: int = 1
+    order: str = ORDERS[0]
 
     def __post_init__(self) -> None:
-        for name in ("tp", "cp", "pp", "dp"):
+        for name in ("tp", "cp", "pp", "dp", "ep"):
             fields.positive_int(getattr(self, name), f"parallel.{name}")
+        if self.order not in ORDERS:
+            raise SpecError(f"parallel.order: must be one of {', '.join(ORDERS)} (got "
+                            f"{self.order!r})")
+        ranks = self.cp * self.dp if self.megatron else self.dp
+        if ranks % self.ep:
+            raise SpecError(f"parallel.ep: {self.ep} does not divide the {ranks} ranks it is "
+                            f"carved from ({'cp x dp' if self.megatron else 'dp'})")
 
     @property
     def world(self) -> int:
         return self.tp * self.cp * self.pp * self.dp
 
+    @property
+    def megatron(self) -> bool:
+        return self.order == ORDERS[1]
+
     def rank(self, t: int, c: int, p: int, d: int) -> int:
         """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
+        if self.megatron:
+            return t + self.tp * (c + self.cp * (d + self.dp * p))
         return t + self.tp * (c + self.cp * (p + self.pp * d))
+
+    def coords(self, rank: int) -> tuple[int, int, int, int]:
+        """``(t, c, p, d)`` of ``rank``."""
+        t, rest = rank % self.tp, rank // self.tp
+        c, rest = rest % self.cp, rest // self.cp
+        if self.megatron:
+            return t, c, rest // self.dp, rest % self.dp
+        return t, c, rest % self.pp, rest // self.pp
+
+    def expert_rank(self, c: int, d: int) -> int:
+        """The EP rank of CP rank ``c`` of replica ``d`` (its place in its EP group)."""
+        return (c + self.cp * d) % self.ep if self.megatron else d % self.ep
+
+    def ep_groups(self, t: int, p: int) -> list[list[int]]:
+        """The expert-parallel groups of TP rank ``t`` in stage ``p``."""
+        if self.megatron:
+            return [[self.rank(t, j % self.cp, p, j // self.cp) for j in range(f, f + self.ep)]
+                    for f in range(0, self.cp * self.dp, self.ep)]
+        return [[self.rank(t, c, p, d) for d in range(f, f + self.ep)]
+                for f in range(0, self.dp, self.ep) for c in range(self.cp)]
+
+    def expert_dp_group(self, t: int, p: int, e: int) -> list[int]:
+        """The ranks holding the experts of TP rank ``t``, EP rank ``e`` of stage ``p``."""
+        if self.megatron:
+            return [self.rank(t, j % self.cp, p, j // self.cp)
+                    for j in range(e, self.cp * self.dp, self.ep)]
+        return [self.rank(t, c, p, d) for d in range(e, self.dp, self.ep)
+                for c in range(self.cp)]
 
 
 class HybridSpec(Protocol):
@@ -59,19 +113,14 @@ class HybridSpec(Protocol):
     @property
     def data_parallel(self) -> str: ...
     @property
-    def recompute(self) -> str: ...
-    @property
     def bytes_per_param(self) -> int: ...
     @property
     def algorithm(self) -> str: ...
     @property
     def microbatches(self) -> int: ...
     @property
-    def layers_per_chunk(self) -> int: ...
-    @property
     def split(self) -> tuple[int, ...]: ...
-    def layer_times(self) -> tuple[float, float]: ...
-    def logits_time(self) -> float: ...
+    def block_times(self) -> BlockTimes: ...
     def layer_params(self, layer: int) -> int: ...
     def layers_of(self, stage: int) -> list[int]: ...
     def static_bytes(self, stage: int) -> int: ...
@@ -82,47 +131,49 @@ class HybridGraphBuilder:
 
     def __init__(self, spec: HybridSpec) -> None:
         self.spec = spec
-        self.par = spec.parallel
+        self.par = par = spec.parallel
         self.b = GraphBuilder(spec.parallel.world)
-        par, m = self.par, spec.model
+        self.t = t = spec.block_times()
         self.stage_ranks = [
-            [
-                par.rank(t, c, p, d)
-                for d in range(par.dp)
-                for c in range(par.cp)
-                for t in range(par.tp)
-            ]
+            [par.rank(tt, c, p, d) for d in range(par.dp) for c in range(par.cp)
+             for tt in range(par.tp)]
             for p in range(par.pp)
         ]
-        s_local = m.seq // par.cp
-        bpp = spec.bytes_per_param
-        self.tp_bytes = spec.micro_batch * s_local * m.hidden * bpp
-        self.cp_bytes = 2 * spec.micro_batch * m.seq * m.hidden * bpp // par.tp
-        self.send_bytes = self.tp_bytes // par.tp
-        self.act_bytes = m.layer_activation_bytes(
-            spec.micro_batch, par.tp, par.cp, spec.recompute == "full"
-        )
-        self.forward_s, self.backward_s = spec.layer_times()
-        self.logits_s = spec.logits_time()
+        self.send_bytes = t.tp_bytes // par.tp
         self.k = spec.microbatches
         # FSDP: (stage, t) -> first-forward-done tasks per layer in order of first use
         self.first_use: dict[tuple[int, int], list[list[int]]] = {}
         self.gathers: dict[tuple[int, int], int] = {}  # (layer, t) -> all-gather task
+        self.expert_gathers: dict[tuple[int, int, int], int] = {}  # (layer, t, e) -> task
         self.buckets = {p: self._buckets(p) for p in range(par.pp)}
         self.vstages = vstage_layers(spec.split, spec.chunks_per_stage)
+        self.last_op: dict[int, list[int]] = {}  # rank -> its stage's last op's end
+        self.blocked: dict[tuple[int, ...], list[int]] = {}  # an op's output -> its sends
 
     # groups (lists of global ranks)
-    def _tp_group(self, c: int, p: int, d: int) -> list[int]:
-        return [self.par.rank(t, c, p, d) for t in range(self.par.tp)]
-
-    def _cp_group(self, t: int, p: int, d: int) -> list[int]:
-        return [self.par.rank(t, c, p, d) for c in range(self.par.cp)]
+    def _groups(self, kind: str, stage: int) -> list[list[int]]:
+        """Every group of ``kind`` (``tp``, ``cp``, ``ep``) among ``stage``'s ranks."""
+        par, rank = self.par, self.par.rank
+        if kind == "tp":
+            return [[rank(t, c, stage, d) for t in range(par.tp)]
+                    for d in range(par.dp) for c in range(par.cp)]
+        if kind == "cp":
+            return [[rank(t, c, stage, d) for c in range(par.cp)]
+                    for d in range(par.dp) for t in range(par.tp)]
+        return [g for t in range(par.tp) for g in par.ep_groups(t, stage)]
 
     def _dp_group(self, t: int, p: int) -> list[int]:
         return [self.par.rank(t, c, p, d) for d in range(self.par.dp) for c in range(self.par.cp)]
 
+    def _expert_dp_group(self, t: int, p: int, e: int) -> list[int]:
+        return self.par.expert_dp_group(t, p, e)
+
+    def _expert_params(self, layer: int) -> int:
+        m = self.t.moe
+        return m.expert_params[layer] if m is not None else 0
+
     def _buckets(self, stage: int) -> dict[int, tuple[int, int]]:
-        """DDP: layer closing a bucket -> (bucket index, bytes), in backward order."""
+        """DDP/ZeRO: layer closing a bucket -> (bucket index, bytes), in backward order."""
         out: dict[int, tuple[int, int]] = {}
         held = 0
         order = list(reversed(self.spec.layers_of(stage)))
@@ -143,54 +194,80 @@ class HybridGraphBuilder:
         )
         static = [0] * par.world
         for p in range(par.pp):
+            self._final(p)
             for r in self.stage_ranks[p]:
                 static[r] = spec.static_bytes(p)
+                if self.t.optimizer_s:
+                    self.b.compute(r, self.t.optimizer_s[p], name="optimizer step",
+                                   phase="optimizer", deps=self.b.stream_tails(r))
         return self.b.build(static)
 
-    def _transfer(self, src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
-        what = "act" if op.kind == FORWARD else "grad"
+    def _sends(self, src: int, dst: int, forward: bool, microbatch: int,
+               deps: list[int]) -> list[int]:
+        what = "act" if forward else "grad"
         return [
-            self.b.send(
-                s, t, self.send_bytes, deps=(dep,), name=f"{what} mb{op.microbatch}", phase="p2p"
-            )
+            self.b.send(s, t, self.send_bytes, deps=(dep,), name=f"{what} mb{microbatch}",
+                        phase="p2p")
             for s, t, dep in zip(self.stage_ranks[src], self.stage_ranks[dst], deps, strict=True)
         ]
 
+    def _transfer(self, src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
+        if not self.t.p2p_blocking:
+            return self._sends(src, dst, op.kind == FORWARD, op.microbatch, deps)
+        sends = dict(zip(self.stage_ranks[dst], self.blocked.pop(tuple(deps)), strict=True))
+        for group in self._groups("tp", dst):  # Megatron-LM 2021: 1/t sent, then all-gathered
+            if len(group) > 1:
+                gathered = self.b.collective(
+                    group, "all_gather", self.t.tp_bytes, algorithm=self.spec.algorithm,
+                    name=f"recv allgather mb{op.microbatch}", phase="p2p",
+                    deps=[sends[r] for r in group], stream="")
+                sends.update(dict.fromkeys(group, gathered))
+        return [sends[r] for r in self.stage_ranks[dst]]
+
+    def _block_on_send(self, stage: int, vstage: int, op: PipeOp, out: list[int]) -> None:
+        """A blocking send (Megatron-LM 2021): ``op``'s output leaves now, and the stage's
+        compute stream waits for it."""
+        forward = op.kind == FORWARD
+        if not (vstage < self.par.pp * self.spec.chunks_per_stage - 1 if forward
+                else vstage > 0):
+            return
+        dst = (stage + (1 if forward else -1)) % self.par.pp
+        sends = self._sends(stage, dst, forward, op.microbatch, out)
+        self.blocked[tuple(out)] = sends
+        for r, send in zip(self.stage_ranks[stage], sends, strict=True):
+            self.last_op[r] = [self.b.compute(r, 0.0, name=f"wait send mb{op.microbatch}",
+                                              phase="p2p", deps=[send])]
+
     def _run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
-        spec, par = self.spec, self.par
+        par = self.par
         vstage = op.chunk * par.pp + stage
         layers = list(self.vstages[vstage])
         ranks = self.stage_ranks[stage]
         done = {r: ([deps[i]] if deps else []) for i, r in enumerate(ranks)}
         forward = op.kind == FORWARD
-        last_stage = vstage == par.pp * spec.chunks_per_stage - 1
+        phase = "forward" if forward else "backward"
+        last_stage = vstage == par.pp * self.spec.chunks_per_stage - 1
         tag = f" mb{op.microbatch}"
         if not layers:  # a chunk of only the embedding or the loss: an empty kernel
-            phase = "forward" if forward else "backward"
             for r in ranks:
                 done[r] = [self.b.compute(r, 0.0, name=f"chunk{op.chunk} (no layers){tag}",
                                           phase=phase, deps=done[r])]
         if not forward and last_stage:
             for r in ranks:
-                done[r] = [
-                    self.b.compute(
-                        r,
-                        2 * self.logits_s,
-                        name="logits bwd" + tag,
-                        phase="backward",
-                        deps=done[r],
-                    )
-                ]
+                done[r] = [self.b.compute(r, self.t.logits_bwd, name="logits bwd" + tag,
+                                          phase=phase, deps=done[r])]
         for layer in layers if forward else reversed(layers):
             done = self._layer(stage, layer, op, done)
         if forward and last_stage:
             for r in ranks:
-                done[r] = [
-                    self.b.compute(
-                        r, self.logits_s, name="logits" + tag, phase="forward", deps=done[r]
-                    )
-                ]
-        return [done[r][0] for r in ranks]  # after a layer, one task per rank marks it done
+                done[r] = [self.b.compute(r, self.t.logits_fwd, name="logits" + tag,
+                                          phase=phase, deps=done[r])]
+        for r in ranks:
+            self.last_op[r] = done[r]
+        out = [done[r][0] for r in ranks]  # after a layer, one task per rank marks it done
+        if self.t.p2p_blocking and par.pp > 1:
+            self._block_on_send(stage, vstage, op, out)
+        return out
 
     def _layer(
         self, stage: int, layer: int, op: PipeOp, done: dict[int, list[int]]
@@ -199,77 +276,40 @@ class HybridGraphBuilder:
         forward = op.kind == FORWARD
         phase = "forward" if forward else "backward"
         name = f"{'fwd' if forward else 'bwd'} L{layer} mb{op.microbatch}"
-        time_s = self.forward_s if forward else self.backward_s
         fsdp = spec.data_parallel == "fsdp"
         sharded = fsdp and par.dp * par.cp > 1
-        first_fwd = forward and op.microbatch == 0
-        first_bwd = not forward and op.microbatch == 0
+        blocks = layer_blocks(self.t, layer, forward, par.cp > 1)
+        computes = [i for i, blk in enumerate(blocks) if blk.kind == "compute"]
         weights = spec.layer_params(layer) * spec.bytes_per_param
-        out: dict[int, list[int]] = {}
-        for d in range(par.dp):
-            cp_tasks: dict[int, int] = {}
-            if par.cp > 1 and forward:
-                cp_deps = [
-                    [x for r in self._cp_group(t, stage, d) for x in done[r]] for t in range(par.tp)
-                ]
-                cp_tasks = dict(enumerate(self._cp(stage, d, "all_gather", name, phase, cp_deps)))
-            for c in range(par.cp):
-                group = self._tp_group(c, stage, d)
-
-                def extra_deps(
-                    block: str, t: int, cp_tasks: dict[int, int] = cp_tasks
-                ) -> list[int]:
-                    extra = [cp_tasks[t]] if block == "attn" and t in cp_tasks else []
-                    if fsdp and first_fwd and block == "attn":  # the forward's first block
-                        extra.extend(self._gather(stage, layer, t))
-                    return extra
-
-                def after_compute(block: str, halves: list[int], d: int = d) -> list[int]:
-                    if forward or block != "attn" or par.cp == 1:
-                        return halves
-                    deps = [[h] for h in halves]
-                    return self._cp(stage, d, "reduce_scatter", name, phase, deps)
-
-                prev = tp_layer(
-                    b,
-                    group,
-                    time_s,
-                    self.tp_bytes,
-                    algorithm=spec.algorithm,
-                    name=name,
-                    phase=phase,
-                    deps={r: done[r] for r in group},
-                    mem_start=weights if sharded and first_bwd else 0,
-                    mem_end=self.act_bytes if forward else -self.act_bytes,
-                    extra_deps=extra_deps,
-                    after_compute=after_compute,
-                )
-                out.update(prev)
-        if first_fwd and fsdp:
-            self._note_first_use(stage, out)
+        act = self.t.activation_bytes
+        prev = {r: list(done[r]) for r in self.stage_ranks[stage]}
+        for i, blk in enumerate(blocks):
+            if blk.kind == "compute":
+                for r in prev:
+                    extra: list[int] = []
+                    if i == computes[0] and fsdp and forward and op.microbatch == 0:
+                        extra = self._gather(stage, layer, r)
+                    start = weights if sharded and i == computes[0] and not forward and (
+                        op.microbatch == 0) else 0
+                    prev[r] = [b.compute(r, blk.amount, name=f"{name} {blk.label}",
+                                         phase=phase, deps=prev[r] + extra, mem_start=start,
+                                         mem_end=(act if forward else -act)
+                                         if i == computes[-1] else 0)]
+                continue
+            for group in self._groups(blk.kind, stage):
+                if len(group) == 1:
+                    continue
+                task = b.collective(group, blk.collective, int(blk.amount),
+                                    algorithm=spec.algorithm, name=f"{name} {blk.label}",
+                                    phase=phase, deps=[x for r in group for x in prev[r]],
+                                    stream=blk.kind)
+                for r in group:
+                    prev[r] = [task]
+        if forward and op.microbatch == 0 and fsdp:
+            self._note_first_use(stage, prev)
         if not forward and op.microbatch == self.k - 1:
-            self._reduce(stage, layer, out)
-        return out
-
-    def _cp(
-        self, stage: int, d: int, collective: str, name: str, phase: str, deps: list[list[int]]
-    ) -> list[int]:
-        """Context parallelism: the K/V ``collective`` (``all_gather`` forward,
-        ``reduce_scatter`` backward) of every TP rank's CP group of replica ``d``."""
-        what = collective.replace("_", "")
-        return [
-            self.b.collective(
-                self._cp_group(t, stage, d),
-                collective,
-                self.cp_bytes,
-                algorithm=self.spec.algorithm,
-                name=f"{name} kv {what}",
-                phase=phase,
-                deps=deps[t],
-                stream="cp",
-            )
-            for t in range(self.par.tp)
-        ]
+            self._reduce(stage, layer, prev)
+        return prev
 
     def _note_first_use(self, stage: int, out: dict[int, list[int]]) -> None:
         """FSDP: a layer's first forward is done; its tasks, per TP rank, gate the gathers."""
@@ -284,59 +324,102 @@ class HybridGraphBuilder:
                 ]
             )
 
-    def _gather(self, stage: int, layer: int, t: int) -> list[int]:
-        """FSDP: the all-gather of ``layer``'s shard for TP rank ``t``, issued one layer ahead
-        (none when the DP x CP group is one rank: nothing is sharded)."""
-        if self.par.dp * self.par.cp == 1:
+    def _gather(self, stage: int, layer: int, rank: int) -> list[int]:
+        """FSDP: the all-gather of ``layer``'s shard for ``rank``'s TP rank (then of its
+        experts', over its expert data-parallel group), issued one layer ahead (none when the
+        DP x CP group is one rank: nothing is sharded)."""
+        par = self.par
+        if par.dp * par.cp == 1:
             return []
-        key = (layer, t)
-        if key not in self.gathers:
+        t, c, _, d = par.coords(rank)
+        e = par.expert_rank(c, d)
+        if (layer, t) not in self.gathers:
             used = self.first_use.get((stage, t), [])
             deps = used[-2] if len(used) >= 2 else []
-            weights = self.spec.layer_params(layer) * self.spec.bytes_per_param
-            self.gathers[key] = self.b.collective(
-                self._dp_group(t, stage),
-                "all_gather",
-                weights,
-                algorithm=self.spec.algorithm,
-                name=f"allgather L{layer}",
-                phase="forward",
-                deps=deps,
-                stream="dp_gather",
-                mem_start=weights,
-            )
-        return [self.gathers[key]]
+            bpp = self.spec.bytes_per_param
+            weights = self.spec.layer_params(layer) * bpp
+            self.gathers[(layer, t)] = self.b.collective(
+                self._dp_group(t, stage), "all_gather", weights, algorithm=self.spec.algorithm,
+                name=f"allgather L{layer}", phase="forward", deps=deps, stream="dp_gather",
+                mem_start=weights)
+            for ee in range(self.par.ep if self._expert_params(layer) else 0):
+                task = self._expert_collective(t, stage, ee, "all_gather",
+                                               self._expert_params(layer) * bpp,
+                                               f"allgather experts L{layer}", "forward", deps,
+                                               "dp_gather")
+                if task is not None:
+                    self.expert_gathers[(layer, t, ee)] = task
+        expert = self.expert_gathers.get((layer, t, e))
+        return [self.gathers[(layer, t)]] + ([] if expert is None else [expert])
+
+    def _expert_collective(self, t: int, stage: int, e: int, collective: str, nbytes: int,
+                           name: str, phase: str, deps: list[int], stream: str) -> int | None:
+        """``collective`` over the expert data-parallel group of TP rank ``t``, EP rank ``e``
+        (None: a group of one rank)."""
+        group = self._expert_dp_group(t, stage, e)
+        if len(group) == 1:
+            return None
+        return self.b.collective(group, collective, nbytes, algorithm=self.spec.algorithm,
+                                 name=name, phase=phase, deps=deps, stream=stream)
+
+    def _grad(self, nbytes: int) -> int:
+        """Bytes of a reduction of ``nbytes`` of weights (gradients in ``grad_bytes``)."""
+        return nbytes * self.t.grad_bytes // self.spec.bytes_per_param
 
     def _reduce(self, stage: int, layer: int, out: dict[int, list[int]]) -> None:
-        """After a layer's last backward: FSDP reduce-scatter, or a closing DDP bucket."""
+        """After a layer's last backward: FSDP reduce-scatter, or a closing DDP (ZeRO) bucket
+        when the reduction overlaps the backward; then its experts' over their groups."""
         spec, par = self.spec, self.par
         weights = spec.layer_params(layer) * spec.bytes_per_param
+        fsdp = spec.data_parallel == "fsdp"
+        coll = "all_reduce" if spec.data_parallel == "ddp" else "reduce_scatter"
+        if not (fsdp or self.t.grad_overlap):
+            return
         for t in range(par.tp):
             group = self._dp_group(t, stage)
             deps = [x for r in group for x in out[r]]
             if len(group) == 1:
                 continue
-            if spec.data_parallel == "fsdp":
-                self.b.collective(
-                    group,
-                    "reduce_scatter",
-                    weights,
-                    algorithm=spec.algorithm,
-                    name=f"reducescatter L{layer}",
-                    phase="gradient",
-                    deps=deps,
-                    stream="dp",
-                    mem_end=-weights,
-                )
+            if fsdp:
+                self.b.collective(group, "reduce_scatter", self._grad(weights),
+                                  algorithm=spec.algorithm, name=f"reducescatter L{layer}",
+                                  phase="gradient", deps=deps, stream="dp", mem_end=-weights)
             elif layer in self.buckets[stage]:
                 bucket, nbytes = self.buckets[stage][layer]
-                self.b.collective(
-                    group,
-                    "all_reduce",
-                    nbytes,
-                    algorithm=spec.algorithm,
-                    name=f"allreduce bucket{bucket}",
-                    phase="gradient",
-                    deps=deps,
-                    stream="dp",
-                )
+                self.b.collective(group, coll, self._grad(nbytes), algorithm=spec.algorithm,
+                                  name=f"{coll.replace('_', '')} bucket{bucket}",
+                                  phase="gradient", deps=deps, stream="dp")
+            experts = self._expert_params(layer) * spec.bytes_per_param
+            if experts:
+                for e in range(self.par.ep):
+                    self._expert_collective(t, stage, e, coll, self._grad(experts),
+                                            f"{coll.replace('_', '')} experts L{layer}",
+                                            "gradient", deps, "dp")
+
+    def _final(self, stage: int) -> None:
+        """After the stage's last op and reduction: without overlap, DDP's (ZeRO's) one
+        reduction of the whole gradient; ZeRO's all-gather of the updated weights."""
+        spec, par = self.spec, self.par
+        dp = spec.data_parallel
+        if dp == "fsdp" or par.dp * par.cp == 1:
+            return
+        coll = "all_reduce" if dp == "ddp" else "reduce_scatter"
+        bpp = spec.bytes_per_param
+        mine = spec.layers_of(stage)
+        dense = sum(spec.layer_params(i) for i in mine) * bpp
+        experts = sum(self._expert_params(i) for i in mine) * bpp
+        for t in range(par.tp):
+            group = self._dp_group(t, stage)
+            deps = [x for r in group for x in self.last_op[r]]
+            steps = [] if self.t.grad_overlap else [(coll, self._grad(dense), experts and
+                                                     self._grad(experts))]
+            if dp != "ddp":
+                steps.append(("all_gather", dense, experts))
+            for collective, nbytes, expert_bytes in steps:
+                self.b.collective(group, collective, nbytes, algorithm=spec.algorithm,
+                                  name=f"{collective.replace('_', '')} stage{stage}",
+                                  phase="gradient", deps=deps, stream="dp")
+                for e in range(self.par.ep if expert_bytes else 0):
+                    self._expert_collective(t, stage, e, collective, expert_bytes,
+                                            f"{collective.replace('_', '')} experts "
+                                            f"stage{stage}", "gradient", deps, "dp")
