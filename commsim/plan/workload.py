@@ -37,7 +37,7 @@ from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.memory import layer_activation_bytes
 from commsim.plan.models import ModelSpec, model_from_dict
 from commsim.plan.moe_layer import dispatch_bytes, moe_tp_bytes
-from commsim.plan.stack import ATTENTION, PRECISIONS, STACKS, Stack, named_stack
+from commsim.plan.stack import ATTENTION, MOE_OVERLAPS, PRECISIONS, STACKS, Stack, named_stack
 from commsim.replay import fields
 from commsim.replay.hybrid import (
     BLOCK_DATA_PARALLEL,
@@ -50,6 +50,9 @@ from commsim.replay.hybrid_blocks import BlockTimes, MoEBlocks
 from commsim.replay.pipeline import SCHEDULES
 from commsim.replay.transformer import Model
 from commsim.topology import load_topology
+
+#: The choices of a stack's text fields in a workload's ``stack:`` mapping.
+STACK_CHOICES = {"attention": ATTENTION, "precision": PRECISIONS, "moe_overlap": MOE_OVERLAPS}
 
 #: The model keys of a model file beyond the flat description's five.
 PLAN_MODEL_KEYS = ("kv_heads", "ffn_hidden", "mlp", "tied_embeddings", "name", "head_dim",
@@ -156,6 +159,10 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
         raise SpecError("stack.fsdp_reshard: PyTorch FSDP's gathers and reductions in every "
                         "micro-batch are planned but not lowered by the hybrid workload (the "
                         "fsdp workload kind replays them)")
+    if stack.moe_overlap != "none" and model.moe is not None:
+        raise SpecError(f"stack.moe_overlap: {stack.moe_overlap} is planned (a closed form) but "
+                        "not lowered by the hybrid workload, which runs every all-to-all "
+                        "exposed; replay it with moe_overlap none")
     return HybridSpec(
         model=Model(layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                     vocab=model.vocab),
@@ -181,10 +188,14 @@ def _stack(value: object) -> Stack:
         path = f"stack.{key}"
         if isinstance(getattr(defaults, key), bool):
             kw[key] = fields.boolean(value, path)
-        elif key == "grad_bytes":
-            kw[key] = fields.positive_int(value, path)
+        elif isinstance(getattr(defaults, key), int):  # grad_bytes, comm_sms: Stack checks
+            kw[key] = value
         else:
-            kw[key] = fields.choice(value, path, ATTENTION if key == "attention" else PRECISIONS)
+            options = STACK_CHOICES[key]  # spelled as the flags spell them (ep-overlap)
+            text = value.strip().lower() if isinstance(value, str) else ""
+            if text not in options:
+                raise SpecError(f"{path}: must be one of {', '.join(options)} (got {value!r})")
+            kw[key] = text
     try:
         return Stack(**kw)
     except SpecError as exc:

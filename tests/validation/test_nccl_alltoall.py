@@ -164,8 +164,9 @@ GB300 = ("gb300_4gpu_1node_nvl72_alltoall_oci-quickstart.txt",
 def test_gb300_runs_on_the_gb200_nvl72_preset() -> None:
     """OCI's GB300 NVL72 runs (8 and 16 GiB rows only) predicted on gb200-nvl72, as
     benchmarks/validate_alltoall.py does: every rank's NVLink port bounds it (busbw = the
-    preset's 738 GB/s on 4, 8 and 64 ranks), predicted faster than measured, the 2- and 16-node
-    runs within 15% and the one-node run just outside."""
+    preset's 738 GB/s on 4, 8 and 64 ranks) and predicted faster than measured (the median
+    |error| of each run is a benchmark figure, benchmarks/validate_alltoall.py; 16% bounds it
+    here only to catch a wrong reading of the logs)."""
     medians = []
     for name in GB300:
         log = read_nccl_tests(DATA / name)
@@ -178,4 +179,4 @@ def test_gb300_runs_on_the_gb200_nvl72_preset() -> None:
         assert all(r.error_pct < 0 for r in report.rows)
         medians.append(sorted(abs(r.error_pct) for r in report.rows))
     one_node, two_nodes, sixteen = (sum(m) / 2 for m in medians)
-    assert two_nodes < 15 and sixteen < 15 < one_node < 16
+    assert max(one_node, two_nodes, sixteen) < 16
