@@ -66,6 +66,7 @@ unsharded gradients, being reduce-scattered.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -74,7 +75,7 @@ from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import moe_activation_bytes
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
-from commsim.replay.pipeline import FORWARD, stage_orders
+from commsim.replay.pipeline import FORWARD, PipeOp, stage_orders
 from commsim.replay.stages import chunk_layers, even_split, stage_layer_ids
 
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
@@ -170,6 +171,11 @@ class Memory:
         }
 
 
+#: :func:`~commsim.replay.stages.chunk_layers`, memoised (a search asks it per configuration
+#: and stage).
+stage_chunk_layers = lru_cache(maxsize=4096)(chunk_layers)
+
+
 def layer_ids(layers: int, pp: int, chunks: int, stage: int,
               split: tuple[int, ...] = ()) -> list[int]:
     """Global layers of ``stage`` in forward order, chunk by chunk, of ``split`` (each stage's
@@ -238,12 +244,30 @@ def peak_memory(
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
     first (most in flight, the embedding) or the last (logits, the output layer); with
     ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides."""
-    stages = range(pp) if stage_layers else sorted({0, pp - 1})
     where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
                    microbatches=microbatches, schedule=schedule, chunks=chunks,
                    data_parallel=data_parallel, recompute=recompute, stack=stack,
                    split=stage_layers)
-    return max((_stage_memory(model, where, p) for p in stages), key=lambda m: m.total)
+    if not stage_layers:
+        return max((_stage_memory(model, where, p) for p in sorted({0, pp - 1})),
+                   key=lambda m: m.total)
+    # NOTE: uneven stages size every stage, and a search tries ~100,000 configurations of
+    # them (deepseek-v3 --pp 16 on dgx-h100x256); a stage's states do not depend on the
+    # micro-batch, schedule or recompute, nor its activations on dp or the data parallelism,
+    # so each is computed once per the fields it reads (benchmarks/plan_speed.py: 2 min ->
+    # seconds). The sums are the same integers as :func:`_stage_memory`'s.
+    held = _states_per_stage(model, dataclasses.replace(
+        where, micro_batch=0, schedule="", recompute=""))
+    acts = _activations_per_stage(model, dataclasses.replace(where, dp=0, data_parallel=""))
+    buffers = _buffers(model, where)
+    best = 0
+    top = -1
+    for stage in range(pp):
+        weights, grads, optim = held[stage]
+        total = weights + grads + optim + acts[stage] + buffers
+        if total > top:
+            best, top = stage, total
+    return Memory(best, *held[best], acts[best], buffers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -269,38 +293,80 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     """:func:`peak_memory`'s terms for one ``stage``: its layers' states (routed experts
     sharded over the expert data-parallel ranks), the layers it holds in flight, the last
     stage's logits, the buffers."""
-    tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
-    tokens = w.micro_batch * model.seq / cp
-    shards = w.dp * cp
-    params = stage_params(model, tp=tp, pp=pp, stage=stage, chunks=w.chunks, split=w.split)
+    return Memory(stage, *_stage_states(model, w, stage),
+                  _stage_activations(model, w, stage, _sizes(w)), _buffers(model, w))
+
+
+def _sizes(w: _Where) -> tuple[tuple[int, ...], ...] | None:
+    """The layers of each model chunk of each stage (None: equal stages)."""
+    return stage_chunk_layers(w.split, w.chunks) if w.split else None
+
+
+@lru_cache(maxsize=1 << 16)
+def _states_per_stage(model: ModelSpec, w: _Where) -> tuple[tuple[int, int, int], ...]:
+    """:func:`_stage_states` of every stage (``w``'s micro-batch, schedule and recompute
+    unread)."""
+    return tuple(_stage_states(model, w, stage) for stage in range(w.pp))
+
+
+@lru_cache(maxsize=1 << 16)
+def _activations_per_stage(model: ModelSpec, w: _Where) -> tuple[int, ...]:
+    """:func:`_stage_activations` of every stage (``w``'s dp and data parallelism unread)."""
+    sizes = _sizes(w)
+    return tuple(_stage_activations(model, w, stage, sizes) for stage in range(w.pp))
+
+
+def _stage_states(model: ModelSpec, w: _Where, stage: int) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer) bytes of ``stage``'s layers on one rank, routed experts
+    sharded over the expert data-parallel ranks."""
+    tp, stack = w.tp, w.stack
+    shards = w.dp * w.cp
+    params = stage_params(model, tp=tp, pp=w.pp, stage=stage, chunks=w.chunks, split=w.split)
     weights, grads, optim = states(params, w.data_parallel, shards, w.microbatches,
                                    stack.grad_bytes)
-    fp8 = FP8_WEIGHT_BYTES * model.layer_params / tp if stack.precision == "fp8" else 0.0
     if w.data_parallel == "fsdp" and stack.fsdp_reshard:  # PyTorch's: shards, 2 units whole
         weights = (math.ceil(WEIGHT_BYTES * params / shards)
                    + FSDP_GATHERED * WEIGHT_BYTES * math.ceil(model.layer_params / tp))
         grads = math.ceil(stack.grad_bytes * params / shards)
+    if model.moe is not None:
+        experts = states(stage_expert_params(model, tp=w.tp, pp=w.pp, ep=w.ep, stage=stage,
+                                             chunks=w.chunks, split=w.split),
+                         w.data_parallel, max(shards // w.ep, 1), w.microbatches,
+                         w.stack.grad_bytes)
+        weights, grads, optim = weights + experts[0], grads + experts[1], optim + experts[2]
+    return weights, grads, optim
+
+
+def _stage_activations(model: ModelSpec, w: _Where, stage: int,
+                       sizes: tuple[tuple[int, ...], ...] | None) -> int:
+    """The activations ``stage`` holds at its peak: its layers in flight, a recomputed
+    layer's, the last stage's logits (``sizes``: :func:`_sizes`)."""
+    tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
+    tokens = w.micro_batch * model.seq / cp
     if model.moe is None:
         per_layer = layer_activation_bytes(model, w.micro_batch, tp, cp, w.recompute, stack)
     else:
         per_layer = _mean_layer_bytes(model, w.micro_batch, tp, cp, w.ep, w.recompute, stack,
                                       (pp, w.chunks, stage, w.split))
-        experts = states(stage_expert_params(model, tp=tp, pp=pp, ep=w.ep, stage=stage,
-                                             chunks=w.chunks, split=w.split),
-                         w.data_parallel, max(shards // w.ep, 1), w.microbatches,
-                         stack.grad_bytes)
-        weights, grads, optim = weights + experts[0], grads + experts[1], optim + experts[2]
-    if w.split:
-        held = held_layers(w.schedule, pp, w.microbatches, chunk_layers(w.split, w.chunks)[stage],
-                           stage)
+    if sizes is not None:
+        held = held_layers(w.schedule, pp, w.microbatches, sizes[stage], stage)
     else:
         held = (stage_in_flight(w.schedule, pp, w.microbatches, w.chunks, stage)
                 * (model.layers // (pp * w.chunks)))
+    fp8 = FP8_WEIGHT_BYTES * model.layer_params / tp if stack.precision == "fp8" else 0.0
     act = held * (per_layer + (0.0 if w.recompute == "full" else fp8))
     if w.recompute == "full":
         act += layer_activation_bytes(model, w.micro_batch, tp, cp, "none", stack) + fp8
     if stage == pp - 1:
         act += 4.0 * tokens * model.vocab / tp
+    return math.ceil(act)
+
+
+def _buffers(model: ModelSpec, w: _Where) -> int:
+    """A stage's point-to-point and gradient buffers (the same on every stage)."""
+    tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
+    tokens = w.micro_batch * model.seq / cp
+    shards = w.dp * cp
     buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
     if w.data_parallel == "fsdp" and shards > 1:  # a layer's gradient being reduce-scattered
         # the largest layer a rank holds: a dense one, or a MoE layer with its 1/ep of the
@@ -311,7 +377,7 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
         buffers += math.ceil(largest / tp) * WEIGHT_BYTES * stack.grad_bytes // WEIGHT_BYTES
     elif shards > 1:
         buffers += 2 * DEFAULT_BUCKET_BYTES
-    return Memory(stage, weights, grads, optim, math.ceil(act), math.ceil(buffers))
+    return math.ceil(buffers)
 
 
 @lru_cache(maxsize=4096)
@@ -349,11 +415,16 @@ def held_layers(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ..
     return _held_walk(schedule, pp, microbatches, chunks, stage)
 
 
+@lru_cache(maxsize=16)
+def _orders(schedule: str, pp: int, microbatches: int, chunks: int) -> list[list[PipeOp]]:
+    """Every stage's pipeline ops (walked once for all the stages)."""
+    return stage_orders(schedule, stages=pp, microbatches=microbatches, chunks=chunks)
+
+
 @lru_cache(maxsize=1024)
 def _held_walk(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
                stage: int) -> int:
-    order = stage_orders(schedule, stages=pp, microbatches=microbatches,
-                         chunks=len(chunks))[stage]
+    order = _orders(schedule, pp, microbatches, len(chunks))[stage]
     held = peak = 0
     for op in order:
         held += chunks[op.chunk] if op.kind == FORWARD else -chunks[op.chunk]

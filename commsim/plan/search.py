@@ -45,13 +45,13 @@ from commsim.plan.compute import RECOMPUTE, hardware_flops_per_token, model_flop
 from commsim.plan.config import PlanConfig, rank_order
 from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
-from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory
+from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory, stage_chunk_layers
 from commsim.plan.models import ModelSpec
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.graph import MAX_TASKS
 from commsim.replay.pipeline import pipeline_ops
-from commsim.replay.stages import check_split, chunk_layers, is_even, search_split
+from commsim.replay.stages import check_split, is_even, search_split
 
 
 def divisors(n: int) -> list[int]:
@@ -230,7 +230,7 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
 def _unplaced(split: tuple[int, ...], chunks: int) -> str | None:
     """Why ``split``'s stages do not split into ``chunks`` model chunks (None: they do)."""
     try:
-        chunk_layers(split, chunks)
+        stage_chunk_layers(split, chunks)
     except SpecError as exc:
         return str(exc)
     return None
