@@ -66,10 +66,10 @@ unsharded gradients, being reduce-scattered.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import moe_activation_bytes
@@ -240,10 +240,14 @@ def peak_memory(
     stack: Stack = DEFAULT,
     ep: int = 1,
     stage_layers: tuple[int, ...] = (),
+    memo: dict[tuple[object, ...], tuple[Any, ...]] | None = None,
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
     first (most in flight, the embedding) or the last (logits, the output layer); with
-    ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides."""
+    ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides.
+
+    ``memo``: a dict the caller keeps for one ``model`` and ``stack`` (a search's), where the
+    stages' states and activations of uneven splits are kept between calls."""
     where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
                    microbatches=microbatches, schedule=schedule, chunks=chunks,
                    data_parallel=data_parallel, recompute=recompute, stack=stack,
@@ -254,11 +258,20 @@ def peak_memory(
     # NOTE: uneven stages size every stage, and a search tries ~100,000 configurations of
     # them (deepseek-v3 --pp 16 on dgx-h100x256); a stage's states do not depend on the
     # micro-batch, schedule or recompute, nor its activations on dp or the data parallelism,
-    # so each is computed once per the fields it reads (benchmarks/plan_speed.py: 2 min ->
-    # seconds). The sums are the same integers as :func:`_stage_memory`'s.
-    held = _states_per_stage(model, dataclasses.replace(
-        where, micro_batch=0, schedule="", recompute=""))
-    acts = _activations_per_stage(model, dataclasses.replace(where, dp=0, data_parallel=""))
+    # so a search's memo keeps each per the fields it reads, keyed by plain tuples (hashing
+    # the model and stack per look-up cost as much again; benchmarks/plan_speed.py). The
+    # sums are the same integers as :func:`_stage_memory`'s.
+    memo = {} if memo is None else memo
+    skey = ("states", tp, cp, pp, dp, ep, microbatches, chunks, data_parallel, stage_layers)
+    held = memo.get(skey)
+    if held is None:
+        held = memo[skey] = tuple(_stage_states(model, where, p) for p in range(pp))
+    key = ("activations", tp, cp, pp, ep, micro_batch, microbatches, schedule, chunks,
+           recompute, stage_layers)
+    acts = memo.get(key)
+    if acts is None:
+        sizes = _sizes(where)
+        acts = memo[key] = tuple(_stage_activations(model, where, p, sizes) for p in range(pp))
     buffers = _buffers(model, where)
     best = 0
     top = -1
@@ -267,7 +280,8 @@ def peak_memory(
         total = weights + grads + optim + acts[stage] + buffers
         if total > top:
             best, top = stage, total
-    return Memory(best, *held[best], acts[best], buffers)
+    weights, grads, optim = held[best]
+    return Memory(best, weights, grads, optim, acts[best], buffers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -300,20 +314,6 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
 def _sizes(w: _Where) -> tuple[tuple[int, ...], ...] | None:
     """The layers of each model chunk of each stage (None: equal stages)."""
     return stage_chunk_layers(w.split, w.chunks) if w.split else None
-
-
-@lru_cache(maxsize=1 << 16)
-def _states_per_stage(model: ModelSpec, w: _Where) -> tuple[tuple[int, int, int], ...]:
-    """:func:`_stage_states` of every stage (``w``'s micro-batch, schedule and recompute
-    unread)."""
-    return tuple(_stage_states(model, w, stage) for stage in range(w.pp))
-
-
-@lru_cache(maxsize=1 << 16)
-def _activations_per_stage(model: ModelSpec, w: _Where) -> tuple[int, ...]:
-    """:func:`_stage_activations` of every stage (``w``'s dp and data parallelism unread)."""
-    sizes = _sizes(w)
-    return tuple(_stage_activations(model, w, stage, sizes) for stage in range(w.pp))
 
 
 def _stage_states(model: ModelSpec, w: _Where, stage: int) -> tuple[int, int, int]:
