@@ -247,41 +247,39 @@ def peak_memory(
     ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides.
 
     ``memo``: a dict the caller keeps for one ``model`` and ``stack`` (a search's), where the
-    stages' states and activations of uneven splits are kept between calls."""
+    stages' states and activations are kept between calls."""
     where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
                    microbatches=microbatches, schedule=schedule, chunks=chunks,
                    data_parallel=data_parallel, recompute=recompute, stack=stack,
                    split=stage_layers)
-    if not stage_layers:
-        return max((_stage_memory(model, where, p) for p in sorted({0, pp - 1})),
-                   key=lambda m: m.total)
-    # NOTE: uneven stages size every stage, and a search tries ~100,000 configurations of
-    # them (deepseek-v3 --pp 16 on dgx-h100x256); a stage's states do not depend on the
-    # micro-batch, schedule or recompute, nor its activations on dp or the data parallelism,
-    # so a search's memo keeps each per the fields it reads, keyed by plain tuples (hashing
-    # the model and stack per look-up cost as much again; benchmarks/plan_speed.py). The
-    # sums are the same integers as :func:`_stage_memory`'s.
+    # NOTE: a search sizes ~100,000 configurations (deepseek-v3 --pp 16 on dgx-h100x256: 16
+    # stages each); a stage's states do not depend on the micro-batch, schedule or
+    # recompute, nor its activations on dp or the data parallelism, so a search's memo keeps
+    # each per the fields it reads, keyed by plain tuples (hashing the model and stack per
+    # look-up cost as much again; benchmarks/plan_speed.py). The sums are the same integers
+    # as :func:`_stage_memory`'s.
+    stages = range(pp) if stage_layers else sorted({0, pp - 1})
     memo = {} if memo is None else memo
     skey = ("states", tp, cp, pp, dp, ep, microbatches, chunks, data_parallel, stage_layers)
     held = memo.get(skey)
     if held is None:
-        held = memo[skey] = tuple(_stage_states(model, where, p) for p in range(pp))
+        held = memo[skey] = tuple(_stage_states(model, where, p) for p in stages)
     key = ("activations", tp, cp, pp, ep, micro_batch, microbatches, schedule, chunks,
            recompute, stage_layers)
     acts = memo.get(key)
     if acts is None:
         sizes = _sizes(where)
-        acts = memo[key] = tuple(_stage_activations(model, where, p, sizes) for p in range(pp))
+        acts = memo[key] = tuple(_stage_activations(model, where, p, sizes) for p in stages)
     buffers = _buffers(model, where)
     best = 0
     top = -1
-    for stage in range(pp):
-        weights, grads, optim = held[stage]
-        total = weights + grads + optim + acts[stage] + buffers
+    for i in range(len(stages)):
+        weights, grads, optim = held[i]
+        total = weights + grads + optim + acts[i] + buffers
         if total > top:
-            best, top = stage, total
+            best, top = i, total
     weights, grads, optim = held[best]
-    return Memory(best, weights, grads, optim, acts[best], buffers)
+    return Memory(stages[best], weights, grads, optim, acts[best], buffers)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
