@@ -10,7 +10,9 @@ evaluation rate without pruning); and the 70B search again under a what-if with 
 (rank 100 at 1.2x: every configuration's stages at their slowest rank's pace, the top 10 timed
 again on the healthy machine); and DeepSeek-V3 (a mixture of experts: EP searched beside the
 other axes) over 2,048 H100 (``dgx-h100x256``, issue 40's target: <= 10 s) at its published
-global batch of 15,360 sequences. Wall and CPU seconds: on a shared machine the CPU time is the
+global batch of 15,360 sequences, and again with ``--pp 16`` (61 layers on 16 stages: the
+uneven split ``3,4*14,2``, every stage sized for each of ~100,000 configurations; issue 41's
+target: ~10 s). Wall and CPU seconds: on a shared machine the CPU time is the
 steadier figure. ``--quick``: Llama 2 7B over 16 H100, healthy and with one slow GPU, and
 Qwen3-30B-A3B over 16 H100, for the test suite.
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from commsim.plan import plan  # noqa: E402
+from commsim.plan import SearchSpace, plan  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
 
 #: One slow GPU: the what-if of the last case.
@@ -34,6 +36,7 @@ CASES = (
     ("gpt3-6.7b", "dgx-a100x8", 512, 0, "analytic", None),
     ("llama3-70b", "dgx-h100x64", 1024, 10, "analytic", SLOW_GPU),
     ("deepseek-v3", "dgx-h100x256", 15360, 10, "analytic", None),
+    ("deepseek-v3", "dgx-h100x256", 15360, 10, "analytic", None, 16),
 )
 QUICK = (
     ("llama2-7b", "dgx-h100x2", 64, 10, "analytic", None),
@@ -44,15 +47,19 @@ QUICK = (
 
 
 def main() -> None:
-    for model, preset, batch, top, engine, what_if in QUICK if "--quick" in sys.argv else CASES:
+    for model, preset, batch, top, engine, what_if, *pp in (
+            QUICK if "--quick" in sys.argv else CASES):
         load_topology(preset)  # build (and cache) the network outside the timing
         t0, c0 = time.perf_counter(), time.process_time()
-        out = plan(model, preset, global_batch=batch, top=top, engine=engine, what_if=what_if)
+        space = SearchSpace(pp=tuple(pp)) if pp else None
+        out = plan(model, preset, global_batch=batch, top=top, engine=engine, what_if=what_if,
+                   space=space)
         wall, cpu = time.perf_counter() - t0, time.process_time() - c0
         r = out.result
         timed = len(r.configs)
         best = r.configs[0]
         also = "" if what_if is None else f", --what-if {what_if['name']}"
+        also += f", --pp {pp[0]}" if pp else ""
         print(f"{model} on {preset} (global batch {batch}, --top {top}, --engine {engine}{also}): "
               f"{wall:.2f} s ({cpu:.2f} s CPU); "
               f"{r.considered} configurations considered ({r.considered / wall:,.0f}/s), "

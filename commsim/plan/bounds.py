@@ -21,12 +21,11 @@ from functools import lru_cache
 from commsim.plan.compute import LayerTimes, layer_times
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
-from commsim.plan.memory import layer_activation_bytes, moe_share
+from commsim.plan.memory import layer_activation_bytes, moe_share, stage_chunk_layers
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_times
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
-from commsim.replay.stages import chunk_layers
 
 
 @lru_cache(maxsize=4096)
@@ -108,7 +107,7 @@ def split_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int, s
              + t.mlp_recompute)
     if model.moe is not None:  # at most any layer's, dense or MoE
         layer = sum(layer_bound(model, device, cfg, t, stack))
-    sizes = chunk_layers(cfg.stage_layers, cfg.chunks)
+    sizes = stage_chunk_layers(cfg.stage_layers, cfg.chunks)
     out: list[float] = []
     own_only: list[float] = []
     crossed = 0.0
@@ -142,7 +141,7 @@ def comm_bound(model: ModelSpec, cfg: PlanConfig, microbatches: int, timer: Coll
     a2a, last = ((0.0, 0.0) if stack.moe_overlap != "none"
                  else a2a_bound(model, cfg, timer, p, stack.precision))
     if cfg.stage_layers:  # every op of n > 0 layers: all but its last all-reduce (combine)
-        sizes = chunk_layers(cfg.stage_layers, cfg.chunks)[p]
+        sizes = stage_chunk_layers(cfg.stage_layers, cfg.chunks)[p]
         return microbatches * sum(n * (fwd + bwd + a2a) - 2 * ar - last for n in sizes if n)
     return microbatches * cfg.chunks * (per_chunk * (fwd + bwd + a2a) - 2 * ar - last)
 

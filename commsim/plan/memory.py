@@ -74,12 +74,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import moe_activation_bytes
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
-from commsim.replay.pipeline import FORWARD, stage_orders
+from commsim.replay.pipeline import FORWARD, PipeOp, stage_orders
 from commsim.replay.stages import chunk_layers, even_split, stage_layer_ids
 
 DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
@@ -175,6 +176,11 @@ class Memory:
         }
 
 
+#: :func:`~commsim.replay.stages.chunk_layers`, memoised (a search asks it per configuration
+#: and stage).
+stage_chunk_layers = lru_cache(maxsize=4096)(chunk_layers)
+
+
 def layer_ids(layers: int, pp: int, chunks: int, stage: int,
               split: tuple[int, ...] = ()) -> list[int]:
     """Global layers of ``stage`` in forward order, chunk by chunk, of ``split`` (each stage's
@@ -239,19 +245,51 @@ def peak_memory(
     stack: Stack = DEFAULT,
     ep: int = 1,
     stage_layers: tuple[int, ...] = (),
+    memo: dict[tuple[object, ...], tuple[Any, ...]] | None = None,
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
     first (most in flight, the embedding) or the last (logits, the output layer); with
-    ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides."""
-    stages = range(pp) if stage_layers else sorted({0, pp - 1})
+    ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides.
+
+    ``memo``: a dict the caller keeps for one ``model`` and ``stack`` (a search's), where the
+    stages' states and activations are kept between calls."""
     where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
                    microbatches=microbatches, schedule=schedule, chunks=chunks,
                    data_parallel=data_parallel, recompute=recompute, stack=stack,
                    split=stage_layers)
-    if stack.moe_overlap == "dualpipe" and model.moe is not None and pp > 1:
-        return max((_dual(_stage_memory(model, where, r), _stage_memory(model, where, pp - 1 - r))
-                    for r in range(pp // 2)), key=lambda m: m.total)
-    return max((_stage_memory(model, where, p) for p in stages), key=lambda m: m.total)
+    # NOTE: a search sizes ~100,000 configurations (deepseek-v3 --pp 16 on dgx-h100x256: 16
+    # stages each); a stage's states do not depend on the micro-batch, schedule or
+    # recompute, nor its activations on dp or the data parallelism, so a search's memo keeps
+    # each per the fields it reads, keyed by plain tuples (hashing the model and stack per
+    # look-up cost as much again; benchmarks/plan_speed.py). The sums are the same integers
+    # as :func:`_stage_memory`'s.
+    dual = stack.moe_overlap == "dualpipe" and model.moe is not None and pp > 1
+    stages = range(pp) if stage_layers or dual else sorted({0, pp - 1})
+    memo = {} if memo is None else memo
+    skey = ("states", tp, cp, pp, dp, ep, microbatches, chunks, data_parallel, stage_layers)
+    held = memo.get(skey)
+    if held is None:
+        held = memo[skey] = tuple(_stage_states(model, where, p) for p in stages)
+    key = ("activations", tp, cp, pp, ep, micro_batch, microbatches, schedule, chunks,
+           recompute, stage_layers)
+    acts = memo.get(key)
+    if acts is None:
+        sizes = _sizes(where)
+        acts = memo[key] = tuple(_stage_activations(model, where, p, sizes) for p in stages)
+    buffers = _buffers(model, where)
+    if dual:  # DualPipe: rank r holds stages r and pp - 1 - r
+        mems = [Memory(p, *held[i], acts[i], buffers) for i, p in enumerate(stages)]
+        return max((_dual(mems[r], mems[pp - 1 - r]) for r in range(pp // 2)),
+                   key=lambda m: m.total)
+    best = 0
+    top = -1
+    for i in range(len(stages)):
+        weights, grads, optim = held[i]
+        total = weights + grads + optim + acts[i] + buffers
+        if total > top:
+            best, top = i, total
+    weights, grads, optim = held[best]
+    return Memory(stages[best], weights, grads, optim, acts[best], buffers)
 
 
 def _dual(a: Memory, b: Memory) -> Memory:
@@ -285,39 +323,67 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
     """:func:`peak_memory`'s terms for one ``stage``: its layers' states (routed experts
     sharded over the expert data-parallel ranks), the layers it holds in flight, the last
     stage's logits, the buffers."""
-    tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
-    tokens = w.micro_batch * model.seq / cp
-    shards = w.dp * cp
-    params = stage_params(model, tp=tp, pp=pp, stage=stage, chunks=w.chunks, split=w.split)
+    return Memory(stage, *_stage_states(model, w, stage),
+                  _stage_activations(model, w, stage, _sizes(w)), _buffers(model, w))
+
+
+def _sizes(w: _Where) -> tuple[tuple[int, ...], ...] | None:
+    """The layers of each model chunk of each stage (None: equal stages)."""
+    return stage_chunk_layers(w.split, w.chunks) if w.split else None
+
+
+def _stage_states(model: ModelSpec, w: _Where, stage: int) -> tuple[int, int, int]:
+    """(weights, gradients, optimizer) bytes of ``stage``'s layers on one rank, routed experts
+    sharded over the expert data-parallel ranks."""
+    tp, stack = w.tp, w.stack
+    shards = w.dp * w.cp
+    params = stage_params(model, tp=tp, pp=w.pp, stage=stage, chunks=w.chunks, split=w.split)
     weights, grads, optim = states(params, w.data_parallel, shards, w.microbatches,
                                    stack.grad_bytes)
-    fp8 = FP8_WEIGHT_BYTES * _fp8_layer_params(model, w, stage) / tp \
-        if stack.precision == "fp8" else 0.0
     if w.data_parallel == "fsdp" and stack.fsdp_reshard:  # PyTorch's: shards, 2 units whole
         weights = (math.ceil(WEIGHT_BYTES * params / shards)
                    + FSDP_GATHERED * WEIGHT_BYTES * math.ceil(model.layer_params / tp))
         grads = math.ceil(stack.grad_bytes * params / shards)
+    if model.moe is not None:
+        experts = states(stage_expert_params(model, tp=w.tp, pp=w.pp, ep=w.ep, stage=stage,
+                                             chunks=w.chunks, split=w.split),
+                         w.data_parallel, max(shards // w.ep, 1), w.microbatches,
+                         w.stack.grad_bytes)
+        weights, grads, optim = weights + experts[0], grads + experts[1], optim + experts[2]
+    return weights, grads, optim
+
+
+def _stage_activations(model: ModelSpec, w: _Where, stage: int,
+                       sizes: tuple[tuple[int, ...], ...] | None) -> int:
+    """The activations ``stage`` holds at its peak: its layers in flight, a recomputed
+    layer's, the last stage's logits (``sizes``: :func:`_sizes`)."""
+    tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
+    tokens = w.micro_batch * model.seq / cp
     if model.moe is None:
         per_layer = layer_activation_bytes(model, w.micro_batch, tp, cp, w.recompute, stack)
     else:
         per_layer = _mean_layer_bytes(model, w.micro_batch, tp, cp, w.ep, w.recompute, stack,
                                       (pp, w.chunks, stage, w.split))
-        experts = states(stage_expert_params(model, tp=tp, pp=pp, ep=w.ep, stage=stage,
-                                             chunks=w.chunks, split=w.split),
-                         w.data_parallel, max(shards // w.ep, 1), w.microbatches,
-                         stack.grad_bytes)
-        weights, grads, optim = weights + experts[0], grads + experts[1], optim + experts[2]
-    if w.split:
-        held = held_layers(w.schedule, pp, w.microbatches, chunk_layers(w.split, w.chunks)[stage],
-                           stage)
+    if sizes is not None:
+        held = held_layers(w.schedule, pp, w.microbatches, sizes[stage], stage)
     else:
         held = (stage_in_flight(w.schedule, pp, w.microbatches, w.chunks, stage)
                 * (model.layers // (pp * w.chunks)))
+    fp8 = FP8_WEIGHT_BYTES * _fp8_layer_params(model, w, stage) / tp \
+        if stack.precision == "fp8" else 0.0
     act = held * (per_layer + (0.0 if w.recompute == "full" else fp8))
     if w.recompute == "full":
         act += layer_activation_bytes(model, w.micro_batch, tp, cp, "none", stack) + fp8
     if stage == pp - 1:
         act += 4.0 * tokens * model.vocab / tp
+    return math.ceil(act)
+
+
+def _buffers(model: ModelSpec, w: _Where) -> int:
+    """A stage's point-to-point and gradient buffers (the same on every stage)."""
+    tp, cp, pp, stack = w.tp, w.cp, w.pp, w.stack
+    tokens = w.micro_batch * model.seq / cp
+    shards = w.dp * cp
     buffers = 2 * 2 * tokens * model.hidden / tp if pp > 1 else 0.0
     if w.data_parallel == "fsdp" and shards > 1:  # a layer's gradient being reduce-scattered
         # the largest layer a rank holds: a dense one, or a MoE layer with its 1/ep of the
@@ -328,7 +394,7 @@ def _stage_memory(model: ModelSpec, w: _Where, stage: int) -> Memory:
         buffers += math.ceil(largest / tp) * WEIGHT_BYTES * stack.grad_bytes // WEIGHT_BYTES
     elif shards > 1:
         buffers += 2 * DEFAULT_BUCKET_BYTES
-    return Memory(stage, weights, grads, optim, math.ceil(act), math.ceil(buffers))
+    return math.ceil(buffers)
 
 
 def _fp8_layer_params(model: ModelSpec, w: _Where, stage: int) -> float:
@@ -378,11 +444,16 @@ def held_layers(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ..
     return _held_walk(schedule, pp, microbatches, chunks, stage)
 
 
+@lru_cache(maxsize=16)
+def _orders(schedule: str, pp: int, microbatches: int, chunks: int) -> list[list[PipeOp]]:
+    """Every stage's pipeline ops (walked once for all the stages)."""
+    return stage_orders(schedule, stages=pp, microbatches=microbatches, chunks=chunks)
+
+
 @lru_cache(maxsize=1024)
 def _held_walk(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
                stage: int) -> int:
-    order = stage_orders(schedule, stages=pp, microbatches=microbatches,
-                         chunks=len(chunks))[stage]
+    order = _orders(schedule, pp, microbatches, len(chunks))[stage]
     held = peak = 0
     for op in order:
         held += chunks[op.chunk] if op.kind == FORWARD else -chunks[op.chunk]

@@ -45,14 +45,14 @@ from commsim.plan.compute import RECOMPUTE, hardware_flops_per_token, model_flop
 from commsim.plan.config import PlanConfig, rank_order
 from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
-from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory
+from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory, stage_chunk_layers
 from commsim.plan.models import ModelSpec
 from commsim.plan.overlap import unfit
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay.graph import MAX_TASKS
 from commsim.replay.pipeline import pipeline_ops
-from commsim.replay.stages import check_split, chunk_layers, is_even, search_split
+from commsim.replay.stages import check_split, is_even, search_split
 
 
 def divisors(n: int) -> list[int]:
@@ -231,7 +231,7 @@ def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
 def _unplaced(split: tuple[int, ...], chunks: int) -> str | None:
     """Why ``split``'s stages do not split into ``chunks`` model chunks (None: they do)."""
     try:
-        chunk_layers(split, chunks)
+        stage_chunk_layers(split, chunks)
     except SpecError as exc:
         return str(exc)
     return None
@@ -275,6 +275,7 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
     ``factors``: each GPU's compute factor under a what-if)."""
     _check_space(model, gpus, space)
     out: list[_Candidate] = []
+    memo: dict[tuple[object, ...], tuple[Any, ...]] = {}  # per-stage costs (_candidate)
     order = rank_order(model.moe is not None)
     for tp, cp, pp, dp in _layouts(model, gpus, space, result.rejected):
         axes: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
@@ -307,7 +308,7 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                     if why:
                         result.rejected.append(Rejected(cfg.axes(), why))
                     else:
-                        out.append(_candidate(model, device, cfg, k, stack, per_stage))
+                        out.append(_candidate(model, device, cfg, k, stack, per_stage, memo))
     result.considered = len(out) + len(result.rejected)
     return out
 
@@ -321,14 +322,26 @@ def _layout_factors(factors: np.ndarray, tpcp: int, pp: int, dp: int,
 
 
 def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
-               stack: Stack, per_stage: tuple[float, ...] | None = None) -> _Candidate:
+               stack: Stack, per_stage: tuple[float, ...] | None = None,
+               memo: dict[tuple[object, ...], tuple[Any, ...]] | None = None) -> _Candidate:
+    """A configuration's memory and compute bound; ``memo``: one search's (one model and
+    stack) per-stage costs, kept between configurations."""
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
                       micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
                       recompute=cfg.recompute, stack=stack, ep=cfg.ep,
-                      stage_layers=cfg.stage_layers)
+                      stage_layers=cfg.stage_layers, memo=memo)
     if cfg.stage_layers:
-        stages = split_bound(model, device, cfg, k, stack, per_stage or (1.0,) * cfg.pp)
+        # NOTE: the split's bound reads neither dp nor the data parallelism: one per key
+        # (benchmarks/plan_speed.py, deepseek-v3 --pp 16)
+        factors = per_stage or (1.0,) * cfg.pp
+        key = ("split_bound", cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, cfg.ep,
+               cfg.chunks, cfg.stage_layers, cfg.order, k, factors)
+        stages = memo.get(key) if memo is not None else None
+        if stages is None:
+            stages = split_bound(model, device, cfg, k, stack, factors)
+            if memo is not None:
+                memo[key] = stages
         return _Candidate(cfg, k, mem, max(stages), per_stage or (), stages)
     if per_stage is None:
         return _Candidate(cfg, k, mem, step_bound(model, device, cfg, k, stack))

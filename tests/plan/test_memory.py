@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from commsim.errors import SpecError
 from commsim.plan.memory import (
     in_flight,
     layer_activation_bytes,
@@ -91,3 +92,43 @@ def test_in_flight_closed_form_matches_the_schedule(schedule, chunks):
                                    for s in range(pp))
     assert in_flight("1f1b", 4, 16, 1)[0] == 4
     assert in_flight("gpipe", 4, 16, 1)[0] == 16
+
+
+@pytest.mark.parametrize("stack", [Stack(), Stack(precision="fp8", fsdp_reshard=True)])
+def test_memoised_peak_memory_is_every_stage_sized(stack):
+    """peak_memory (its states and activations memoised per the fields each reads, in one
+    dict shared by many configurations as a search shares it) gives exactly the Memory of the
+    heaviest stage sized term by term (_stage_memory of each stage, the first on ties): every
+    stage of stages of different layers, the first and last of equal ones; for dense and MoE
+    models, every schedule, data parallelism and recompute."""
+    import itertools
+
+    from commsim.plan.memory import _stage_memory, _Where
+
+    memo: dict = {}
+    cases = [(catalogue_model("deepseek-v3"), (3, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 2), 16),
+             (catalogue_model("llama3-70b"), (11, 12, 12, 12, 12, 11, 10), 7),
+             (catalogue_model("llama3-70b"), (), 4)]
+    checked = 0
+    for model, split, pp in cases:
+        stages = range(pp) if split else (0, pp - 1)
+        for (schedule, chunks), dpm, rc, (tp, dp, ep), mb in itertools.product(
+                [("1f1b", 1), ("gpipe", 1), ("interleaved", 2)],
+                ["ddp", "zero1", "zero2", "fsdp"], ["none", "selective", "full"],
+                [(1, 8, 8), (2, 4, 1)], [1, 2]):
+            k = 2 * pp
+            kw = dict(tp=tp, cp=1, pp=pp, dp=dp, micro_batch=mb, microbatches=k,
+                      schedule=schedule, chunks=chunks, data_parallel=dpm, recompute=rc,
+                      stack=stack, ep=ep if model.moe else 1, stage_layers=split)
+            where = _Where(tp=tp, cp=1, pp=pp, dp=dp, ep=kw["ep"], micro_batch=mb,
+                           microbatches=k, schedule=schedule, chunks=chunks,
+                           data_parallel=dpm, recompute=rc, stack=stack, split=split)
+            try:
+                want = max((_stage_memory(model, where, p) for p in stages),
+                           key=lambda m: m.total)
+            except SpecError:  # the split's stages do not divide into the chunks
+                continue
+            assert peak_memory(model, memo=memo, **kw) == want
+            assert peak_memory(model, **kw) == want
+            checked += 1
+    assert checked > 150 and memo
