@@ -31,6 +31,7 @@ from commsim.collectives import Collective, parse_collective
 from commsim.engine.evaluate import Evaluation, check_engine, evaluate
 from commsim.errors import ScheduleError, SpecError
 from commsim.nccl import PIPELINED, NcclModel
+from commsim.nccl_tree import MAX_TREE_TRANSFERS
 from commsim.network import Network
 from commsim.progress import Progress
 from commsim.results import Result
@@ -127,10 +128,17 @@ class CollectiveCall:
             object.__setattr__(self, "group", tuple(int(r) for r in self.group))
 
 
-def _no_schedule(label: str) -> str:
+def _no_schedule(label: str, name: str) -> str:
+    if name == PIPELINED:
+        return (
+            f"no transfers for {label}: NCCL's tree across hosts is simulated as a schedule "
+            f"under --engine des up to {MAX_TREE_TRANSFERS} transfers; this call was timed by "
+            "its closed form, the composed estimate of its phases (use --engine des, or fewer "
+            "ranks)"
+        )
     return (
-        f"no transfers for {label}: NCCL's pipelined phases across hosts are timed as a "
-        "composed estimate, not a schedule (name a scheduled algorithm, e.g. --algorithm ring, "
+        f"no transfers for {label}: NCCL's NVLS and CollNet across hosts are timed as a "
+        "composed estimate of their phases (name a scheduled algorithm, e.g. --algorithm ring, "
         "or use --protocol none for commsim's own schedules)"
     )
 
@@ -169,7 +177,7 @@ class Timer:
             self._drop_records(call.group, c, [x for x in among if x != best], ranking)
         result = self._result(call.group, c, net, best, engine, records)
         if records and result.schedule is None:
-            raise SpecError(_no_schedule(result.label))
+            raise SpecError(_no_schedule(result.label, result.algorithm))
         return result
 
     def group_network(self, group: tuple[int, ...] | None) -> Network:
@@ -340,7 +348,7 @@ class Timer:
         if done.schedule is not None:
             return result
         if protocol is not None and NcclModel.of(net).composed(name, c.ranks):
-            return replace(result, records_error=_no_schedule(result.label))
+            return replace(result, records_error=_no_schedule(result.label, name))
 
         def with_records() -> Result:
             return self._result(group, c, net, candidate, engine, True)
