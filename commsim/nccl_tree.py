@@ -45,9 +45,10 @@ if TYPE_CHECKING:
     from commsim.nccl_composed import PhaseNetworks
 
 #: The most transfers the DES simulates of a pipelined schedule: its pieces contend on every
-#: link they share, at about 0.3 to 1 ms a transfer on two cores (1,280 transfers of 8 x 8
-#: V100 in 0.4 s, 10,240 in 10 s), so this keeps a call under a few seconds.
-MAX_TREE_TRANSFERS = 4096
+#: link they share, at about 0.1 to 1 ms a transfer on two cores (8 pieces of 4 x 8 H100 at
+#: 256 MiB, 5,120 transfers, in 0.8 s; 10,240 of 8 x 8 V100 in 10 s), so this keeps a call
+#: within seconds and lets four hosts of eight GPUs pipeline 8 pieces or more.
+MAX_TREE_TRANSFERS = 8192
 #: The fewest pieces (where the size has that many, :func:`pieces_wanted`) that pipeline the
 #: phases well enough to stand for NCCL's stream of chunks: 8 pieces of a 2 x 8 H100 tree at
 #: 256 MiB took 1.05 x the composed estimate, 4 pieces 1.15 x. A call that affords fewer is

@@ -128,18 +128,12 @@ class CollectiveCall:
             object.__setattr__(self, "group", tuple(int(r) for r in self.group))
 
 
-def _no_schedule(label: str, name: str) -> str:
-    if name == PIPELINED:
-        return (
-            f"no transfers for {label}: NCCL's tree across hosts is simulated as a schedule "
-            f"under --engine des up to {MAX_TREE_TRANSFERS} transfers; this call was timed by "
-            "its closed form, the composed estimate of its phases (use --engine des, or fewer "
-            "ranks)"
-        )
+def _no_schedule(label: str) -> str:
     return (
-        f"no transfers for {label}: NCCL's NVLS and CollNet across hosts are timed as a "
-        "composed estimate of their phases (name a scheduled algorithm, e.g. --algorithm ring, "
-        "or use --protocol none for commsim's own schedules)"
+        f"no transfers for {label}: NCCL's tree, NVLS and CollNet across hosts are simulated as "
+        f"pipelined schedules under --engine des up to {MAX_TREE_TRANSFERS} transfers; this "
+        "call was timed by its closed form, the composed estimate of its phases, which has "
+        "none (use --engine des, or fewer ranks)"
     )
 
 
@@ -177,7 +171,7 @@ class Timer:
             self._drop_records(call.group, c, [x for x in among if x != best], ranking)
         result = self._result(call.group, c, net, best, engine, records)
         if records and result.schedule is None:
-            raise SpecError(_no_schedule(result.label, result.algorithm))
+            raise SpecError(_no_schedule(result.label))
         return result
 
     def group_network(self, group: tuple[int, ...] | None) -> Network:
@@ -348,7 +342,7 @@ class Timer:
         if done.schedule is not None:
             return result
         if protocol is not None and NcclModel.of(net).composed(name, c.ranks):
-            return replace(result, records_error=_no_schedule(result.label, name))
+            return replace(result, records_error=_no_schedule(result.label))
 
         def with_records() -> Result:
             return self._result(group, c, net, candidate, engine, True)

@@ -112,9 +112,9 @@ def test_at_the_cap_the_call_runs_paced() -> None:
 
 def test_beyond_the_budget_the_composed_estimate_answers() -> None:
     """A pipelined tree that cannot have :data:`MIN_PIECES` pieces within
-    :data:`MAX_TREE_TRANSFERS` (4 x 8 ranks at 256 MiB) is timed by its composed estimate
+    :data:`MAX_TREE_TRANSFERS` (8 x 8 ranks at 256 MiB) is timed by its composed estimate
     even under the DES, and asking for its records says why in one line."""
-    net = load_topology("dgx-h100x4")
+    net = load_topology("dgx-h100x8")
     call = make_call("all_reduce", net, 256 << 20)
     model = NcclModel.of(net)
     done = model.evaluate(call, "hierarchical_pipelined", "Simple", "des")

@@ -33,7 +33,7 @@ RTOL = 1e-9
 #: took over two minutes of the suite, three quarters of it on presets that repeat one of
 #: these paths): an NVSwitch node under NCCL; per-pair NVLink (hybrid cube-mesh); GPUs joined
 #: through host memory (no P2P); NVLink bridges beside PCIe (no LL128); hosts whose all_reduce
-#: is NCCL's composed trees (no schedule: refused in one line); one GPU per host, over the
+#: is NCCL's pipelined tree or NVLS across hosts (schedules of pieces); one GPU per host, over the
 #: network; more ranks than the DES ranks candidates for (72); a TPU torus (no NCCL).
 FILE_OUTPUT_PRESETS = ["dgx-a100", "dgx1-v100", "geforce-gen4-8gpu", "pcie-nvbridge-8gpu",
                        "dgx-h100x2", "pcie-v100x2", "gb200-nvl72", "tpu-v4-64"]
@@ -124,8 +124,8 @@ def test_file_outputs_never_change_a_printed_time(
     preset: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Adding --trace --transfers (and --plot for all_reduce) leaves the printed table and
-    JSON byte-identical; where the chosen algorithm has no schedule (NCCL's composed trees
-    across hosts) the command says so in one line instead of choosing another."""
+    JSON byte-identical; where the chosen algorithm has no schedule (a call NCCL's composed
+    estimate times across hosts) the command says so in one line instead of choosing another."""
     for collective in COLLECTIVES:
         base = ["run", collective, "-t", preset, "-s", "1MiB"]
         files = ["--trace", str(tmp_path / "t.json"), "--transfers", str(tmp_path / "t.csv")]

