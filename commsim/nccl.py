@@ -497,6 +497,13 @@ class NcclModel:
                                    active, call.collective, latency)
         return relabel(done, order, plain)
 
+    def composed_estimate(self, call: Call, name: str, protocol: str,
+                          engine: str) -> Evaluation:
+        """The composed estimate of a composed candidate (its phases timed by ``engine``), what
+        ``auto`` ranks it by (:class:`~commsim.nccl_composed.ComposedTimer`)."""
+        return ComposedTimer(self, engine).evaluate(call.collective, call.ranks, call.nbytes,
+                                                    name, self.protocol(protocol))
+
     def _composed(self, call: Call, name: str, proto: Protocol, engine: str) -> Evaluation:
         """A composed candidate (NCCL's tree, NVLS or CollNet across hosts): under the DES,
         while its schedule fits the DES's budget, that schedule simulated
@@ -505,5 +512,4 @@ class NcclModel:
         done = evaluate_tree(self, call, name, proto) if engine == "des" else None
         if done is not None:
             return done
-        return ComposedTimer(self, engine).evaluate(call.collective, call.ranks, call.nbytes,
-                                                    name, proto)
+        return self.composed_estimate(call, name, proto.name, engine)

@@ -27,7 +27,7 @@ import numpy as np
 
 from commsim.algorithms.base import Call
 from commsim.algorithms.hierarchical_rows import hierarchical_columns
-from commsim.algorithms.innetwork import NVLS, endpoints, network_for
+from commsim.algorithms.innetwork import COLLNET, NVLS, endpoints, network_for
 from commsim.algorithms.innetwork_columns import collnet_columns, nvls_tree_columns
 from commsim.algorithms.pipelined import MAX_PIECES, chained
 from commsim.algorithms.pipelined import NAME as PIPELINED
@@ -153,12 +153,16 @@ def tree_network(model: PhaseNetworks, schedule: Schedule, protocol: Protocol) -
     pairs = np.unique(np.stack([cols.src[across], cols.dst[across]]), axis=1)
     railed = np.zeros(len(rail.links), dtype=bool)
     railed[rail.route_links(pairs[0], pairs[1])] = True
+    # NCCL's tuner counts a tree (and the NVLS tree) across more than two hosts at each NIC
+    # carrying a rail's bytes twice (tuning.cc: bwInter; docs/nccl.md, "Trees"); the rails here
+    # carry 2 (H - 1) / H of them, so they run at (H - 1) / H of their links
+    slower = (hosts - 1) / hosts if hosts > 2 and schedule.algorithm != COLLNET else 1.0
 
     def change(_: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         inner, outer = link_values(host.links, at), link_values(rail.links, at)
         on = railed[at]
         return (np.where(on, outer.latency_s, inner.latency_s),
-                np.where(on, outer.bandwidth_Bps, inner.bandwidth_Bps))
+                np.where(on, outer.bandwidth_Bps * slower, inner.bandwidth_Bps))
 
     return rail.rebuilt(name=f"{model.network.name}+{family}+{name}",
                         links=DerivedLinks(rail.links, change))

@@ -317,7 +317,19 @@ class Timer:
 
     def _total(self, group: tuple[int, ...] | None, c: Call, net: Network,
                candidate: Candidate, engine: str) -> float:
-        device = self._evaluate(group, c, net, candidate, engine).time_s
+        """A candidate's time for ranking: NCCL's composed candidates across hosts by their
+        composed estimate (with ``engine``'s phases: a pipelined schedule's DES costs seconds,
+        and only the chosen one is simulated), every other by its evaluation."""
+        name, protocol = candidate
+        if protocol is not None and c.nbytes and c.ranks > 1 \
+                and NcclModel.of(net).composed(name, c.ranks):
+            key = (group, c, candidate, f"composed {engine}")
+            if key not in self._evaluations:
+                self._evaluations[key] = NcclModel.of(net).composed_estimate(
+                    c, name, protocol, engine)
+            device = self._evaluations[key].time_s
+        else:
+            device = self._evaluate(group, c, net, candidate, engine).time_s
         return self._launch_s(c, net, candidate, device) + device
 
     def _result(self, group: tuple[int, ...] | None, c: Call, net: Network,
