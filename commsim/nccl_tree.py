@@ -102,7 +102,10 @@ def evaluate_tree(model: PhaseNetworks, call: Call, name: str,
     ``protocol`` as its pipelined schedule, simulated; NCCL's tree paced at its tree cap where
     that is slower (see the module docstring). Launch latency not included. None where the
     schedule is beyond the DES's budget (:func:`pipelined_schedule`)."""
-    schedule = pipelined_schedule(call, name, model.hosts(call.ranks))
+    # each host's ranks in the order of NCCL's ring, so the host rings follow its NVLinks
+    where = {rank: k for k, rank in enumerate(model.ring_order(call.ranks))}
+    groups = [sorted(group, key=where.__getitem__) for group in model.hosts(call.ranks)]
+    schedule = pipelined_schedule(call, name, groups)
     if schedule is None:
         return None
     net = network_for(call, tree_network(model, schedule, protocol), name)
@@ -138,9 +141,10 @@ def tree_network(model: PhaseNetworks, schedule: Schedule, protocol: Protocol) -
         everyone, protocol, family, 1, active_channels(nbytes, per_host, family, name,
                                                        channels)[0],
         latency=latency, scale=scale, nodes=1)
-    share = min(1.0, model.ring_channels(ranks) / per_host)
+    # every rail runs at once: where GPUs share a NIC the simulation shares it (the composed
+    # estimate, timing one rail alone, gives it its share instead)
     rail = model.phase_network(
-        everyone, protocol, family, share,
+        everyone, protocol, family, 1,
         active_channels(max(nbytes // per_host, 1), hosts, family, name, channels)[0],
         latency=latency, scale=scale)
     # the host of every endpoint: a switch's -1; NVLS's switches are its hosts', CollNet's
