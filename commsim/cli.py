@@ -372,7 +372,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     results = run_on(network)
     healthy = run_on(healthy_network) if what_if is not None else None
     # File outputs read the records of the same evaluations: they never change a time, and a
-    # result without records (NCCL's composed estimates) fails here, before anything is written.
+    # result without records (a call NCCL's composed estimate times) fails here, before anything
+    # is written.
     if args.transfers or args.trace or (args.plot and not many):
         recorded = [r.with_records() for r in results]
         keep = _trace_keep(args, recorded) if args.trace is not None else None

@@ -11,10 +11,10 @@ topology. docs/nccl.md explains every part with its source; the constants are in
 **Algorithms.** broadcast, reduce, all_gather and reduce_scatter run NCCL's *ring* (broadcast
 and reduce as a pipelined chain along it); all_reduce runs *ring*, *tree* (commsim's
 ``double_binary_tree``), across hosts ``hierarchical_pipelined`` (NCCL's trees, which overlap
-the host and network phases: ``max(host, network) + min(their latencies)``), ``nvls`` where
-the node switch reduces (NVLink SHARP) and ``collnet`` where the fabric does (InfiniBand
-SHARP); across hosts NVLS and CollNet are composed the same pipelined way
-(:mod:`commsim.nccl_composed`).
+the host and network phases), ``nvls`` where the node switch reduces (NVLink SHARP) and
+``collnet`` where the fabric does (InfiniBand SHARP). Across hosts all three run as schedules
+in pipelined pieces (:mod:`commsim.nccl_tree`), their closed form the composed estimate
+``max(host, network) + min(their latencies)`` (:mod:`commsim.nccl_composed`).
 
 **The floor** of a call (:meth:`NcclModel.floor`) is the sum of named parts: the launch
 (``base``: tuning.cc ``baseLat`` of the algorithm family and protocol), the hops of its
@@ -76,6 +76,7 @@ from commsim.nccl_tables import (
     tables,
     tree_correction,
 )
+from commsim.nccl_tree import evaluate_tree
 from commsim.network import Network
 
 #: The algorithms NCCL's tuner considers for each collective, as commsim algorithms (nvls and
@@ -230,21 +231,23 @@ class NcclModel:
     def phase_network(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
                       channels: float = 1, active: int | None = None,
                       collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
-                      scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0)
-                      ) -> Network:
+                      scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0),
+                      nodes: int | None = None) -> Network:
         """The protocol network of ``ranks`` for ``family`` running ``collective``,
         ``active`` of the machine's channels running (all by default), network links x
         ``channels``, hop latencies x ``latency`` (host and network links' also x
         ``hop_scales``), bandwidths x ``scale`` (a tree's
-        :func:`~commsim.nccl_tables.tree_correction`)."""
+        :func:`~commsim.nccl_tables.tree_correction`); as NCCL scales a call over ``nodes``
+        hosts (by default those ``ranks`` span: a host phase of a composed call, 1)."""
         active = self.config.channels if active is None else active
-        nodes = self._nodes(max(ranks) + 1)
+        nodes = self._nodes(max(ranks) + 1) if nodes is None else nodes
         one_per_node = nodes > 1 and max(ranks) + 1 == nodes
         factor = bandwidth_factor(self.config.version, family, protocol, nodes > 1,
                                   collective in (Collective.ALL_REDUCE, Collective.REDUCE),
                                   one_per_node) * scale
         cap = self._cap(protocol, nodes, family, collective)
-        key = (ranks, protocol.name, family, channels, active, factor, cap, latency, hop_scales)
+        key = (ranks, protocol.name, family, channels, active, factor, cap, latency, hop_scales,
+               nodes > 1)
         if key not in self._cache:
             # a ring's or tree's channels spread over all of a GPU's direct NVLinks; a
             # point-to-point send (all-to-all) crosses only the links of its pair
@@ -425,8 +428,8 @@ class NcclModel:
         return bool(self._memo[key])
 
     def composed(self, name: str, ranks: int) -> bool:
-        """Whether NCCL's ``name`` on the first ``ranks`` ranks is timed as pipelined phases
-        (no single schedule): its tree across hosts, and NVLS or CollNet across hosts."""
+        """Whether NCCL's ``name`` on the first ``ranks`` ranks runs as pipelined phases
+        (:meth:`_composed`): its tree across hosts, and NVLS or CollNet across hosts."""
         if name == PIPELINED:
             return True
         return name in SIMPLE_ONLY and len(self.hosts(ranks)) > 1
@@ -494,7 +497,19 @@ class NcclModel:
                                    active, call.collective, latency)
         return relabel(done, order, plain)
 
-    def _composed(self, call: Call, name: str, proto: Protocol, engine: str) -> Evaluation:
-        """A composed candidate's time (:class:`~commsim.nccl_composed.ComposedTimer`)."""
+    def composed_estimate(self, call: Call, name: str, protocol: str,
+                          engine: str) -> Evaluation:
+        """The composed estimate of a composed candidate (its phases timed by ``engine``), what
+        ``auto`` ranks it by (:class:`~commsim.nccl_composed.ComposedTimer`)."""
         return ComposedTimer(self, engine).evaluate(call.collective, call.ranks, call.nbytes,
-                                                    name, proto)
+                                                    name, self.protocol(protocol))
+
+    def _composed(self, call: Call, name: str, proto: Protocol, engine: str) -> Evaluation:
+        """A composed candidate (NCCL's tree, NVLS or CollNet across hosts): under the DES,
+        while its schedule fits the DES's budget, that schedule simulated
+        (:func:`~commsim.nccl_tree.evaluate_tree`); else its closed form, the composed
+        estimate of its phases (:class:`~commsim.nccl_composed.ComposedTimer`)."""
+        done = evaluate_tree(self, call, name, proto) if engine == "des" else None
+        if done is not None:
+            return done
+        return self.composed_estimate(call, name, proto.name, engine)

@@ -1,5 +1,7 @@
-"""NCCL's composed candidates: the all-reduces it runs as pipelined phases across hosts, which
-no single commsim schedule describes (see :mod:`commsim.nccl`).
+"""NCCL's composed candidates: the all-reduces it runs as pipelined phases across hosts, timed
+phase by phase. This is their closed form (``--engine analytic``, and where their pipelined
+schedule, :mod:`commsim.nccl_tree`, is beyond the DES's budget); under the DES the schedule
+answers (see :mod:`commsim.nccl`).
 
 Its tree across hosts (``hierarchical_pipelined``) reduces inside each host while each rail of
 GPUs, one per host, reduces across the network; NVLS across hosts reduces inside each host's
@@ -82,8 +84,8 @@ class PhaseNetworks(Interface):
     def phase_network(self, ranks: tuple[int, ...], protocol: Protocol, family: str = "ring",
                       channels: float = 1, active: int | None = None,
                       collective: Collective = Collective.ALL_REDUCE, latency: float = 1.0,
-                      scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0)
-                      ) -> Network: ...
+                      scale: float = 1.0, hop_scales: tuple[float, float] = (1.0, 1.0),
+                      nodes: int | None = None) -> Network: ...
 
 
 class ComposedTimer:
@@ -99,7 +101,7 @@ class ComposedTimer:
     def evaluate(self, collective: Collective, ranks: int, nbytes: int, name: str,
                  protocol: Protocol) -> Evaluation:
         """The composed candidate ``name`` (NCCL's trees, NVLS or CollNet across hosts) on the
-        first ``ranks`` ranks: its time (no schedule), noted when some of its phases' DES
+        first ``ranks`` ranks: its composed time (no transfers), noted when some of its phases' DES
         times were had by symmetry. The trees go no faster than NCCL's tree cap
         (:func:`~commsim.nccl_caps.tree_cap_Bps`)."""
         self.notes = []

@@ -39,7 +39,8 @@ class Result:
         transfers).
     schedule, timing
         The schedule and its per-transfer times (``None`` for the analytic engine until
-        :meth:`with_records` asks for them, and for NCCL's composed estimates).
+        :meth:`with_records` asks for them, and for a call timed by NCCL's composed estimate
+        across hosts: its closed form, or a pipelined schedule beyond the DES's budget).
     launch_s
         NCCL's launch latency included in ``time_s`` (0 for a plain alpha-beta run).
     note

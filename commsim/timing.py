@@ -31,6 +31,7 @@ from commsim.collectives import Collective, parse_collective
 from commsim.engine.evaluate import Evaluation, check_engine, evaluate
 from commsim.errors import ScheduleError, SpecError
 from commsim.nccl import PIPELINED, NcclModel
+from commsim.nccl_tree import MAX_TREE_TRANSFERS
 from commsim.network import Network
 from commsim.progress import Progress
 from commsim.results import Result
@@ -129,9 +130,10 @@ class CollectiveCall:
 
 def _no_schedule(label: str) -> str:
     return (
-        f"no transfers for {label}: NCCL's pipelined phases across hosts are timed as a "
-        "composed estimate, not a schedule (name a scheduled algorithm, e.g. --algorithm ring, "
-        "or use --protocol none for commsim's own schedules)"
+        f"no transfers for {label}: NCCL's tree, NVLS and CollNet across hosts are simulated as "
+        f"pipelined schedules under --engine des up to {MAX_TREE_TRANSFERS} transfers; this "
+        "call was timed by its closed form, the composed estimate of its phases, which has "
+        "none (use --engine des, or fewer ranks)"
     )
 
 
@@ -315,7 +317,19 @@ class Timer:
 
     def _total(self, group: tuple[int, ...] | None, c: Call, net: Network,
                candidate: Candidate, engine: str) -> float:
-        device = self._evaluate(group, c, net, candidate, engine).time_s
+        """A candidate's time for ranking: NCCL's composed candidates across hosts by their
+        composed estimate (with ``engine``'s phases: a pipelined schedule's DES costs seconds,
+        and only the chosen one is simulated), every other by its evaluation."""
+        name, protocol = candidate
+        if protocol is not None and c.nbytes and c.ranks > 1 \
+                and NcclModel.of(net).composed(name, c.ranks):
+            key = (group, c, candidate, f"composed {engine}")
+            if key not in self._evaluations:
+                self._evaluations[key] = NcclModel.of(net).composed_estimate(
+                    c, name, protocol, engine)
+            device = self._evaluations[key].time_s
+        else:
+            device = self._evaluate(group, c, net, candidate, engine).time_s
         return self._launch_s(c, net, candidate, device) + device
 
     def _result(self, group: tuple[int, ...] | None, c: Call, net: Network,

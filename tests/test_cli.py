@@ -313,12 +313,14 @@ def test_analytic_records_match_the_closed_form(
 def test_composed_estimates_have_no_records(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, flag: str
 ) -> None:
-    """NCCL's pipelined trees across hosts have no schedule: asking for their records is a
-    one-line error saying why, and no file appears (the choice of algorithm is unchanged)."""
+    """Under the closed form NCCL's pipelined trees across hosts are timed by their composed
+    estimate, which has no transfers: asking for their records is a one-line error saying
+    why, and no file appears (the choice of algorithm is unchanged)."""
     path = tmp_path / "out.x"
     assert_one_line_error(
         capsys,
-        ["run", "all_reduce", "-t", "dgx-h100x4", "-s", "1MiB", flag, str(path)],
+        ["run", "all_reduce", "-t", "dgx-h100x4", "-s", "1MiB", "--engine", "analytic", flag,
+         str(path)],
         "hierarchical_pipelined/LL",
         "composed",
     )

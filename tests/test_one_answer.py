@@ -33,7 +33,7 @@ RTOL = 1e-9
 #: took over two minutes of the suite, three quarters of it on presets that repeat one of
 #: these paths): an NVSwitch node under NCCL; per-pair NVLink (hybrid cube-mesh); GPUs joined
 #: through host memory (no P2P); NVLink bridges beside PCIe (no LL128); hosts whose all_reduce
-#: is NCCL's composed trees (no schedule: refused in one line); one GPU per host, over the
+#: is NCCL's pipelined tree or NVLS across hosts (schedules of pieces); one GPU per host, over the
 #: network; more ranks than the DES ranks candidates for (72); a TPU torus (no NCCL).
 FILE_OUTPUT_PRESETS = ["dgx-a100", "dgx1-v100", "geforce-gen4-8gpu", "pcie-nvbridge-8gpu",
                        "dgx-h100x2", "pcie-v100x2", "gb200-nvl72", "tpu-v4-64"]
@@ -124,8 +124,8 @@ def test_file_outputs_never_change_a_printed_time(
     preset: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     """Adding --trace --transfers (and --plot for all_reduce) leaves the printed table and
-    JSON byte-identical; where the chosen algorithm has no schedule (NCCL's composed trees
-    across hosts) the command says so in one line instead of choosing another."""
+    JSON byte-identical; where the chosen algorithm has no schedule (a call NCCL's composed
+    estimate times across hosts) the command says so in one line instead of choosing another."""
     for collective in COLLECTIVES:
         base = ["run", collective, "-t", preset, "-s", "1MiB"]
         files = ["--trace", str(tmp_path / "t.json"), "--transfers", str(tmp_path / "t.csv")]
@@ -156,10 +156,41 @@ def test_api_transfers_are_the_chosen_algorithms() -> None:
         r = commsim.simulate("all_reduce", "dgx-h100", "1MiB", engine=engine)
         df = r.transfers()
         assert df["end_s"].max() == pytest.approx(r.time_s, rel=RTOL)
-    composed = commsim.simulate("all_reduce", "dgx-h100x4", "1MiB")
-    assert composed.algorithm == "hierarchical_pipelined"
+    tree = commsim.simulate("all_reduce", "dgx-h100x4", "1MiB")
+    assert tree.algorithm == "hierarchical_pipelined"
+    assert tree.transfers()["end_s"].max() == pytest.approx(tree.time_s, rel=RTOL)
+    closed = commsim.simulate("all_reduce", "dgx-h100x4", "1MiB", engine="analytic")
     with pytest.raises(commsim.CommsimError, match="composed estimate"):
-        composed.transfers()
+        closed.transfers()
+
+
+#: Machines of several hosts whose ``auto`` all_reduce is NCCL's tree (small and medium
+#: sizes), NVLS or CollNet across hosts: one NVSwitch generation each, the hybrid cube-mesh
+#: of V100s, one GPU per host, and InfiniBand SHARP.
+ACROSS_HOSTS = ["dgx-h100x2", "dgx-a100x4", "aws-p3dnx2", "pcie-v100x2"]
+
+
+@pytest.mark.parametrize("preset", ACROSS_HOSTS)
+def test_the_default_across_hosts_has_transfers_and_they_change_nothing(
+    preset: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """At 4 KiB, 1 MiB and 256 MiB, the all_reduce NCCL's model picks across hosts (its tree,
+    NVLS or CollNet: schedules now) writes a trace and transfers whose latest end is the
+    printed time, and adding them changes no printed byte; the API's transfers are the
+    same records."""
+    for size in ("4KiB", "1MiB", "256MiB"):
+        base = ["run", "all_reduce", "-t", preset, "-s", size, "--json"]
+        assert main(base) == 0
+        plain = capsys.readouterr().out
+        files = ["--trace", str(tmp_path / "t.json"), "--transfers", str(tmp_path / "t.csv")]
+        assert main([*base, *files]) == 0, capsys.readouterr().err
+        assert capsys.readouterr().out == plain
+        printed = json.loads(plain)["time_s"]
+        rows = (tmp_path / "t.csv").read_text().splitlines()[1:]
+        assert max(float(row.split(",")[3]) for row in rows) == pytest.approx(printed,
+                                                                              rel=RTOL)
+        api = commsim.simulate("all_reduce", preset, size)
+        assert api.time_s == printed and len(api.transfers()) == len(rows)
 
 
 def test_contended_closed_form_refuses_records(

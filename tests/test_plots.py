@@ -226,9 +226,14 @@ def test_run_plot_errors_are_one_line_exit_2(tmp_path, capsys):
                  "--plot", str(tmp_path / "a.png")]) == 0
     assert (tmp_path / "a.png").exists()
     capsys.readouterr()
-    # a composed NCCL estimate has no transfers to plot: one line, no file
+    # NCCL's choice across hosts is a schedule: it plots; under the closed form its time is
+    # the composed estimate, which has no transfers to plot: one line, no file
     assert main(["run", "all_reduce", "-t", "dgx-h100x2", "-s", "1MiB",
-                 "--plot", str(tmp_path / "c.png")]) == 2
+                 "--plot", str(tmp_path / "d.png")]) == 0
+    assert (tmp_path / "d.png").exists()
+    capsys.readouterr()
+    assert main(["run", "all_reduce", "-t", "dgx-h100x2", "-s", "1MiB", "--engine",
+                 "analytic", "--plot", str(tmp_path / "c.png")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "composed" in err
     assert not (tmp_path / "c.png").exists()

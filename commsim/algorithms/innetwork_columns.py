@@ -138,3 +138,26 @@ def _gather(table: Table, hosts: np.ndarray, sw: np.ndarray,
     mine = (np.minimum(p_hi.T[None], own_hi) > np.maximum(p_lo.T[None], own_lo)) & (sizes > 0)
     _after_all(table, up[mine], first, sizes[mine])
     return rows
+
+
+def nvls_tree_columns(groups: list[list[int]], nbytes: int, switches: list[int]) -> Columns:
+    """NCCL's NVLS tree across hosts, one piece (its own switch per host): every rank's
+    buffer up into its node switch, which sends part ``l`` reduced down to local rank ``l``
+    alone (a reduce-scatter in the switch); ring rails all-reduce each part among its owners
+    across hosts; the owners' parts up again and multicast to the host's other ranks."""
+    table = Table()
+    hosts = np.array(groups, dtype=np.int64)                              # (H, G)
+    n_hosts, per_host = hosts.shape
+    sw = np.array(switches, dtype=np.int64)
+    ps, pe = segments(per_host, nbytes)
+    up = table.add(hosts, sw[:, None], 0, nbytes, True)                   # (H, G)
+    down = table.add(sw[:, None], hosts, ps[None, :], pe[None, :], False)  # (H, G)
+    table.reads(down[:, :, None], up[:, None, :])
+    first = np.stack([up, down])
+    sub = ps[:, None] + np.arange(n_hosts + 1) * (pe - ps)[:, None] // n_hosts
+    rails = _ring(table, hosts.T.copy(), sub[:, :-1], sub[:, 1:], (True, False))
+    fenced = rails[:n_hosts]        # the reduce-scatter and the all-gather's first step
+    _after_all(table, fenced, first, table.sizes(fenced))
+    gather = _gather(table, hosts, sw, (ps, pe), sub, 1, (first, rails))
+    _switch_links(table, [first, gather], int(max(switches)) + 1)
+    return table.columns()

@@ -11,9 +11,10 @@ the graph's topological order):
   latency, the transfers of the evaluation the timer chose (its schedule on group ranks
   ``0..g-1``, remapped to the group's global ranks, each on the view of the network it was
   timed on: the protocol's latency and bandwidth, an in-network reduction's ports), and a
-  zero-length *join* after its last transfers. NCCL's composed estimates (its pipelined trees,
-  NVLS and CollNet across hosts) have no schedule: they take their time as a delay, and so do
-  not contend with concurrent traffic;
+  zero-length *join* after its last transfers. NCCL's tree, NVLS and CollNet across hosts are
+  pipelined schedules too (:mod:`commsim.nccl_tree`) and contend like any other; only where
+  their time is the composed estimate of their phases (the closed form, or a schedule beyond
+  the DES's budget for them) do they take that time as a delay, not contending;
 * send -> the topology's point-to-point model (:meth:`~commsim.timing.Timer.point_to_point`):
   its launch latency, then one copy transfer on its view (a zero-byte send takes no time).
 
@@ -95,7 +96,7 @@ class _Lowering:
         if result.schedule is None and result.records_error is None:
             result = result.with_records()  # a symmetric ring's transfers may meet others'
         gate = self.items.delay(0.0, deps)
-        if result.schedule is None:  # composed: its time, no transfers
+        if result.schedule is None:  # a composed estimate: its time, no transfers
             return gate, self.items.delay(result.time_s, (gate,)), result
         start = self.items.delay(result.launch_s, (gate,)) if result.launch_s else gate
         return gate, self._schedule(result, task.ranks, start), result

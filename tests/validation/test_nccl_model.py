@@ -98,15 +98,20 @@ def test_ring_channels_use_every_nic_of_a_host() -> None:
 def test_pipelined_hierarchical_overlaps_the_phases() -> None:
     """For a large all-reduce the pipelined hierarchical takes about the slower phase (the
     network here, at NCCL's tree efficiency), not the sum of the phases like the
-    ``hierarchical`` schedule."""
+    ``hierarchical`` schedule: its closed form (the composed estimate, ``--engine
+    analytic``) exactly, its simulated schedule within 5%."""
     net = load_topology(TWO_HOSTS)
     model = NcclModel(net)
     n = 1 << 30
     network_phase = simulate("all_reduce", net.with_ranks(8), n // 4, algorithm="ring").time_s
     pipelined = simulate("all_reduce", net, n, algorithm="hierarchical_pipelined",
+                         protocol="Simple", engine="analytic").time_s
+    simulated = simulate("all_reduce", net, n, algorithm="hierarchical_pipelined",
                          protocol="Simple").time_s
+    assert simulated == pytest.approx(pipelined, rel=0.05)
     sequential = simulate("all_reduce", net, n, algorithm="hierarchical").time_s
-    rail = ComposedTimer(model, "des").hierarchical(Collective.ALL_REDUCE, 8, n, PROTOCOLS[2])
+    rail = ComposedTimer(model, "analytic").hierarchical(Collective.ALL_REDUCE, 8, n,
+                                                         PROTOCOLS[2])
     assert pipelined == pytest.approx(rail + BASE_LATENCY_US["tree"]["Simple"] * 1e-6, rel=1e-12)
     assert pipelined < sequential
     assert pipelined == pytest.approx(
@@ -128,7 +133,9 @@ def test_predictor_rejects_unknown_protocols_and_algorithms() -> None:
 def test_a3_mega_logs_against_the_preset() -> None:
     """The preset's bandwidths against real measurements: the 2 x A3 Mega all_gather log's
     bandwidth-bound rows (512 MiB-8 GiB) are within 5% of gcp-a3-megax2 under the NCCL model,
-    and the 8 GiB all-reduce too (measured 338.8 GB/s busbw), by NVLS across the two VMs.
+    and the 8 GiB all-reduce too (measured 338.8 GB/s busbw), by NVLS across the two VMs: its
+    closed form (the composed estimate) within 5%, its simulated schedule (40 pieces, whose
+    pipeline fill the composed estimate omits) within 6% (5.4% measured).
     (How close the smaller sizes come is the benchmark's figure, docs/validation.md.)"""
     gather = read_nccl_tests(
         DATA / "h100-sxm_16gpu_2node_gcp-a3mega-tcpxo_allgather_unresolved-slurm1790.txt"
@@ -141,7 +148,9 @@ def test_a3_mega_logs_against_the_preset() -> None:
     )
     largest = [m for m in reduce.measurements() if m.nbytes == 1 << 33]
     row = validate(largest, "gcp-a3-megax2", algorithm="nccl").rows[0]
-    assert abs(row.error_pct) < 5.0 and row.algorithm == "nvls/Simple"  # NVLS tree
+    assert abs(row.error_pct) < 6.0 and row.algorithm == "nvls/Simple"  # NVLS tree
+    closed = validate(largest, "gcp-a3-megax2", algorithm="nvls", engine="analytic").rows[0]
+    assert abs(closed.error_pct) < 5.0
 
 
 def test_nvls_needs_two_gpus_of_a_host() -> None:
@@ -194,19 +203,21 @@ def test_nvls_tree_hides_the_faster_phase_but_for_one_loop(engine: str) -> None:
             >= timer.in_network("nvls", 16, 4 << 20, simple))
 
 
+@pytest.mark.parametrize("engine", ["analytic", "des"])
 @pytest.mark.parametrize("name", ["nvls", "hierarchical_pipelined"])
-def test_trees_beyond_two_hosts_carry_the_rail_twice(name: str) -> None:
+def test_trees_beyond_two_hosts_carry_the_rail_twice(name: str, engine: str) -> None:
     """NCCL's trees across more than two hosts (tuning.cc: the network's bandwidth, the NVLS
     tree's doubled only for two nodes; algorithm bandwidth half the bus bandwidth): each NIC
     carries a rail's bytes twice, so 4 and 8 hosts are no faster than that, while 2 hosts
-    can be."""
+    can be: by the composed estimate (``analytic``) and by the pipelined schedules the DES
+    runs (4 hosts; 8 are beyond its budget, timed by their composed phases)."""
     size = 4 << 30
     nic = 46e9  # dgx-h100's network port
     times = {}
     for hosts in (2, 4, 8):
         net = load_topology(f"dgx-h100x{hosts}")
         call = make_call("all_reduce", net, size)
-        times[hosts] = NcclModel.of(net).evaluate(call, name, "Simple", "analytic").time_s
+        times[hosts] = NcclModel.of(net).evaluate(call, name, "Simple", engine).time_s
     rail = size / 8
     assert times[4] >= 2 * rail / nic and times[8] >= 2 * rail / nic
     assert times[2] < 2 * rail / nic

@@ -1,0 +1,187 @@
+"""NCCL's tree across hosts (``hierarchical_pipelined``) as a schedule the DES times.
+
+The schedule (:mod:`commsim.algorithms.pipelined`) is the hierarchical all-reduce cut into
+pieces that follow one another, so the host rings of one piece run while the rails of an
+earlier one cross the network. It runs on one network that is each phase's protocol network
+where that phase runs (:func:`tree_network`): the links the rails cross as the rails' view
+(one rank per host, its share of a NIC, the channels a rail's bytes run on), every other link
+as the host phase's view (one host's channels and hop latencies), both with NCCL's tree
+correction. Its hop latencies are scaled so that a piece's depth of them is paid once in
+all, as NCCL keeps its steps in flight (:func:`~commsim.nccl_tables.chain_latency_scale`'s
+rule). Where NCCL's tree cap (:func:`~commsim.nccl_caps.tree_cap_Bps`) is slower than the
+simulated schedule, the call runs paced at the cap: the same schedule on its network with every
+link ``f`` times slower (latency x ``f``, bandwidth / ``f``), ``f`` the cap's time over the
+simulated one, so its transfers end at the cap's time.
+
+The composed estimate of the same call (:meth:`~commsim.nccl_composed.ComposedTimer.
+hierarchical`: each phase timed alone, ``max(A, B) + min(A0, B0)``) is its closed form, the
+answer under ``--engine analytic`` and beyond :data:`MAX_TREE_TRANSFERS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from commsim.algorithms.base import Call
+from commsim.algorithms.hierarchical_rows import hierarchical_columns
+from commsim.algorithms.innetwork import COLLNET, NVLS, endpoints, network_for
+from commsim.algorithms.innetwork_columns import collnet_columns, nvls_tree_columns
+from commsim.algorithms.pipelined import MAX_PIECES, chained
+from commsim.algorithms.pipelined import NAME as PIPELINED
+from commsim.algorithms.plan import pipeline_chunks
+from commsim.collectives import Collective
+from commsim.engine.evaluate import Evaluation
+from commsim.engine.exact import time_schedule
+from commsim.links import DerivedLinks, LinkColumns, link_values
+from commsim.nccl_caps import tree_cap_Bps
+from commsim.nccl_tables import Protocol, active_channels
+from commsim.network import Network
+from commsim.schedule import Columns, Schedule
+
+if TYPE_CHECKING:
+    from commsim.nccl_composed import PhaseNetworks
+
+#: The most transfers the DES simulates of a pipelined schedule: its pieces contend on every
+#: link they share, at about 0.1 to 1 ms a transfer on two cores (8 pieces of 4 x 8 H100 at
+#: 256 MiB, 5,120 transfers, in 0.8 s; 10,240 of 8 x 8 V100 in 10 s), so this keeps a call
+#: within seconds and lets four hosts of eight GPUs pipeline 8 pieces or more.
+MAX_TREE_TRANSFERS = 8192
+#: The fewest pieces (where the size has that many, :func:`pieces_wanted`) that pipeline the
+#: phases well enough to stand for NCCL's stream of chunks: 8 pieces of a 2 x 8 H100 tree at
+#: 256 MiB took 1.05 x the composed estimate, 4 pieces 1.15 x. A call that affords fewer is
+#: timed by its composed estimate.
+MIN_PIECES = 8
+
+
+def pieces_wanted(nbytes: int, ranks: int) -> int:
+    """One piece per 512 KiB, at most :data:`~commsim.algorithms.pipelined.MAX_PIECES`, none
+    of less than a byte per rank."""
+    return max(1, min(pipeline_chunks(nbytes, MAX_PIECES), nbytes // max(ranks, 1)))
+
+
+def columns_of(call: Call, name: str, groups: list[list[int]]) -> Callable[[int], Columns]:
+    """One piece of ``name`` (NCCL's tree, NVLS or CollNet across the hosts ``groups``) of
+    ``call``, as a function of its bytes."""
+    if name == PIPELINED:
+        return lambda size: hierarchical_columns(groups, size, 1, True)
+    if name == NVLS:
+        assert call.host_switches is not None
+        switches = [call.host_switches[g[0]] for g in groups]
+        return lambda size: nvls_tree_columns(groups, size, switches)
+    fabric = call.fabric_switch
+    assert fabric is not None
+    return lambda size: collnet_columns(groups, size, 1, fabric)
+
+
+def pipelined_schedule(call: Call, name: str, groups: list[list[int]]) -> Schedule | None:
+    """The schedule of ``name`` for ``call`` in as many of the :func:`pieces_wanted` as
+    :data:`MAX_TREE_TRANSFERS` affords; None where that is fewer than :data:`MIN_PIECES`
+    (or the pieces wanted) or where hosts share a switch (NVLS)."""
+    ranks = call.ranks
+    per_rank = 2 * len(groups[0]) + 2 * (len(groups) - 1) + 2  # at most, per piece
+    want = pieces_wanted(call.nbytes, ranks)
+    if ranks * per_rank * min(want, MIN_PIECES) > 4 * MAX_TREE_TRANSFERS:
+        return None  # far too large: not even a piece is built
+    if name == NVLS and call.host_switches is not None and len(
+            {call.host_switches[g[0]] for g in groups}) < len(groups):
+        return None
+    make = columns_of(call, name, groups)
+    afford = MAX_TREE_TRANSFERS // max(len(make(ranks)), 1)  # a piece of a byte per rank
+    if afford < min(want, MIN_PIECES):
+        return None
+    return chained(name, groups, call.nbytes, min(want, afford), make,
+                   0 if name == PIPELINED else endpoints(call))
+
+
+def evaluate_tree(model: PhaseNetworks, call: Call, name: str,
+                  protocol: Protocol) -> Evaluation | None:
+    """``call`` run by ``name`` (NCCL's tree, NVLS or CollNet across hosts) under
+    ``protocol`` as its pipelined schedule, simulated; NCCL's tree paced at its tree cap where
+    that is slower (see the module docstring). Launch latency not included. None where the
+    schedule is beyond the DES's budget (:func:`pipelined_schedule`)."""
+    # each host's ranks in the order of NCCL's ring, so the host rings follow its NVLinks
+    where = {rank: k for k, rank in enumerate(model.ring_order(call.ranks))}
+    groups = [sorted(group, key=where.__getitem__) for group in model.hosts(call.ranks)]
+    schedule = pipelined_schedule(call, name, groups)
+    if schedule is None:
+        return None
+    net = network_for(call, tree_network(model, schedule, protocol), name)
+    timing = time_schedule(schedule, net, None)
+    if name == PIPELINED:
+        groups, config = model.hosts(call.ranks), model.config
+        cap = tree_cap_Bps(config.version, config.arch, len(groups), protocol.name,
+                           config.channels, config.cpu, len(groups[0]) == 1
+                           ) * model.tree_scale("tree", protocol.name, call.nbytes)
+        capped = call.nbytes * Collective.ALL_REDUCE.busbw_factor(call.ranks) / cap
+        if timing.time_s < capped:
+            net = paced(net, capped / timing.time_s)
+            timing = time_schedule(schedule, net, None)
+    return Evaluation(timing.time_s, schedule.chunks, net, schedule, timing)
+
+
+def tree_network(model: PhaseNetworks, schedule: Schedule, protocol: Protocol) -> Network:
+    """The network ``schedule`` (a pipelined tree, NVLS or CollNet) runs on: the links its
+    transfers between ranks of different hosts cross as the rails' protocol view, the others
+    as the host phase's (see the module docstring), of the algorithm's family."""
+    ranks, nbytes = schedule.ranks, schedule.nbytes
+    groups = model.hosts(ranks)
+    per_host, hosts = len(groups[0]), len(groups)
+    channels, name = model.config.channels, protocol.name
+    family = "tree" if schedule.algorithm == PIPELINED else schedule.algorithm
+    scale = model.tree_scale(family, name, nbytes)
+    cols = schedule.columns
+    depth = cols.depths()
+    piece = len(cols) // schedule.chunks
+    latency = (int(depth[:piece].max()) + 1) / (int(depth.max()) + 1)
+    everyone = tuple(range(ranks))
+    host = model.phase_network(
+        everyone, protocol, family, 1, active_channels(nbytes, per_host, family, name,
+                                                       channels)[0],
+        latency=latency, scale=scale, nodes=1)
+    # every rail runs at once: where GPUs share a NIC the simulation shares it (the composed
+    # estimate, timing one rail alone, gives it its share instead)
+    rail = model.phase_network(
+        everyone, protocol, family, 1,
+        active_channels(max(nbytes // per_host, 1), hosts, family, name, channels)[0],
+        latency=latency, scale=scale)
+    # the host of every endpoint: a switch's -1; NVLS's switches are its hosts', CollNet's
+    # fabric switch is the rails'
+    host_of = np.full(int(max(cols.src.max(), cols.dst.max())) + 1, -1, dtype=np.int64)
+    host_of[np.concatenate(groups)] = np.repeat(np.arange(hosts), per_host)
+    across = host_of[cols.src] != host_of[cols.dst]
+    if schedule.algorithm == NVLS:
+        across &= (cols.src < ranks) & (cols.dst < ranks)
+    pairs = np.unique(np.stack([cols.src[across], cols.dst[across]]), axis=1)
+    railed = np.zeros(len(rail.links), dtype=bool)
+    railed[rail.route_links(pairs[0], pairs[1])] = True
+    # NCCL's tuner counts a tree (and the NVLS tree) across more than two hosts at each NIC
+    # carrying a rail's bytes twice (tuning.cc: bwInter; docs/nccl.md, "Trees"); the rails here
+    # carry 2 (H - 1) / H of them, so they run at (H - 1) / H of their links
+    slower = (hosts - 1) / hosts if hosts > 2 and schedule.algorithm != COLLNET else 1.0
+
+    def change(_: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        inner, outer = link_values(host.links, at), link_values(rail.links, at)
+        on = railed[at]
+        return (np.where(on, outer.latency_s, inner.latency_s),
+                np.where(on, outer.bandwidth_Bps * slower, inner.bandwidth_Bps))
+
+    return rail.rebuilt(name=f"{model.network.name}+{family}+{name}",
+                        links=DerivedLinks(rail.links, change))
+
+
+def paced(network: Network, factor: float) -> Network:
+    """``network`` with every link ``factor`` times slower: latency x ``factor``, bandwidth /
+    ``factor`` (every time a schedule takes on it grows by ``factor``)."""
+
+    def change(links: LinkColumns, _: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return links.latency_s * factor, links.bandwidth_Bps / factor
+
+    slow = network.rebuilt(name=network.name, links=DerivedLinks(network.links, change))
+    if not network.gamma_s_per_B:
+        return slow
+    return Network(slow.name, slow.devices, slow.links, slow.rank_devices,
+                   network.gamma_s_per_B * factor, slow.router, dict(slow.meta),
+                   _routes=slow._routes, _out=slow._out, _structure=slow._structure)
