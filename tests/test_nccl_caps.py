@@ -122,7 +122,7 @@ def test_the_composed_tree_never_beats_its_cap(version: str, protocol: str) -> N
         cap = tree_cap_Bps(version, "blackwell", 4, protocol, 16) * model.tree_scale(
             "tree", protocol, nbytes)
         bus = nbytes * Collective.ALL_REDUCE.busbw_factor(32)
-        assert time_s >= bus / cap
+        assert time_s >= bus / cap * (1 - 1e-9)  # at the cap, to float rounding
 
 
 def test_one_gpu_per_node_never_speeds_a_tree_up() -> None:
