@@ -28,12 +28,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from commsim.errors import SpecError
+from commsim.replay.layout import (
+    LLAMA3_ORDER,
+    MEGATRON_ORDER,
+    ORDERS,
+    layout_coords,
+    layout_rank,
+)
 from commsim.replay.stages import even_split, split_label, vstage_layers
 
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
-LLAMA3_ORDER = "tp-cp-pp-dp"
-MEGATRON_ORDER = "tp-cp-ep-dp-pp"
-ORDERS = (LLAMA3_ORDER, MEGATRON_ORDER)
 
 
 def rank_order(has_experts: bool) -> str:
@@ -77,17 +81,11 @@ class PlanConfig:
 
     def rank(self, t: int, c: int, p: int, d: int) -> int:
         """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
-        if self.megatron:
-            return t + self.tp * (c + self.cp * (d + self.dp * p))
-        return t + self.tp * (c + self.cp * (p + self.pp * d))
+        return layout_rank(self.order, self.tp, self.cp, self.pp, self.dp, t=t, c=c, p=p, d=d)
 
     def coords(self, rank: int) -> tuple[int, int, int, int]:
         """``(t, c, p, d)`` of global ``rank`` (the inverse of :meth:`rank`)."""
-        t, rest = rank % self.tp, rank // self.tp
-        c, rest = rest % self.cp, rest // self.cp
-        if self.megatron:
-            return t, c, rest // self.dp, rest % self.dp
-        return t, c, rest % self.pp, rest // self.pp
+        return layout_coords(self.order, self.tp, self.cp, self.pp, self.dp, rank)
 
     def tp_group(self, p: int, d: int) -> tuple[int, ...]:
         return tuple(self.rank(t, 0, p, d) for t in range(self.tp))

@@ -278,7 +278,8 @@ def peak_memory(
         acts = memo[key] = tuple(_stage_activations(model, where, p, sizes) for p in stages)
     buffers = _buffers(model, where)
     if dual:  # DualPipe: rank r holds stages r and pp - 1 - r
-        mems = [Memory(p, *held[i], acts[i], buffers) for i, p in enumerate(stages)]
+        mems = [Memory(p, held[i][0], held[i][1], held[i][2], acts[i], buffers)
+                for i, p in enumerate(stages)]
         return max((_dual(mems[r], mems[pp - 1 - r]) for r in range(pp // 2)),
                    key=lambda m: m.total)
     best = 0

@@ -19,13 +19,13 @@ from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph
 from commsim.replay.hybrid_blocks import BlockTimes, layer_blocks
+from commsim.replay.layout import MEGATRON_ORDER, ORDERS, layout_coords, layout_rank
 from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
 from commsim.replay.stages import vstage_layers
 from commsim.replay.transformer import Model
 
 #: Rank orders: Llama 3's ``[TP, CP, PP, DP]`` (the default) and Megatron-Core's
 #: ``tp-cp-ep-dp-pp`` (the pipeline outermost; expert parallelism folded over CP x DP).
-ORDERS = ("tp-cp-pp-dp", "tp-cp-ep-dp-pp")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,21 +59,15 @@ class Parallel:
 
     @property
     def megatron(self) -> bool:
-        return self.order == ORDERS[1]
+        return self.order == MEGATRON_ORDER
 
     def rank(self, t: int, c: int, p: int, d: int) -> int:
         """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
-        if self.megatron:
-            return t + self.tp * (c + self.cp * (d + self.dp * p))
-        return t + self.tp * (c + self.cp * (p + self.pp * d))
+        return layout_rank(self.order, self.tp, self.cp, self.pp, self.dp, t=t, c=c, p=p, d=d)
 
     def coords(self, rank: int) -> tuple[int, int, int, int]:
         """``(t, c, p, d)`` of ``rank``."""
-        t, rest = rank % self.tp, rank // self.tp
-        c, rest = rest % self.cp, rest // self.cp
-        if self.megatron:
-            return t, c, rest // self.dp, rest % self.dp
-        return t, c, rest % self.pp, rest // self.pp
+        return layout_coords(self.order, self.tp, self.cp, self.pp, self.dp, rank)
 
     def expert_rank(self, c: int, d: int) -> int:
         """The EP rank of CP rank ``c`` of replica ``d`` (its place in its EP group)."""
