@@ -23,10 +23,12 @@ parameter fitted to any log. It prints tables of |time error| =
 A second mode (skipped by ``--skip-cross``) takes each machine with several collectives
 (:data:`MACHINES`), calibrates the preset's link classes on one collective (``calibrate``, all
 its sizes) and predicts the machine's other collectives, printing the median |error| on what
-was not fitted. ``--fast`` keeps four sizes of each run and skips plots and docs: the table's
-structure, for tests, not its figures. Otherwise the tables (markdown) and one
-measured-vs-predicted plot per family (``docs/img/validation-family-<family>.png``) are written
-between the ``<!-- presets:begin -->`` / ``<!-- presets:end -->`` markers of docs/validation.md.
+was not fitted. ``--fast`` keeps four sizes of each run, fits and predicts that second mode
+with the analytic engine (the closed forms: fitting the pipelined schedules through the DES
+takes minutes) and skips plots and docs: the tables' structure, for tests, not their figures.
+Otherwise the tables (markdown) and one measured-vs-predicted plot per family
+(``docs/img/validation-family-<family>.png``) are written between the
+``<!-- presets:begin -->`` / ``<!-- presets:end -->`` markers of docs/validation.md.
 Deterministic: the same code and logs give the same tables and PNGs.
 
 ``--only TEXT`` (repeatable) runs only the logs whose file name contains one of the texts and
@@ -472,12 +474,13 @@ def cross_table(results: list[Result], fast: bool) -> list[list[str]]:
         # both as the logs ran (their nGpus GPUs per host thread), as the uncalibrated mode
         gpus, version, protocol = how_driven(
             [r.log for r in members], (r.log.nccl_version or r.case.nccl for r in members))
+        engine = "analytic" if fast else "auto"
         fitted = calibrate(_thin(fit_rows, 6) if fast else fit_rows, members[0].preset,
                            hosts=fit_log.host_indices(), placement="log", algorithm="nccl",
-                           source=machine, gpus_per_thread=fit_log.gpus_per_thread,
+                           engine=engine, source=machine, gpus_per_thread=fit_log.gpus_per_thread,
                            nccl_version=version, protocol=protocol)
         hosts = {r.log.host_indices() for r in members if r.log.collective is not fit_on}
-        report = validate(check, fitted.spec, algorithm="nccl", engine="auto",
+        report = validate(check, fitted.spec, algorithm="nccl", engine=engine,
                           gpus_per_thread=gpus,
                           nccl_version=version, protocol=protocol,
                           hosts=hosts.pop() if len(hosts) == 1 else None)
