@@ -20,7 +20,7 @@ ROOT = Path(__file__).parents[1] / "commsim"
 #: Layers, lowest first: a module may import its own layer and those below it, never above.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("units", "errors", "gcpause", "collectives", "yamlfile", "fields", "cliargs", "progress",
-     "trace_events", "budget", "lazy_rows"),
+     "trace_events", "budget", "lazy_rows", "sized_lru"),
     ("network", "links", "devices", "schedule", "measurements"),
     ("algorithms", "checker"),
     ("topology",),

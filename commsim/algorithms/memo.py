@@ -4,10 +4,10 @@ A schedule is a function of the call (collective, ranks, bytes, root, pieces, ho
 algorithm only, never of the links' latencies or bandwidths. A fit (``commsim calibrate``)
 times the same calls on thousands of networks that differ only in those, so it would build
 every schedule thousands of times; :func:`memo_schedule` builds each once. The memo holds at
-most :data:`MEMO_TRANSFERS` transfers, the least recently used schedules going first. A kept
-schedule is kept as columns with each transfer's level (its DAG depth, where the builder gave
-none), made read-only, so no caller can change what another is given; a lock keeps the memo
-whole when threads (a Dask worker's) lower calls at once.
+most :data:`MEMO_TRANSFERS` transfers, the least recently used schedules going first
+(:class:`~commsim.sized_lru.SizedLRU`). A kept schedule is kept as columns with each
+transfer's level (its DAG depth, where the builder gave none), made read-only, so no caller can
+change what another is given.
 
 >>> from commsim.algorithms.base import Call
 >>> from commsim.collectives import Collective
@@ -18,53 +18,39 @@ True
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import replace
 
 from commsim.algorithms import build_schedule
 from commsim.algorithms.base import Call
 from commsim.schedule import Schedule
+from commsim.sized_lru import SizedLRU
 
 #: The most transfers the memo keeps, all schedules together (tens of bytes each as columns).
 MEMO_TRANSFERS = 500_000
 #: A schedule larger than this is built every time rather than kept: it would push out many.
 MEMO_LARGEST = MEMO_TRANSFERS // 4
 
-_kept: OrderedDict[tuple[Call, str], Schedule] = OrderedDict()
-_held = [0]  # transfers kept now
-_lock = threading.Lock()
+_kept: SizedLRU[tuple[Call, str], Schedule] = SizedLRU(MEMO_TRANSFERS)
 
 
 def memo_schedule(call: Call, algorithm: str) -> Schedule:
     """:func:`~commsim.algorithms.build_schedule` of ``call`` by ``algorithm``, built once
     while it stays among the recently used."""
     key = (call, algorithm)
-    with _lock:
-        schedule = _kept.get(key)
-        if schedule is not None:
-            _kept.move_to_end(key)
-            return schedule
+    schedule = _kept.get(key)
+    if schedule is not None:
+        return schedule
     schedule = build_schedule(call, algorithm)
-    size = len(schedule)
-    if size > MEMO_LARGEST:
+    if len(schedule) > MEMO_LARGEST:
         return schedule
     schedule = _kept_form(schedule)
-    with _lock:
-        if key not in _kept:
-            _kept[key] = schedule
-            _held[0] += size
-        while _held[0] > MEMO_TRANSFERS:
-            _, dropped = _kept.popitem(last=False)
-            _held[0] -= len(dropped)
+    _kept.put(key, schedule, len(schedule))
     return schedule
 
 
 def forget() -> None:
     """Empty the memo."""
-    with _lock:
-        _kept.clear()
-        _held[0] = 0
+    _kept.clear()
 
 
 def _kept_form(schedule: Schedule) -> Schedule:

@@ -13,15 +13,13 @@ gives it back where the same schedule (the same kept object,
 :func:`~commsim.algorithms.memo.memo_schedule`) runs over links alike in the same scope;
 anything else, and every network outside a scope, is simulated. Scopes never share timings,
 so repeated runs (a benchmark's) simulate as a new process does. The memo holds at most
-:data:`KEPT_TRANSFERS` transfers' timings, the least recently used going first; a lock keeps
-it whole when threads time calls at once.
+:data:`KEPT_TRANSFERS` transfers' timings, the least recently used going first
+(:class:`~commsim.sized_lru.SizedLRU`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import threading
-from collections import OrderedDict
 
 import numpy as np
 
@@ -29,6 +27,7 @@ from commsim.engine.des import Timing
 from commsim.engine.exact import time_schedule
 from commsim.network import Network
 from commsim.schedule import Schedule
+from commsim.sized_lru import SizedLRU
 
 #: Below this many transfers the simulation costs about what its key does: never kept.
 MIN_TRANSFERS = 4096
@@ -38,9 +37,7 @@ KEPT_TRANSFERS = 2_000_000
 #: The ``meta`` key of a network's :class:`ReuseScope`.
 SCOPE_KEY = "reuse_scope"
 
-_kept: OrderedDict[bytes, tuple[Schedule, ReuseScope, Timing]] = OrderedDict()
-_held = [0]  # transfers kept now
-_lock = threading.Lock()
+_kept: SizedLRU[bytes, tuple[Schedule, ReuseScope, Timing]] = SizedLRU(KEPT_TRANSFERS)
 
 
 class ReuseScope:
@@ -66,29 +63,19 @@ def reused_timing(schedule: Schedule, network: Network, limit: int | None = None
             or (limit is not None and size > limit)):
         return time_schedule(schedule, network, limit)
     key = _key(schedule, scope, network)
-    with _lock:
-        kept = _kept.get(key)
-        if kept is not None and kept[0] is schedule and kept[1] is scope:
-            _kept.move_to_end(key)
-            return kept[2]
+    kept = _kept.get(key)
+    if kept is not None and kept[0] is schedule and kept[1] is scope:
+        return kept[2]
     timing = time_schedule(schedule, network, limit)
     for array in (timing.start_s, timing.end_s):
         array.flags.writeable = False
-    with _lock:
-        if key not in _kept:
-            _kept[key] = (schedule, scope, timing)
-            _held[0] += size
-        while _held[0] > KEPT_TRANSFERS:
-            _, (dropped, _scope, _timing) = _kept.popitem(last=False)
-            _held[0] -= len(dropped)
+    _kept.put(key, (schedule, scope, timing), size)
     return timing
 
 
 def forget() -> None:
     """Empty the memo."""
-    with _lock:
-        _kept.clear()
-        _held[0] = 0
+    _kept.clear()
 
 
 def _key(schedule: Schedule, scope: ReuseScope, network: Network) -> bytes:

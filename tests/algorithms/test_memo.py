@@ -44,7 +44,7 @@ def test_a_kept_schedule_is_the_built_one_and_read_only() -> None:
 def test_the_memo_holds_at_most_its_bound_least_recently_used_first(
         monkeypatch: pytest.MonkeyPatch) -> None:
     size = len(build_schedule(_call(8), "ring"))
-    monkeypatch.setattr(memo, "MEMO_TRANSFERS", 2 * size)
+    monkeypatch.setattr(memo._kept, "limit", 2 * size)
     a = memo.memo_schedule(_call(8, 1 << 20), "ring")
     b = memo.memo_schedule(_call(8, 1 << 21), "ring")
     assert memo.memo_schedule(_call(8, 1 << 20), "ring") is a  # a is now the most recent
@@ -65,7 +65,7 @@ def test_threads_lowering_at_once_keep_the_memo_whole(monkeypatch: pytest.Monkey
     """Many threads asking for calls that push each other out: every answer is the call's
     schedule, and the memo's count of what it holds stays true and within its bound."""
     size = len(build_schedule(_call(4), "ring"))
-    monkeypatch.setattr(memo, "MEMO_TRANSFERS", 3 * size)
+    monkeypatch.setattr(memo._kept, "limit", 3 * size)
     sizes = [1 << k for k in range(10, 16)]
 
     def work(offset: int) -> list[bool]:
@@ -75,7 +75,7 @@ def test_threads_lowering_at_once_keep_the_memo_whole(monkeypatch: pytest.Monkey
     with ThreadPoolExecutor(max_workers=4) as pool:
         answers = [ok for oks in pool.map(work, range(4)) for ok in oks]
     assert all(answers) and len(answers) == 240
-    assert memo._held[0] == sum(len(s) for s in memo._kept.values()) <= 3 * size
+    assert memo._kept.held == sum(memo._kept.sizes()) <= 3 * size
 
 
 def test_a_kept_schedule_carries_its_dag_levels() -> None:
