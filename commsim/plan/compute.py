@@ -20,7 +20,9 @@ of ``t`` and a CP group of ``c`` (``h`` hidden, ``a`` heads, ``g`` key/value hea
   attention scores) written once and read once, at the HBM bandwidth.
 
 Backward runs two GEMMs per forward GEMM (input gradient ``T x N`` by ``N x K``, weight
-gradient ``K x T`` by ``T x N``) and twice the attention and element-wise work. Recompute adds
+gradient ``K x T`` by ``T x N``), twice the element-wise work, and fused attention's five
+GEMMs per tile against the forward's two (:data:`FUSED_BACKWARD_RATIO`; unfused attention's
+backward runs the four gradient GEMMs of the scores it stored). Recompute adds
 what the schedule runs again: ``full`` the whole forward of the layer (its TP collectives too,
 counted by :mod:`commsim.plan.evaluate`), ``selective`` (Megatron-LM, Korthikanti et al. 2022)
 the attention core (scores, softmax, dropout, values).
@@ -135,6 +137,13 @@ def attention_core_flops(model: ModelSpec, micro_batch: int, tp: int, cp: int) -
     return 2.0 * tokens * model.seq * model.core_width / tp
 
 
+#: FlashAttention's backward over its forward in FLOPs: the forward runs two GEMMs per tile
+#: (``Q K^T``, ``P V``), the backward five (it recomputes ``Q K^T`` instead of storing the
+#: scores, then ``dV``, ``dP``, ``dQ``, ``dK``): 2.5, as FlashAttention-2's own benchmark
+#: counts it (Dao 2023, ``benchmarks/benchmark_flash_attention.py``, ``flops(mode="bwd")``).
+FUSED_BACKWARD_RATIO = 2.5
+
+
 #: Bytes per score element that unfused attention's element-wise kernels move (2-byte
 #: scores, 1-byte dropout mask): forward, Megatron-LM's fused scale-mask-softmax (read,
 #: write) and dropout (read; write output and mask); backward, dropout's (read gradient and
@@ -146,15 +155,15 @@ def attention_core_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: i
                          micro_batch: int, attention: str) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's attention core on one rank.
 
-    ``fused``: the causal FLOPs at the device's ``attention`` efficiency, backward twice the
-    forward. ``unfused``: per head, the full ``s/c x s`` scores (no causal saving) by batched
-    GEMMs on the wave-roofline (``Q K^T``, ``P V``; backward the four gradient GEMMs), plus
+    ``fused``: the causal FLOPs at the device's ``attention`` efficiency, backward
+    :data:`FUSED_BACKWARD_RATIO` times the forward. ``unfused``: per head, the full ``s/c x s``
+    scores (no causal saving) by batched GEMMs on the wave-roofline (``Q K^T``, ``P V``; backward the four gradient GEMMs), plus
     the softmax and dropout passes over the scores at HBM bandwidth.
     """
     if attention == "fused":
         fwd = attention_core_flops(model, micro_batch, tp, cp) / (
             device.peak_flops * device.attention_efficiency)
-        return fwd, 2 * fwd
+        return fwd, FUSED_BACKWARD_RATIO * fwd
     batch = micro_batch * max(model.heads // tp, 1)
     q, s, d = model.seq // cp, model.seq, model.head_dim
     elems = batch * q * s / device.hbm_Bps
