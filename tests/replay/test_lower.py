@@ -61,6 +61,35 @@ def test_collectives_of_different_groups_contend_for_shared_links() -> None:
     assert run([(0, 1), (2, 3)]) == run([(0, 1)])
 
 
+def test_a_pipeline_send_and_a_data_parallel_reduction_share_a_nic_by_max_min() -> None:
+    """Two hosts of two GPUs with one NIC each (B each way, latency a per crossing): stage 0
+    (rank 0) and stage 1 (rank 2) exchange N bytes each way while the data-parallel pair
+    {1, 3} all-reduces N by ring. By hand: the sends alone take N/B + a; the all-reduce
+    alone two steps of N/2, N/B + 2a. Together every NIC direction carries 2N bytes: from a
+    on, two flows share it at B/2 each by max-min, and while the all-reduce's second step
+    waits out its latency the sends take the whole B, so the link never idles and the step
+    ends at a + 2N/B, slower than either alone."""
+    b_nic, a = 10e9, 5e-6
+    net = load_topology({"kind": "server", "nodes": 2, "gpus": 2,
+                         "nvswitch": {"latency": "1us", "bandwidth": "1000GB/s"},
+                         "nics": {"link": {"latency": f"{a}s", "bandwidth": f"{b_nic}B/s"},
+                                  "gpus": [[0, 1]]}})
+    assert [net.host_of(r) for r in range(4)] == [0, 0, 1, 1]
+
+    def step(sends: bool, reduction: bool) -> float:
+        b = GraphBuilder(4)
+        if sends:
+            b.send(0, 2, N, name="activation", phase="pipeline")
+            b.send(2, 0, N, name="gradient", phase="pipeline")
+        if reduction:
+            b.collective((1, 3), "all_reduce", N, algorithm="ring", name="grads", phase="dp")
+        return time_graph(b.build(), net).step_time_s
+
+    assert step(True, False) == pytest.approx(N / b_nic + a, rel=1e-12)
+    assert step(False, True) == pytest.approx(N / b_nic + 2 * a, rel=1e-12)
+    assert step(True, True) == pytest.approx(2 * N / b_nic + a, rel=1e-12)
+
+
 def test_group_ranks_are_remapped_to_global_ranks() -> None:
     """Group (1, 3) on a ring of 4 runs between global ranks 1 and 3, two hops apart: its ring
     all-reduce (two steps of n/2 each way) pays one extra hop latency per step over group (1, 2)."""
