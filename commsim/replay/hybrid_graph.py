@@ -17,7 +17,7 @@ from typing import Protocol
 from commsim.errors import SpecError
 from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
-from commsim.replay.graph import GraphBuilder, StepGraph
+from commsim.replay.graph import GraphBuilder, StepGraph, check_tasks
 from commsim.replay.hybrid_blocks import BlockTimes, layer_blocks
 from commsim.replay.layout import MEGATRON_ORDER, ORDERS, layout_coords, layout_rank
 from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
@@ -178,8 +178,23 @@ class HybridGraphBuilder:
                 held = 0
         return out
 
+    def compute_tasks(self) -> int:
+        """The compute tasks alone of the step (at most as many as the graph's tasks): every
+        rank of a stage runs each layer's compute blocks, forward and backward, per
+        micro-batch."""
+        cp = self.par.cp > 1
+        per_layer = [sum(b.kind == "compute" for forward in (True, False)
+                         for b in layer_blocks(self.t, layer, forward, cp))
+                     for layer in range(self.spec.model.layers)]
+        return sum(len(self.stage_ranks[p]) * self.k
+                   * sum(per_layer[layer] for layer in self.spec.layers_of(p))
+                   for p in range(self.par.pp))
+
     def build(self) -> StepGraph:
         spec, par = self.spec, self.par
+        # refuse a step too big to time before building a million tasks of it (seconds)
+        check_tasks(self.compute_tasks(), "ranks x micro-batches x layers",
+                    f"{par.world} x {self.k} x {spec.model.layers}")
         orders = stage_orders(
             spec.schedule, stages=par.pp, microbatches=self.k, chunks=spec.chunks_per_stage
         )

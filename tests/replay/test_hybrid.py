@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import yaml
+
+from commsim.cli import main
 from commsim.errors import SpecError
 from commsim.replay import Model, Parallel, replay, workload_from_dict
 
@@ -232,3 +236,27 @@ def test_invalid_hybrid_workloads(over: dict[str, object], message: str) -> None
     """Each invalid field is a SpecError naming its path."""
     with pytest.raises(SpecError, match=message):
         replay(_hybrid(**over), HIER)
+
+
+
+def test_a_step_too_big_to_time_is_refused_before_it_is_built(tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]
+                                                              ) -> None:
+    """Llama 3 70B's first plan on 512 H100 (TP2 CP4 PP4 DP16, 64 micro-batches) is refused
+    in one line from its compute tasks alone, counted before any is built: 512 ranks x 64
+    micro-batches x 80 layers x 2 compute blocks x forward and backward / 4 stages."""
+    workload = tmp_path / "w.yaml"
+    workload.write_text(yaml.safe_dump({
+        "kind": "hybrid",
+        "model": {"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8,
+                  "ffn_hidden": 28672, "vocab": 128256, "seq": 8192, "mlp": "swiglu"},
+        "parallel": {"tp": 2, "cp": 4, "pp": 4, "dp": 16},
+        "micro_batch": 1, "global_batch": 1024,
+        "pipeline": {"schedule": "interleaved", "chunks_per_stage": 20},
+        "data_parallel": "fsdp", "recompute": "none",
+    }))
+    assert main(["replay", str(workload), "-t", "dgx-h100x64"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "ranks x micro-batches x layers: 512 x 64 x 80 gives a step at least 2621440 " \
+        "tasks" in err
