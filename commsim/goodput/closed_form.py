@@ -31,16 +31,33 @@ eq. 37).
 
 **After a node is lost** (``--elastic``): *waiting for a spare* adds the wait ``S`` to every
 recovery, ``G(tau; R + S)``. An *elastic* restart resumes at once on the nodes left, each node
-out costing the fraction ``d`` of full speed, until the node is back ``S`` later and rejoins
-at the next durable checkpoint (a planned restart ``R_j``), or free at the next failure's
-restart when one comes first. To first order in ``lam``: nodes out add up; a node waits
-``b / 2`` for its checkpoint; it rejoins at a planned restart unless it came back during a
-restart (probability ``lam R``) or a failure struck during its wait (``1 - e^{-lam b/2}``);
-and while the run trains, no failure struck during the last recovery, so of the ``S + b/2``
-a node is out, ``R`` never overlaps training after its own failure::
+out costing the fraction ``d`` of full speed (never below 0). A node that failed at ``t`` is
+back at ``t + S`` and rejoins free at the first restart that ends after that, or else at the
+next durable checkpoint, which then pays a planned restart ``R_j`` (nothing is lost; a failure
+during it starts a recovery).
 
-    G_elastic(tau) = G(tau; R) (1 - lam R_j n_j) (1 - d lam (S + b/2 - R)),
-    n_j = (1 - lam R) e^{-lam b/2}
+*Exact expectation.* Failures are Poisson whatever the run does, so ``G`` is ``lam`` times
+the expected work banked between two failures. That is 0 unless the recovery ends
+(``e^{-lam R}``); training then resumes with the next failure exponentially far. All that
+matters until then is the repairs that come after training resumes, at ``L = S - R``: the
+failed node's own, and those of the nodes that failed in the ``L`` before it, back at the
+points of a Poisson process of rate ``lam`` on ``(0, L)`` (earlier ones rejoined at the
+recovery's end). A stretch of training that starts at ``s`` has every node whose repair lies
+in ``(s, L]`` out, the failed node and ``K ~ Poisson(lam (L - s))`` more, so its expected
+speed is ``E[max(0, 1 - d (1 + K))]``; at its first repair it stops at the next durable
+checkpoint, pauses ``R_j``, and the next stretch starts with every repair until then seen. A
+stretch that starts at or after ``L`` trains at full speed: ``tau e^{-lam a} / (1 -
+e^{-lam b})``, as in ``G``. So::
+
+    G_elastic(tau) = lam e^{-lam R} V(L)
+
+where ``V(L)`` sums, over the places ``n (a + R_j) + m b`` a stretch can start, the probability
+of starting there times the checkpoints it banks at its speed: a finite sum, about
+``(L / b) (L / (a + R_j))`` terms, computed by :func:`_gap_work`. With ``S <= R``, or ``d = 0``,
+``R_j = 0`` and ``W = 0``, it is ``G(tau; R)``. To first order in ``lam`` it is ``G(tau; R) (1 -
+lam (R_j + W)) (1 - d lam (L + w - W))``, ``w`` the wait from ``L`` to the next durable
+checkpoint: fixed by the schedule, since the node's repair and the restart are both timed from
+its failure.
 
 >>> round(young_interval(1 / 36000, 60), 1), round(best_interval(1 / 36000, 60, 0), 1)
 (2078.5, 2038.7)
@@ -95,18 +112,72 @@ def daly_interval(rate_per_s: float, blocking_s: float) -> float:
 def elastic_goodput(rate_per_s: float, interval_s: float, blocking_s: float,
                     commit_delay_s: float, recovery_s: float, *, rejoin_s: float,
                     repair_s: float, slowdown: float) -> float:
-    """``G_elastic(tau)`` (see the module docstring), first order in the failure rate."""
-    base = goodput(rate_per_s, interval_s, blocking_s, commit_delay_s, recovery_s)
-    lam, wait = rate_per_s, (interval_s + blocking_s) / 2
-    rejoins = (1 - lam * recovery_s) * math.exp(-lam * wait)
-    out = slowdown * lam * max(0.0, repair_s + wait - recovery_s)
-    return max(0.0, base * (1 - lam * rejoin_s * rejoins) * (1 - out))
+    """``G_elastic(tau) = lam e^{-lam R} V(S - R)`` (see the module docstring), exact."""
+    live = repair_s - recovery_s  # training time until the failed node is back
+    if rate_per_s == 0 or live <= 0:
+        return goodput(rate_per_s, interval_s, blocking_s, commit_delay_s, recovery_s)
+    lam = rate_per_s
+    work = _gap_work(lam, interval_s, blocking_s, commit_delay_s, rejoin_s, live, slowdown)
+    return lam * math.exp(-lam * recovery_s) * work
+
+
+def _gap_work(lam: float, tau: float, blocking_s: float, commit_delay_s: float, pause: float,
+              live: float, slowdown: float) -> float:
+    """``V(live)``: the expected work banked from a recovery's end to the next failure.
+
+    The stretches after ``n`` planned rejoins start at ``n (a + pause) + m b``; ``starts``
+    maps ``m`` to the probability of starting there before the failure, every repair until
+    then seen. ``going``: the probability that a stretch made its checkpoint at
+    ``n (a + pause) + a + (m - 1) b`` with no repair in it, so it trains on."""
+    b = tau + blocking_s
+    a = b + commit_delay_s
+    settled = tau * math.exp(-lam * a) / -math.expm1(-lam * b)  # no node out: G's stretch
+    slot = {length: (math.exp(-lam * length), -math.expm1(-lam * length)) for length in (a, b)}
+    resume = math.exp(-lam * pause)
+    total, level, starts = 0.0, 0, {0: 1.0}
+    while starts:
+        origin, later = level * (a + pause), dict[int, float]()
+        m, last, going = min(starts), max(starts), 0.0
+        while m <= last or going > 0:
+            slots = [(going, origin + a + (m - 1) * b, b)] if going > 0 else []
+            start = starts.get(m, 0.0)
+            if start > 0 and origin + m * b >= live:
+                total += start * settled
+            elif start > 0:
+                slots.append((start, origin + m * b, a))
+            going = 0.0
+            for p, at, length in slots:  # each slot ends at origin + a + m b
+                survive, repair = slot[length]
+                left = live - at
+                total += p * survive * tau * _speed(lam * left, slowdown)
+                stop = 1.0 if left < length else repair  # a repair in the slot: rejoin
+                later[m] = later.get(m, 0.0) + p * stop * survive * resume
+                going += p * (1 - stop) * survive
+            m += 1
+        starts, level = later, level + 1
+    return total
+
+
+def _speed(mean: float, slowdown: float) -> float:
+    """``E[max(0, 1 - d (1 + K))]``, ``K`` Poisson of ``mean``: a stretch's speed with the
+    failed node out and ``K`` more (the simulation's speed never goes below 0)."""
+    linear = 1 - slowdown * (1 + mean)
+    if slowdown == 0:
+        return linear
+    top = math.ceil(1 / slowdown - 1) - 1  # the most nodes out besides it at a speed above 0
+    if top >= mean + 10 * math.sqrt(mean) + 30:  # P(K > top) < e^-45: the clamp never bites
+        return linear
+    if mean == 0:
+        return max(0.0, 1 - slowdown)
+    log_mean = math.log(mean)
+    return sum((1 - slowdown * (1 + k)) * math.exp(k * log_mean - mean - math.lgamma(k + 1))
+               for k in range(top + 1))
 
 
 def best_elastic_interval(rate_per_s: float, blocking_s: float, commit_delay_s: float,
                           recovery_s: float, **elastic: float) -> float:
     """The interval that maximises :func:`elastic_goodput` (golden-section search on
-    ``log tau``, from a tenth to ten times the plain optimum)."""
+    ``log tau``, from a tenth to ten times the plain optimum, to a relative 1e-9)."""
     start = best_interval(rate_per_s, blocking_s, commit_delay_s)
 
     def value(log_tau: float) -> float:
@@ -115,12 +186,17 @@ def best_elastic_interval(rate_per_s: float, blocking_s: float, commit_delay_s: 
 
     lo, hi = math.log(max(start / 10, commit_delay_s, 1e-9)), math.log(start * 10)
     ratio = (math.sqrt(5) - 1) / 2
-    for _ in range(100):
-        a, b = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
-        if value(a) >= value(b):
-            hi = b
+    left, right = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
+    g_left, g_right = value(left), value(right)
+    while hi - lo > 1e-9:
+        if g_left >= g_right:
+            hi, right, g_right = right, left, g_left
+            left = hi - ratio * (hi - lo)
+            g_left = value(left)
         else:
-            lo = a
+            lo, left, g_left = left, right, g_right
+            right = lo + ratio * (hi - lo)
+            g_right = value(right)
     return math.exp(0.5 * (lo + hi))
 
 
