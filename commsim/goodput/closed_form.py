@@ -52,8 +52,9 @@ e^{-lam b})``, as in ``G``. So::
     G_elastic(tau) = lam e^{-lam R} V(L)
 
 where ``V(L)`` sums, over the places ``n (a + R_j) + m b`` a stretch can start, the probability
-of starting there times the checkpoints it banks at its speed: a finite sum, about
-``(L / b) (L / (a + R_j))`` terms, computed by :func:`_gap_work`. With ``S <= R``, or ``d = 0``,
+of starting there times the checkpoints it banks at its speed: a finite sum of about
+``(L / b) (L / (a + R_j))`` terms, one level of rejoins at a time (:func:`_gap_work`; the
+places reached with probability under ``e^-40`` left out). With ``S <= R``, or ``d = 0``,
 ``R_j = 0`` and ``W = 0``, it is ``G(tau; R)``. To first order in ``lam`` it is ``G(tau; R) (1 -
 lam (R_j + W)) (1 - d lam (L + w - W))``, ``w`` the wait from ``L`` to the next durable
 checkpoint: fixed by the schedule, since the node's repair and the restart are both timed from
@@ -67,6 +68,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+import numpy as np
 
 
 def goodput(rate_per_s: float, interval_s: float, blocking_s: float, commit_delay_s: float,
@@ -121,57 +124,86 @@ def elastic_goodput(rate_per_s: float, interval_s: float, blocking_s: float,
     return lam * math.exp(-lam * recovery_s) * work
 
 
+#: A start or slot reached before the failure with probability under ``e^-_FAR`` is dropped:
+#: what comes after it adds at most that probability to the goodput (work <= wall time, whose
+#: mean to the failure is ``1 / lam``), and a run passes the cut at most once.
+_FAR = 40.0
+
+
 def _gap_work(lam: float, tau: float, blocking_s: float, commit_delay_s: float, pause: float,
               live: float, slowdown: float) -> float:
     """``V(live)``: the expected work banked from a recovery's end to the next failure.
 
-    The stretches after ``n`` planned rejoins start at ``n (a + pause) + m b``; ``starts``
-    maps ``m`` to the probability of starting there before the failure, every repair until
-    then seen. ``going``: the probability that a stretch made its checkpoint at
-    ``n (a + pause) + a + (m - 1) b`` with no repair in it, so it trains on."""
+    After ``n`` planned rejoins (``origin = n (a + pause)``) a stretch starts at ``origin +
+    m b`` and its checkpoints are durable at ``origin + a + m' b``, ``m' >= m``. ``starts[m]``
+    is the probability of starting there before the failure, every repair until then seen;
+    ``going[m]`` that of a stretch training on past ``origin + a + m b`` with no repair since
+    it started. Slot ``m`` ends at ``origin + a + m b``: the first of a stretch that starts at
+    ``m``, or the next of one going on from ``m - 1``."""
     b = tau + blocking_s
     a = b + commit_delay_s
-    settled = tau * math.exp(-lam * a) / -math.expm1(-lam * b)  # no node out: G's stretch
-    slot = {length: (math.exp(-lam * length), -math.expm1(-lam * length)) for length in (a, b)}
-    resume = math.exp(-lam * pause)
-    total, level, starts = 0.0, 0, {0: 1.0}
-    while starts:
-        origin, later = level * (a + pause), dict[int, float]()
-        m, last, going = min(starts), max(starts), 0.0
-        while m <= last or going > 0:
-            slots = [(going, origin + a + (m - 1) * b, b)] if going > 0 else []
-            start = starts.get(m, 0.0)
-            if start > 0 and origin + m * b >= live:
-                total += start * settled
-            elif start > 0:
-                slots.append((start, origin + m * b, a))
-            going = 0.0
-            for p, at, length in slots:  # each slot ends at origin + a + m b
-                survive, repair = slot[length]
-                left = live - at
-                total += p * survive * tau * _speed(lam * left, slowdown)
-                stop = 1.0 if left < length else repair  # a repair in the slot: rejoin
-                later[m] = later.get(m, 0.0) + p * stop * survive * resume
-                going += p * (1 - stop) * survive
-            m += 1
-        starts, level = later, level + 1
+    settled = tau * math.exp(-lam * a) / -math.expm1(-lam * b)  # every node back: G's stretch
+    far = min(live, _FAR / lam)
+    m = np.arange(int(far // b) + 2)
+    total, origin, starts = 0.0, 0.0, np.zeros(m.size)
+    starts[0] = 1.0
+    while starts.sum() > math.exp(-_FAR):
+        at = origin + m * b
+        total += settled * float(starts[at >= live].sum())
+        starts[at >= far] = 0.0
+        first = _slots(lam, a, live - at, starts, tau, slowdown)
+        # going[m] = first.going[m] + e^(-2 lam b) going[m - 1] (no repair in b-slot m, no
+        # failure) up to the b-slot that holds live, summed with scale = e^(2 lam b m)
+        ends = live - (at + a) < b
+        last = int(np.argmax(ends)) if ends.any() else m.size
+        if lam * b < 300:  # scale < e^(2 _FAR + 600), as lam b m < _FAR + 2 lam b
+            scale = np.exp(2 * lam * b * np.minimum(m, last))
+            going = np.where(m <= last, np.cumsum(first.going * scale) / scale, 0.0)
+        else:  # e^(-2 lam b) < e^-600: nothing goes on past a slot
+            going = first.going
+        going = np.concatenate(([0.0], going[:-1]))  # what goes on into slot m
+        later = _slots(lam, b, live - (at + a - b), going, tau, slowdown)
+        total += first.banked + later.banked
+        starts = (first.rejoin + later.rejoin) * math.exp(-lam * pause)
+        origin += a + pause
     return total
 
 
-def _speed(mean: float, slowdown: float) -> float:
+@dataclass(frozen=True, slots=True)
+class _Slots:
+    banked: float  # the work their checkpoints bank
+    rejoin: np.ndarray  # probability of a repair in the slot and no failure: a planned rejoin
+    going: np.ndarray  # probability of no repair in the slot and no failure: it trains on
+
+
+def _slots(lam: float, length: float, left: np.ndarray, reach: np.ndarray, tau: float,
+           slowdown: float) -> _Slots:
+    """Slots of ``length``, reached with probability ``reach``, the failed node back ``left``
+    after each begins: what their checkpoints bank, and how each ends."""
+    on = reach > 0
+    survive = math.exp(-lam * length)
+    speed = np.zeros(reach.size)
+    speed[on] = _speed(lam * left[on], slowdown)
+    repair = np.where(left < length, 1.0, -math.expm1(-lam * length))
+    return _Slots(float((reach * speed).sum()) * survive * tau, reach * repair * survive,
+                  reach * (1 - repair) * survive)
+
+
+def _speed(mean: np.ndarray, slowdown: float) -> np.ndarray:
     """``E[max(0, 1 - d (1 + K))]``, ``K`` Poisson of ``mean``: a stretch's speed with the
     failed node out and ``K`` more (the simulation's speed never goes below 0)."""
     linear = 1 - slowdown * (1 + mean)
-    if slowdown == 0:
+    if slowdown == 0 or mean.size == 0:
         return linear
     top = math.ceil(1 / slowdown - 1) - 1  # the most nodes out besides it at a speed above 0
-    if top >= mean + 10 * math.sqrt(mean) + 30:  # P(K > top) < e^-45: the clamp never bites
+    peak = float(mean.max())
+    if top >= peak + 10 * math.sqrt(peak) + 30:  # P(K > top) < e^-45: the floor never bites
         return linear
-    if mean == 0:
-        return max(0.0, 1 - slowdown)
-    log_mean = math.log(mean)
-    return sum((1 - slowdown * (1 + k)) * math.exp(k * log_mean - mean - math.lgamma(k + 1))
-               for k in range(top + 1))
+    log_mean = np.log(np.maximum(mean, np.finfo(float).tiny))  # K = 0 when mean = 0
+    speed = np.zeros(mean.size)
+    for k in range(top + 1):
+        speed += (1 - slowdown * (1 + k)) * np.exp(k * log_mean - mean - math.lgamma(k + 1))
+    return speed
 
 
 def best_elastic_interval(rate_per_s: float, blocking_s: float, commit_delay_s: float,
