@@ -144,7 +144,7 @@ def analyse(spec: GoodputSpec, *, runs: int | None = None, seed: int = 0,
     knobs = {"rejoin_s": spec.restart_s + cost.read_s, "repair_s": spec.spare_wait_s,
              "slowdown": spec.slowdown}
     e_best = (cf.best_elastic_interval(lam, cost.blocking_s, cost.commit_delay_s, rec, **knobs)
-              if lam > 0 else math.inf)
+              if lam > 0 and spec.interval_s is None else math.inf)  # else the spec's
     tau_e = _interval(spec, cost, e_best)
     g_e = cf.elastic_goodput(lam, tau_e, cost.blocking_s, cost.commit_delay_s, rec, **knobs)
     flex = policy("elastic", tau_e, g_e, elastic=True, **knobs)
