@@ -115,13 +115,38 @@ def daly_interval(rate_per_s: float, blocking_s: float) -> float:
 def elastic_goodput(rate_per_s: float, interval_s: float, blocking_s: float,
                     commit_delay_s: float, recovery_s: float, *, rejoin_s: float,
                     repair_s: float, slowdown: float) -> float:
-    """``G_elastic(tau) = lam e^{-lam R} V(S - R)`` (see the module docstring), exact."""
+    """``G_elastic(tau) = lam e^{-lam R} V(S - R)`` (see the module docstring), exact. A
+    ValueError past :data:`MOST_TERMS` (see :func:`elastic_terms`)."""
     live = repair_s - recovery_s  # training time until the failed node is back
     if rate_per_s == 0 or live <= 0:
         return goodput(rate_per_s, interval_s, blocking_s, commit_delay_s, recovery_s)
+    terms = elastic_terms(rate_per_s, interval_s + blocking_s, commit_delay_s + rejoin_s, live)
+    if terms > MOST_TERMS:
+        raise ValueError(f"the elastic sum would have {terms:,.0f} terms, over {MOST_TERMS:,}")
     lam = rate_per_s
     work = _gap_work(lam, interval_s, blocking_s, commit_delay_s, rejoin_s, live, slowdown)
     return lam * math.exp(-lam * recovery_s) * work
+
+
+#: The most terms (slots x levels of rejoins, :func:`elastic_terms`) of one elastic sum: about
+#: a second and 160 MB at most.
+MOST_TERMS = 2_000_000
+
+
+def elastic_terms(rate_per_s: float, segment_s: float, restart_s: float, live_s: float) -> float:
+    """About how many terms :func:`_gap_work` adds up: the checkpoint intervals
+    (``segment_s``) it follows a lost node over, until it is back ``live_s`` after training
+    resumes or the failure has come with probability ``1 - e^-40``, times the levels of planned
+    rejoins (each at least ``segment_s + restart_s`` long) until the rest is as unlikely."""
+    far = min(live_s, _FAR / rate_per_s)
+    levels = min(far / (segment_s + restart_s), _most_rejoins(rate_per_s * far)) + 1
+    return (far / segment_s + 2) * levels
+
+
+def _most_rejoins(mean: float) -> float:
+    """Rejoins that Poisson(``mean``) repairs (each at most one) pass with probability under
+    about ``e^-_FAR``."""
+    return mean + 10 * math.sqrt(mean) + _FAR
 
 
 #: A start or slot reached before the failure with probability under ``e^-_FAR`` is dropped:
@@ -207,16 +232,23 @@ def _speed(mean: np.ndarray, slowdown: float) -> np.ndarray:
 
 
 def best_elastic_interval(rate_per_s: float, blocking_s: float, commit_delay_s: float,
-                          recovery_s: float, **elastic: float) -> float:
+                          recovery_s: float, *, rejoin_s: float, repair_s: float,
+                          slowdown: float, shortest_s: float = 0.0) -> float:
     """The interval that maximises :func:`elastic_goodput` (golden-section search on
-    ``log tau``, from a tenth to ten times the plain optimum, to a relative 1e-9)."""
-    start = best_interval(rate_per_s, blocking_s, commit_delay_s)
+    ``log tau``, from a tenth to ten times the plain optimum, to a relative 1e-9), at least
+    ``shortest_s``, and long enough for the sum to keep to half :data:`MOST_TERMS`."""
+    far = min(max(repair_s - recovery_s, 0.0), _FAR / rate_per_s)
+    levels = _most_rejoins(rate_per_s * far) + 1  # whatever the interval
+    fewest = far / (MOST_TERMS / 2 / levels - 2) - blocking_s
+    floor = max(shortest_s, fewest, commit_delay_s, 1e-9)
+    start = max(best_interval(rate_per_s, blocking_s, commit_delay_s), floor)
 
     def value(log_tau: float) -> float:
         return elastic_goodput(rate_per_s, math.exp(log_tau), blocking_s, commit_delay_s,
-                               recovery_s, **elastic)
+                               recovery_s, rejoin_s=rejoin_s, repair_s=repair_s,
+                               slowdown=slowdown)
 
-    lo, hi = math.log(max(start / 10, commit_delay_s, 1e-9)), math.log(start * 10)
+    lo, hi = math.log(max(start / 10, floor)), math.log(start * 10)
     ratio = (math.sqrt(5) - 1) / 2
     left, right = hi - ratio * (hi - lo), lo + ratio * (hi - lo)
     g_left, g_right = value(left), value(right)
