@@ -128,8 +128,8 @@ def elastic_goodput(rate_per_s: float, interval_s: float, blocking_s: float,
     return lam * math.exp(-lam * recovery_s) * work
 
 
-#: The most terms (slots x levels of rejoins, :func:`elastic_terms`) of one elastic sum: about
-#: a second and 160 MB at most.
+#: The most terms (slots x levels of rejoins, :func:`elastic_terms`, an upper estimate) of one
+#: elastic sum: 1.9 million took 0.08 s and under 50 MB on the 2-core development machine.
 MOST_TERMS = 2_000_000
 
 
