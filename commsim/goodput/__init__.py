@@ -3,7 +3,7 @@
 One module per concept: :mod:`.spec` (the validated inputs and their sourced defaults),
 :mod:`.checkpoint` (a checkpoint's size from the memory model, its write, read and stall
 times), :mod:`.closed_form` (Daly's exact expectation, the best interval, Young's and Daly's
-estimates, the elastic restart to first order), :mod:`.simulate` (seeded runs of
+estimates, the elastic restart's exact expectation), :mod:`.simulate` (seeded runs of
 :mod:`commsim.engine.failures`, the SimPy oracle), :mod:`.analyse` (one answer, both ways) and
 :mod:`.cli`. See docs/goodput.md.
 

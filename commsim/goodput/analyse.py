@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from commsim.engine.failures import FailureModel
+from commsim.errors import SpecError
 from commsim.goodput import closed_form as cf
 from commsim.goodput.checkpoint import CheckpointCost, checkpoint_cost
 from commsim.goodput.simulate import DEFAULT_HORIZON_S, Simulated, simulate
@@ -143,9 +144,17 @@ def analyse(spec: GoodputSpec, *, runs: int | None = None, seed: int = 0,
                    restart_s=wait)
     knobs = {"rejoin_s": spec.restart_s + cost.read_s, "repair_s": spec.spare_wait_s,
              "slowdown": spec.slowdown}
-    e_best = (cf.best_elastic_interval(lam, cost.blocking_s, cost.commit_delay_s, rec, **knobs)
-              if lam > 0 else math.inf)
+    e_best = (cf.best_elastic_interval(lam, cost.blocking_s, cost.commit_delay_s, rec,
+                                       shortest_s=spec.step_time_s, **knobs)
+              if lam > 0 and spec.interval_s is None else math.inf)  # else the spec's
     tau_e = _interval(spec, cost, e_best)
+    live = spec.spare_wait_s - rec
+    terms = (cf.elastic_terms(lam, tau_e + cost.blocking_s, cost.commit_delay_s
+                              + knobs["rejoin_s"], live) if lam > 0 and live > 0 else 0.0)
+    if terms > cf.MOST_TERMS:
+        raise SpecError(f"--interval {tau_e:g}s with --spare-wait {spec.spare_wait_s:g}s: the "
+                        f"elastic closed form would add up {terms:,.0f} terms, over "
+                        f"{cf.MOST_TERMS:,} (a longer --interval or a shorter --spare-wait)")
     g_e = cf.elastic_goodput(lam, tau_e, cost.blocking_s, cost.commit_delay_s, rec, **knobs)
     flex = policy("elastic", tau_e, g_e, elastic=True, **knobs)
     return Analysis(spec, cost, young, daly, plain, spare, flex, seed=seed, horizon_s=horizon)

@@ -80,6 +80,8 @@ def test_same_inputs_same_bytes(capsys):
     ["--elastic-step-time", "1s"],
     ["--restart-time", "forever"],
     ["--horizon", "0"],
+    # a lost node out for 1000 h of 5.5 s intervals: too many terms for the elastic sum
+    ["--elastic", "--spare-wait", "1000h", "--interval", "1steps", "--restart-time", "0"],
 ])
 def test_bad_inputs_are_one_line(capsys, extra):
     """Each bad input is exit 2 with exactly one line on stderr, naming the flag."""

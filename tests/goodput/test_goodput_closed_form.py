@@ -3,6 +3,7 @@ interval, asynchronous checkpoints and the checkpoint's cost and size."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
@@ -104,3 +105,96 @@ def test_elastic_never_beats_no_failure_and_loses_speed_with_slowdown():
     values = [cf.elastic_goodput(lam, tau, c, 0.0, r, rejoin_s=r, repair_s=3600, slowdown=d)
               for d in (0.0, 0.01, 0.1)]
     assert plain > values[0] > values[1] > values[2]
+
+
+def test_elastic_without_its_costs_is_the_plain_goodput():
+    """A node back before the recovery ends (S <= R) never slows the run nor needs a rejoin;
+    a free rejoin (R_j = 0, synchronous) at no speed cost loses nothing: both are G(tau; R)."""
+    lam, tau, c, r = 1 / 3600, 600.0, 20.0, 600.0
+    plain = cf.goodput(lam, tau, c, 0.0, r)
+    early = cf.elastic_goodput(lam, tau, c, 0.0, r, rejoin_s=r, repair_s=r, slowdown=0.5)
+    free = cf.elastic_goodput(lam, tau, c, 0.0, r, rejoin_s=0.0, repair_s=5 * 3600, slowdown=0)
+    assert early == pytest.approx(plain, rel=1e-12)
+    assert free == pytest.approx(plain, rel=1e-12)
+
+
+def _first_order(lam, tau, c, w, r, rejoin, repair, d):
+    """The elastic form to first order in lam: one planned rejoin per failure, which costs
+    R_j and the write W after the snapshot it stops at; the failed node out for the J
+    checkpoints up to the first durable one at or after L = S - R (``J b = L + wait - W``)."""
+    b, live = tau + c, repair - r
+    checkpoints = 1 if live < b + w else math.floor((live - b - w) / b) + 2
+    plain = cf.goodput(lam, tau, c, w, r)
+    return plain * (1 - lam * (rejoin + w)) * (1 - d * lam * checkpoints * b)
+
+
+@pytest.mark.parametrize(("w", "repair"), [(0.0, 3600.0), (150.0, 3600.0), (0.0, 7200.0)])
+def test_elastic_reduces_to_first_order_as_failures_get_rare(w, repair):
+    """As lam -> 0 the exact form's difference from the first-order one shrinks like lam
+    relative to what the elastic restart costs: 10x rarer failures, 10x smaller."""
+    tau, c, r, rejoin, d = 600.0, 20.0, 600.0, 500.0, 0.05
+    ratios = []
+    for mtbf in (1e5, 1e6):
+        lam = 1 / mtbf
+        exact = cf.elastic_goodput(lam, tau, c, w, r, rejoin_s=rejoin, repair_s=repair,
+                                   slowdown=d)
+        loss = cf.goodput(lam, tau, c, w, r) - exact
+        ratios.append(abs(exact - _first_order(lam, tau, c, w, r, rejoin, repair, d)) / loss)
+    assert ratios[1] < 0.002 and ratios[1] < ratios[0] / 5
+
+
+def _by_stretches(lam, tau, c, w, r, rejoin, repair, d):
+    """The elastic goodput by another route: a recursion over whole stretches, each ending at
+    the checkpoint after the first repair in it, with the expected nodes out per outcome in
+    closed form (the first repair at ``z ~ Exp(lam)``, at most ``h``, leaves ``1 + lam (h - z)``
+    out on average besides it). Linear speed: for a ``d`` small enough never to reach 0."""
+    b, live = tau + c, repair - r
+    a = b + w
+    settled = tau * math.exp(-lam * a) / -math.expm1(-lam * b)
+
+    @functools.cache
+    def value(n, m):  # a stretch starting with the failed node back h later
+        h = live - n * (a + rejoin) - m * b
+        if h <= 0:
+            return settled
+        ends = [0.0] + [a + (j - 1) * b for j in range(1, 2 + math.ceil(h / b))]
+        total, banked = 0.0, 0.0
+        for j in range(1, len(ends)):
+            lo, hi = ends[j - 1], min(ends[j], h)
+            banked += math.exp(-lam * ends[j])
+            p_in = math.exp(-lam * lo) - (math.exp(-lam * hi) if ends[j] <= h else 0.0)
+
+            def tail(x):  # the antiderivative of lam e^-(lam x) (1 + lam (h - x))
+                return math.exp(-lam * x) * (lam * x - lam * h)
+            out = p_in + tail(hi) - tail(lo)  # E[nodes out; first repair in slot j]
+            total += tau * banked * (p_in - d * out)
+            total += p_in * math.exp(-lam * (ends[j] + rejoin)) * value(n + 1, m + j - 1)
+            if ends[j] > h:
+                return total
+        raise AssertionError("the slot that holds h ends the stretch")
+
+    return lam * math.exp(-lam * r) * value(0, 0)
+
+
+@pytest.mark.parametrize(("lam", "w", "rejoin", "repair"), [
+    (1 / 10800, 0.0, 600.0, 3600.0), (1 / 2000, 0.0, 700.0, 3600.0),
+    (1 / 1800, 200.0, 250.0, 5000.0), (1 / 3600, 0.0, 60.0, 4 * 3600.0)])
+def test_elastic_agrees_with_a_recursion_over_stretches(lam, w, rejoin, repair):
+    """The slot-by-slot sum equals the stretch-by-stretch recursion to rounding."""
+    args = (lam, 500.0, 40.0, w, 600.0)
+    exact = cf.elastic_goodput(*args, rejoin_s=rejoin, repair_s=repair, slowdown=0.01)
+    assert exact == pytest.approx(_by_stretches(*args, rejoin, repair, 0.01), rel=1e-9)
+
+
+def test_elastic_speed_never_goes_below_zero():
+    """With a node out costing a third of the speed, three out stop the run: the expected
+    speed counts more as 0, not negative, so the goodput stays above the line through d = 0
+    and a small d (where the speed never reaches 0), and at d = 1 it is still >= 0."""
+    lam, tau, c, r, s = 1 / 1800, 600.0, 20.0, 600.0, 6 * 3600.0
+
+    def g(d):
+        return cf.elastic_goodput(lam, tau, c, 0.0, r, rejoin_s=r, repair_s=s, slowdown=d)
+
+    per_d = (g(0.0) - g(1e-3)) / 1e-3
+    assert g(1 / 3) > g(0.0) - per_d / 3 + 0.05
+    assert g(1.0) >= 0

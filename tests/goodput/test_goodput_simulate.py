@@ -47,17 +47,32 @@ def test_async_and_spare_wait_agree_with_the_closed_form():
     assert a.plain.outcome.interval_s == pytest.approx(a.cost.commit_delay_s)
 
 
-@pytest.mark.parametrize("slowdown", [1 / 8, 1 / 256])
-def test_elastic_simulation_agrees_with_the_first_order_form(slowdown):
-    """The elastic restart's first-order closed form is within 1% of the simulated runs, for a
-    small cluster (one node out: 1/8 of its speed) and a large one (1/256); 150 runs."""
-    lam, tau, c, r, s = 1 / 10800, 600.0, 20.0, 600.0, 3600.0
-    model = FailureModel(rate_per_s=lam, interval_s=tau, blocking_s=c, commit_delay_s=0.0,
-                         restart_s=r, work_s=30 * 86400.0, elastic=True, repair_s=s,
-                         slowdown=slowdown, rejoin_s=r)
-    closed = cf.elastic_goodput(lam, tau, c, 0.0, r, rejoin_s=r, repair_s=s, slowdown=slowdown)
-    sim = simulate(model, 150, seed=11, expected_goodput=closed)
-    assert sim.goodput == pytest.approx(closed, rel=0.01)
+#: (failures per s, interval, stall, background write, recovery, rejoin, repair, slowdown)
+ELASTIC = {
+    "8 nodes": (1 / 10800, 600.0, 20.0, 0.0, 600.0, 600.0, 3600.0, 1 / 8),
+    "256 nodes": (1 / 10800, 600.0, 20.0, 0.0, 600.0, 600.0, 3600.0, 1 / 256),
+    # the benchmark grid's hardest row: lam (R + S) near 2, so repairs overlap
+    "repairs overlap": (1.6384 / 3600, 742.0, 100.0, 0.0, 700.0, 700.0, 3600.0, 1 / 2048),
+    "async": (1 / 1800, 300.0, 5.0, 200.0, 300.0, 250.0, 5000.0, 0.1),
+    # five nodes out stop the run: the speed floors at 0
+    "speed floors": (1 / 3600, 900.0, 60.0, 0.0, 600.0, 600.0, 10000.0, 0.2),
+}
+
+
+@pytest.mark.parametrize("case", ELASTIC.values(), ids=ELASTIC.keys())
+def test_elastic_simulation_agrees_with_the_closed_form(case):
+    """The elastic restart's exact expectation is within 2% of the mean of 100 seeded runs of
+    about 200 failures each, and within 3 of its 95% CIs, for small and large clusters,
+    overlapping repairs, an asynchronous write and a speed that reaches 0."""
+    lam, tau, c, w, r, rejoin, repair, slowdown = case
+    model = FailureModel(rate_per_s=lam, interval_s=tau, blocking_s=c, commit_delay_s=w,
+                         restart_s=r, work_s=200 / lam, elastic=True, repair_s=repair,
+                         slowdown=slowdown, rejoin_s=rejoin)
+    closed = cf.elastic_goodput(lam, tau, c, w, r, rejoin_s=rejoin, repair_s=repair,
+                                slowdown=slowdown)
+    sim = simulate(model, 100, seed=11, expected_goodput=closed)
+    assert sim.goodput == pytest.approx(closed, rel=0.02)
+    assert abs(sim.goodput - closed) < max(3 * sim.ci95, 1e-3)
 
 
 def test_best_interval_within_the_simulations_resolution():
