@@ -51,16 +51,18 @@ COMPOSED_NOTE = ("symmetric phases: the phases whose rings have alike hops shari
                  "timed from one representative rank (exact)")
 
 
-def _pipelined(phases: Callable[[int], tuple[float, float]], nbytes: int, ranks: int,
+def _pipelined(phases: Callable[[int, bool], tuple[float, float]], nbytes: int, ranks: int,
                loop_bytes: int = 0) -> float:
     """Two phases pipelined in many chunks: the slower phase plus the faster one's latency
     (its time at one byte per rank), ``max(A, B) + min(A0, B0)``. In loops of ``loop_bytes``
     (each chunk moved whole by one phase before the next takes it), the faster phase's
     bytes of one loop show too: ``+ (min(A, B) - min(A0, B0)) x loop / bytes`` (at most
     ``A + B``: one loop). In ``L`` whole loops that is the faster phase over ``L``; a last,
-    smaller loop hides no more than a whole one, so the time never drops as the size grows."""
-    a, b = phases(nbytes)
-    a0, b0 = phases(ranks)
+    smaller loop hides no more than a whole one, so the time never drops as the size grows.
+    ``phases(n, only_min)`` gives (A, B) at ``n`` bytes; with ``only_min`` only ``min(A, B)``
+    is read, so B may be given as ``min(B, A)`` (its simulations stop at A)."""
+    a, b = phases(nbytes, False)
+    a0, b0 = phases(ranks, True)
     latency = min(a0, b0)
     share = min(1.0, loop_bytes / nbytes) if loop_bytes and nbytes else 0.0
     return max(a, b) + latency + max(min(a, b) - latency, 0.0) * share
@@ -139,9 +141,10 @@ class ComposedTimer:
         hosts, rails = self._hosts_and_rails(ranks)
         scale = self.model.tree_scale("tree", protocol.name, nbytes)
 
-        def phases(n: int) -> tuple[float, float]:
+        def phases(n: int, only_min: bool) -> tuple[float, float]:
             a = max(self._host_rings(host, n, protocol, "tree", scale) for host in hosts)
-            b = max(self._rail(rail, max(n // len(hosts[0]), 1), protocol, ranks, "tree", scale)
+            b = max(self._rail(rail, max(n // len(hosts[0]), 1), protocol, ranks, "tree", scale,
+                               a if only_min else None)
                     for rail in rails)
             return a, b
 
@@ -157,16 +160,21 @@ class ComposedTimer:
         hosts, rails = self._hosts_and_rails(ranks)
         host = hosts[0]
 
-        def phases(n: int) -> tuple[float, float]:
+        def phases(n: int, only_min: bool) -> tuple[float, float]:
             rail_bytes = max(n // len(host), 1)
             if name == "nvls":
                 a = max(self._run(Collective.ALL_REDUCE, h, n, "nvls", protocol, family="nvls")
                         for h in hosts)
-                b = max(self._rail(rail, rail_bytes, protocol, ranks, name) for rail in rails)
             else:
                 a = max(self._host_rings(h, n, protocol, name) for h in hosts)
+            cap = a if only_min else None
+            if name == "nvls":
+                b = max(self._rail(rail, rail_bytes, protocol, ranks, name, cap=cap)
+                        for rail in rails)
+            else:
                 b = max(self._run(Collective.ALL_REDUCE, rail, rail_bytes, "collnet", protocol,
-                                  self._rail_share(ranks), family=name) for rail in rails)
+                                  self._rail_share(ranks), family=name, cap=cap)
+                        for rail in rails)
             return a, b
 
         loop = 0
@@ -202,7 +210,7 @@ class ComposedTimer:
                    for coll in (Collective.REDUCE_SCATTER, Collective.ALL_GATHER))
 
     def _rail(self, rail: tuple[int, ...], nbytes: int, protocol: Protocol, ranks: int,
-              family: str, scale: float = 1.0) -> float:
+              family: str, scale: float = 1.0, cap: float | None = None) -> float:
         """One rail's all-reduce of ``nbytes`` among the hosts, as NCCL's trees cross them: a
         double binary tree (``log2(hosts)`` network hops each way), pipelined in NCCL's
         chunks up to the ring's bandwidth, which commsim's few-piece tree schedule does not
@@ -210,13 +218,14 @@ class ComposedTimer:
         no faster than each NIC carrying the rail's bytes twice (up and down the tree), as
         NCCL's tuner counts it (tuning.cc: a tree's bandwidth across more than two nodes is
         the network's, ``bwInter``, and the NVLS tree's doubles only for two nodes; the
-        all-reduce's algorithm bandwidth is half that): a 2-host ring of twice the bytes."""
+        all-reduce's algorithm bandwidth is half that): a 2-host ring of twice the bytes.
+        With ``cap``, ``min(time, cap)`` (:meth:`_run`)."""
         share = self._rail_share(ranks)
         time = min(self._run(Collective.ALL_REDUCE, rail, nbytes, name, protocol, share,
-                             family=family, scale=scale) for name in (RAIL_TREE, "ring"))
+                             family=family, scale=scale, cap=cap) for name in (RAIL_TREE, "ring"))
         if len(rail) > 2:
             time = max(time, self._run(Collective.ALL_REDUCE, rail[:2], 2 * nbytes, "ring",
-                                       protocol, share, family=family, scale=scale))
+                                       protocol, share, family=family, scale=scale, cap=cap))
         return time
 
     def _rail_share(self, ranks: int) -> float:
@@ -227,10 +236,11 @@ class ComposedTimer:
 
     def _run(self, collective: Collective, ranks: tuple[int, ...], nbytes: int, name: str,
              protocol: Protocol, channels: float = 1, family: str = "tree",
-             scale: float = 1.0) -> float:
+             scale: float = 1.0, cap: float | None = None) -> float:
         """One phase: ``name`` among ``ranks`` on their protocol network (``family``'s hop
         latencies, the channels a call of ``nbytes`` runs, bandwidths x ``scale``), its note
-        kept."""
+        kept. With ``cap``, ``min(time, cap)``, its DES skipped where its schedule provably
+        takes ``cap`` or longer (:func:`~commsim.engine.evaluate.evaluate`'s ``cap``)."""
         active = active_channels(nbytes, len(ranks), family, protocol.name,
                                  self.model.config.channels)[0]
         if name == "ring" and ranks == tuple(range(len(ranks))):
@@ -245,9 +255,9 @@ class ComposedTimer:
             # a degraded ring's hops may differ, so no representative stands for it; its
             # closed form (the worst hop) is its DES where its hops share no link
             engine = "analytic"
-        done = evaluate(call, net, name, engine, max_transfers=MAX_PHASE_DES_TRANSFERS)
+        done = evaluate(call, net, name, engine, max_transfers=MAX_PHASE_DES_TRANSFERS, cap=cap)
         self.notes.append(DEGRADED_NOTE if engine != self.engine else done.note)
-        return done.time_s
+        return done.time_s if cap is None else min(done.time_s, cap)
 
 
 def distinct_groups(network: Network, groups: list[tuple[int, ...]], *,

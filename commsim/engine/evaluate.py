@@ -22,7 +22,7 @@ from commsim.algorithms.memo import memo_schedule
 from commsim.budget import fits, memory_budget, over_budget
 from commsim.engine.analytic import predict
 from commsim.engine.des import Timing
-from commsim.engine.exact import full_des_forced, time_schedule
+from commsim.engine.exact import full_des_forced, takes_at_least, time_schedule
 from commsim.engine.reuse import reused_timing
 from commsim.engine.symmetry import symmetric_note
 from commsim.errors import SpecError
@@ -102,13 +102,19 @@ def _small(call: Call, algo: Algorithm, chunks: int) -> bool:
 
 
 def evaluate(call: Call, network: Network, algorithm: str, engine: str,
-             records: bool = False, max_transfers: int | None = None) -> Evaluation:
+             records: bool = False, max_transfers: int | None = None,
+             cap: float | None = None) -> Evaluation:
     """Time ``call`` run by ``algorithm`` on ``network`` with ``engine``; a simulation of
     more than ``max_transfers`` (default: :func:`check_des_size`'s) is refused.
 
     With ``records`` the result carries the schedule and its per-transfer timing: from the DES
     run itself, or (closed form) from a DES run that gives the same time; SpecError when the
     schedule is contended so that the two differ.
+
+    ``cap`` says that only ``min(time, cap)`` is wanted: a DES (without records) whose
+    schedule provably takes ``cap`` or longer (:func:`~commsim.engine.exact.takes_at_least`)
+    is not run, and the evaluation's time is ``cap``; ``min(time_s, cap)`` is then always the
+    true time's, to the bit.
     """
     algo = get_algorithm(algorithm)
     algo.check_supports(call)
@@ -122,6 +128,9 @@ def evaluate(call: Call, network: Network, algorithm: str, engine: str,
         if note is None:  # the DES runs (or its exact uncontended evaluation)
             check_des_size(call, algo, chunks, max_transfers)
             schedule = memo_schedule(call, algo.name)
+            if (cap is not None and not records and len(schedule) <= MAX_DES_TRANSFERS
+                    and takes_at_least(schedule, view, cap)):
+                return Evaluation(cap, chunks, view)
             timing = reused_timing(schedule, view, MAX_DES_TRANSFERS)
             return Evaluation(timing.time_s, chunks, view, schedule, timing)
         time_s = predict(call, view, algo.name)  # a symmetric ring's DES is its closed form

@@ -30,6 +30,7 @@ True
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 import numpy as np
 
@@ -167,10 +168,13 @@ def full_des_forced() -> bool:
     return os.environ.get(FULL_DES_ENV, "") not in ("", "0")
 
 
-def time_schedule(schedule: Schedule, network: Network, limit: int | None = None) -> Timing:
+def time_schedule(schedule: Schedule, network: Network, limit: int | None = None,
+                  simulate: Callable[[Schedule, Network], Timing] | None = None) -> Timing:
     """The DES's timing of ``schedule`` on ``network``: :func:`exact_timing` where it proves the
-    schedule uncontended, else (or when :func:`full_des_forced`) the event loop itself;
-    SpecError when that would run more than ``limit`` transfers."""
+    schedule uncontended, else (or when :func:`full_des_forced`) the event loop,
+    :func:`~commsim.engine.des.simulate_des` or ``simulate`` (:mod:`commsim.engine.reuse`
+    passes one that gives back a kept timing); SpecError when that would run more than
+    ``limit`` transfers."""
     check_fits(schedule, network)
     if not full_des_forced():
         timing = exact_timing(schedule.columns, network)
@@ -184,4 +188,24 @@ def time_schedule(schedule: Schedule, network: Network, limit: int | None = None
             f"{limit:.2g} it runs in seconds: use --engine analytic (closed form), fewer "
             "--chunks or fewer --ranks"
         )
-    return simulate_des(schedule, network)
+    return (simulate or simulate_des)(schedule, network)
+
+
+#: :func:`takes_at_least` answers yes only when the uncontended makespan passes the time by
+#: this much (relative): far more than the DES's rounding, so the answer holds for its floats.
+AT_LEAST_MARGIN = 1e-9
+
+
+def takes_at_least(schedule: Schedule, network: Network, time_s: float) -> bool:
+    """Whether the DES's time of ``schedule`` on ``network`` is provably ``time_s`` or more,
+    without running it: its makespan with every transfer alone on its links (the longest path
+    :func:`exact_timing` computes) passes ``time_s`` (by :data:`AT_LEAST_MARGIN`). The DES
+    starts a transfer no earlier than that path does and drains it at no more than its route's
+    narrowest bandwidth (a shared link's bandwidth is split), so its time is never shorter.
+    False says nothing."""
+    cols = schedule.columns
+    if len(cols) == 0:
+        return time_s <= 0
+    _, _, drain, delay, _ = _routes(cols, network)
+    _, end = _longest_path(cols, drain, delay)
+    return float(end.max()) * (1 - AT_LEAST_MARGIN) >= time_s

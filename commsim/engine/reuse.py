@@ -8,10 +8,11 @@ diagnosis time the healthy machine and degraded ones, whose phases often run ove
 file did not change: NCCL's NVLS tree across 512 hosts with one NIC at half speed simulates
 the other rails' phase, 16,352 transfers over exactly the healthy links, on both. A network
 made by :func:`in_scope` (and every view and degraded network made from it: they copy its
-``meta``) keeps each large simulation's timing under that content, and :func:`reused_timing`
-gives it back where the same schedule (the same kept object,
-:func:`~commsim.algorithms.memo.memo_schedule`) runs over links alike in the same scope;
-anything else, and every network outside a scope, is simulated. Scopes never share timings,
+``meta``) keeps the event loop's timing of each schedule of :data:`MIN_TRANSFERS` or more
+under that content (a schedule the exact evaluator times, uncontended, costs less than its key
+and is never kept), and :func:`reused_timing` gives it back where the same schedule (the same
+kept object, :func:`~commsim.algorithms.memo.memo_schedule`) runs over links alike in the same
+scope; anything else, and every network outside a scope, is simulated. Scopes never share timings,
 so repeated runs (a benchmark's) simulate as a new process does. The memo holds at most
 :data:`KEPT_TRANSFERS` transfers' timings, the least recently used going first
 (:class:`~commsim.sized_lru.SizedLRU`).
@@ -23,14 +24,16 @@ import hashlib
 
 import numpy as np
 
-from commsim.engine.des import Timing
+from commsim.engine.des import Timing, simulate_des
 from commsim.engine.exact import time_schedule
 from commsim.network import Network
 from commsim.schedule import Schedule
 from commsim.sized_lru import SizedLRU
 
-#: Below this many transfers the simulation costs about what its key does: never kept.
-MIN_TRANSFERS = 4096
+#: Below this many transfers the event loop takes milliseconds: never kept. (A key costs about
+#: a tenth of the loop: 0.9 ms against 11 ms for a double binary tree of 252 transfers on
+#: dgx-h100x8, 8.5 against 72 ms for 2,044 on dgx-h100x64, measured on two shared cores.)
+MIN_TRANSFERS = 256
 #: The most transfers whose timings the memo keeps, all together (16 bytes each).
 KEPT_TRANSFERS = 2_000_000
 
@@ -53,24 +56,27 @@ def in_scope(network: Network) -> Network:
 
 
 def reused_timing(schedule: Schedule, network: Network, limit: int | None = None) -> Timing:
-    """:func:`~commsim.engine.exact.time_schedule` of ``schedule`` on ``network``, given back
-    from an earlier simulation of the same schedule over links alike (the module docstring);
-    schedules of reducing switches (``endpoints``), small ones and ones beyond ``limit`` are
-    simply timed."""
-    size = len(schedule)
+    """:func:`~commsim.engine.exact.time_schedule` of ``schedule`` on ``network``, its event
+    loop's timing given back from an earlier simulation of the same schedule over links alike
+    (the module docstring); a schedule proven uncontended is timed exactly as ever (cheaper than
+    its key), and schedules of reducing switches (``endpoints``) and small ones are simply
+    timed."""
     scope = network.meta.get(SCOPE_KEY)
-    if (not isinstance(scope, ReuseScope) or schedule.endpoints or size < MIN_TRANSFERS
-            or (limit is not None and size > limit)):
+    if not isinstance(scope, ReuseScope) or schedule.endpoints or len(schedule) < MIN_TRANSFERS:
         return time_schedule(schedule, network, limit)
-    key = _key(schedule, scope, network)
-    kept = _kept.get(key)
-    if kept is not None and kept[0] is schedule and kept[1] is scope:
-        return kept[2]
-    timing = time_schedule(schedule, network, limit)
-    for array in (timing.start_s, timing.end_s):
-        array.flags.writeable = False
-    _kept.put(key, (schedule, scope, timing), size)
-    return timing
+
+    def kept_or_simulated(schedule: Schedule, network: Network) -> Timing:
+        key = _key(schedule, scope, network)
+        kept = _kept.get(key)
+        if kept is not None and kept[0] is schedule and kept[1] is scope:
+            return kept[2]
+        timing = simulate_des(schedule, network)
+        for array in (timing.start_s, timing.end_s):
+            array.flags.writeable = False
+        _kept.put(key, (schedule, scope, timing), len(schedule))
+        return timing
+
+    return time_schedule(schedule, network, limit, kept_or_simulated)
 
 
 def forget() -> None:

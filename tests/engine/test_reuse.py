@@ -9,18 +9,19 @@ import commsim
 from commsim.algorithms.calls import make_call
 from commsim.engine import reuse
 from commsim.engine.evaluate import evaluate
+from commsim.engine.exact import exact_timing
 from commsim.engine.reuse import in_scope
 from commsim.topology import load_topology
 from commsim.topology.degrade import apply_what_if, link_labels
 
-#: 16 hosts of 8 GPUs, a ring among all 128 ranks in one piece: 32,512 transfers, contended
-#: nowhere but large enough to be kept.
-PRESET, ALGORITHM = "dgx-h100x16", "ring"
+#: 16 hosts of 8 GPUs, a double binary tree among all 128 ranks in one piece: 508 transfers,
+#: contended (its two trees share each rank's links), so the event loop times it and it is kept.
+PRESET, ALGORITHM = "dgx-h100x16", "double_binary_tree"
 
 
-def _timed(network: commsim.Network, nbytes: int = 1 << 30):
+def _timed(network: commsim.Network, nbytes: int = 1 << 30, algorithm: str = ALGORITHM):
     call = make_call(commsim.Collective.ALL_REDUCE, network, nbytes, chunks=1)
-    return evaluate(call, network, ALGORITHM, "des")
+    return evaluate(call, network, algorithm, "des")
 
 
 @pytest.fixture(autouse=True)
@@ -78,3 +79,16 @@ def test_run_what_if_reuses_nothing_it_should_not() -> None:
     healthy = commsim.simulate("all_reduce", net, "1GiB")
     plain = commsim.simulate("all_reduce", load_topology("dgx-h100x16"), "1GiB")
     assert healthy.time_s == plain.time_s < slow.time_s
+
+
+def test_an_uncontended_schedule_is_timed_exactly_and_never_kept() -> None:
+    """A ring among 128 ranks (32,512 transfers) shares no link: the exact evaluator times it,
+    cheaper than its key, so nothing is kept and each call in the scope times it anew, to the
+    same digits."""
+    healthy = in_scope(load_topology(PRESET))
+    first = _timed(healthy, algorithm="ring")
+    assert len(first.schedule) >= reuse.MIN_TRANSFERS
+    assert exact_timing(first.schedule.columns, first.network) == first.timing
+    again = _timed(healthy, algorithm="ring")
+    assert again.timing is not first.timing and again.timing == first.timing
+    assert reuse._kept.held == 0
