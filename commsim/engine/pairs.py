@@ -130,12 +130,13 @@ class PairCosts:
             alpha, beta = self._cost(int(src[0]), int(dst[0]))
         elif self.kind == "hierarchical" and self.hosts is not None:
             same = self.hosts[src] == self.hosts[dst]
-            flags = [flag for flag in (False, True) if (same == flag).any()]
-            costs = [self._class(flag, src, dst, same) for flag in flags]
-            if self.touched.size:  # a degraded pair stands only for itself
-                hit = np.isin(src, self.touched) | np.isin(dst, self.touched)
-                pairs = np.unique(src[hit] * self.ranks + dst[hit])
-                costs += [self._cost(int(k) // self.ranks, int(k) % self.ranks) for k in pairs]
+            # a degraded pair stands only for itself, and never for its class
+            hit = (np.isin(src, self.touched) | np.isin(dst, self.touched) if self.touched.size
+                   else np.zeros(src.size, dtype=bool))
+            costs = [self._class(flag, src[k], dst[k]) for flag in (False, True)
+                     if (k := np.flatnonzero((same == flag) & ~hit)).size]
+            pairs = np.unique(src[hit] * self.ranks + dst[hit])
+            costs += [self._cost(int(k) // self.ranks, int(k) % self.ranks) for k in pairs]
             alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
         else:
             pairs = np.unique(src * self.ranks + dst)
@@ -146,11 +147,11 @@ class PairCosts:
             alpha, beta = max(c[0] for c in costs), min(c[1] for c in costs)
         return Hop(alpha, beta, self.gamma)
 
-    def _class(self, same: bool, src: Ints, dst: Ints, flags: np.ndarray) -> tuple[float, float]:
-        """One representative pair's cost for the intra-host (``same``) or inter-host class."""
+    def _class(self, same: bool, src: Ints, dst: Ints) -> tuple[float, float]:
+        """The cost of the intra-host (``same``) or inter-host class, from the first of its
+        untouched pairs ``src[k] -> dst[k]`` asked about (all cost the same by construction)."""
         if same not in self._classes:
-            k = int(np.flatnonzero(flags == same)[0])
-            self._classes[same] = self._cost(int(src[k]), int(dst[k]))
+            self._classes[same] = self._cost(int(src[0]), int(dst[0]))
         return self._classes[same]
 
     def _cost(self, src: int, dst: int) -> tuple[float, float]:

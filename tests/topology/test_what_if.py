@@ -211,3 +211,26 @@ def test_fewest_hops_in_numpy_is_the_routers_route(preset: str, failed: tuple[st
             except SpecError as exc:
                 got = str(exc)
             assert got == expected, (src, dst)
+
+
+def test_a_degraded_pair_never_stands_for_its_class() -> None:
+    """On a degraded hierarchical network a closed form's worst pair of a phase must not
+    depend on what was timed before: a pair touching a changed link stands only for itself,
+    so timing the ring first (whose first pair crosses the slowed NIC) leaves the double
+    binary tree's hops as they are alone (a bug found in what-if speed work: 1.20e-4 s alone,
+    1.76e-4 s after the ring)."""
+    from commsim.collectives import Collective
+    from commsim.nccl import NcclModel
+    from commsim.nccl_composed import ComposedTimer
+
+    rail = tuple(range(5, 64, 8))
+    answers = []
+    for order in (("double_binary_tree", "ring"), ("ring", "double_binary_tree")):
+        net = degrade(load_topology("dgx-h100x8"), what_if_from_dict(
+            {"links": {"gpu5->fabric": {"latency": "5us"}}}))
+        model = NcclModel.of(net)
+        timer = ComposedTimer(model, "analytic")
+        got = {name: timer._run(Collective.ALL_REDUCE, rail, 512, name, model.protocol("LL"),
+                                1.0) for name in order}
+        answers.append(got)
+    assert answers[0] == answers[1]
