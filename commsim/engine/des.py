@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy
@@ -418,39 +418,33 @@ def _max_min_rates(
     capacity: list[float],
     on_link: Sequence[dict[int, _Flow]],
 ) -> dict[int, float]:
-    """Progressive filling: repeatedly saturate the link with the smallest fair share
-    (ties: the lowest link index).
+    """Progressive filling, level by level: the smallest fair share ``spare / unfixed`` of
+    all links is every flow's rate on the links that have it (the bottlenecks); a link that
+    had ``k`` of those flows keeps ``spare - k * share``.
 
-    The smallest share is found in a heap: fixing flows at the smallest share never lowers
-    another link's share (exactly; a key that float rounding lowers is pushed again), so
-    every link keeps an entry no larger than its share and a popped entry that still equals
-    its link's share is the smallest of all."""
+    The arithmetic sees only counts and shares, never the order of links or flows, so flows
+    alike by construction (the same counts on their links) get the same rate to the bit and
+    drain at one instant."""
     spare = {link: capacity[link] for link in links}
-    unfixed = {link: len(on_link[link]) for link in links}
-    heap = [(spare[link] / count, link) for link, count in unfixed.items() if count]
-    heapify(heap)
+    unfixed = {link: len(on_link[link]) for link in links if on_link[link]}
     rates: dict[int, float] = {}
-    while len(rates) < len(flows):
-        share, bottleneck = heappop(heap)
-        count = unfixed[bottleneck]
-        if not count:
-            continue
-        now = spare[bottleneck] / count
-        if now != share:
-            heappush(heap, (now, bottleneck))
-            continue
-        for flow in on_link[bottleneck].values():
-            if flow.index in rates:
-                continue
-            rates[flow.index] = share
-            for link in flow.links:
-                left = unfixed[link] - 1
-                before = spare[link]
-                after = max(before - share, 0.0)  # clamp float rounding
-                spare[link] = after
+    while unfixed:
+        share = min(spare[link] / count for link, count in unfixed.items())
+        fixed: dict[int, int] = {}
+        for link in [link for link, count in unfixed.items() if spare[link] / count == share]:
+            for flow in on_link[link].values():
+                if flow.index in rates:
+                    continue
+                rates[flow.index] = share
+                for other in flow.links:
+                    fixed[other] = fixed.get(other, 0) + 1
+        for link, k in fixed.items():
+            spare[link] = max(spare[link] - k * share, 0.0)  # clamp float rounding
+            left = unfixed[link] - k
+            if left:
                 unfixed[link] = left
-                if left and after / left < before / (left + 1):
-                    heappush(heap, (after / left, link))
+            else:
+                del unfixed[link]
     return rates
 
 
