@@ -499,6 +499,10 @@ def simulate_des(schedule: Schedule, network: Network) -> Timing:
     """Time ``schedule`` on ``network`` with the discrete-event engine (its columns: no object
     per transfer)."""
     check_fits(schedule, network)
+    from commsim.engine.batched import BatchedSimulation, is_wide
+
+    if is_wide(schedule.columns):
+        return Timing(*BatchedSimulation(schedule.columns, network).run())
     with paused_gc():  # the per-transfer lists: many long-lived objects (commsim.gcpause)
         simulation = _Simulation(schedule.columns, network)
     return simulation.run()

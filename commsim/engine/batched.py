@@ -1,0 +1,274 @@
+"""The DES instant by instant in numpy, for wide schedules (an all-to-all's million transfers
+start and drain in a handful of instants).
+
+It gives what :class:`commsim.engine.des._Simulation` gives, to the bit: the same arithmetic
+per flow (``remaining -= rate * elapsed`` when a rate changes, a drain at ``now + remaining /
+rate``, an arrival a route's latency later, plus ``gamma * nbytes`` for a reduce on a rank),
+the same instants, and at the end of each instant the max-min rates of the flows then active,
+from the same level-by-level filling (:func:`max_min_rates`; it sees only counts and shares,
+so filling every active flow at once gives each component what filling it alone does, and
+flows whose rate is unchanged keep their drain). Where the event loop takes an event per
+transfer and per rate change, this takes a few numpy passes per instant: it pays when many
+transfers share an instant (:func:`is_wide`). ``tests/engine/test_batched.py`` pins the
+equality on every algorithm and on random contended schedules.
+"""
+
+from __future__ import annotations
+
+from heapq import heappop, heappush
+
+import numpy as np
+
+from commsim.gcpause import paused_gc
+from commsim.network import Network
+from commsim.progress import Progress
+from commsim.schedule import Columns
+
+#: Transfers per step level (the schedule's DAG depth) from which the batched engine is used.
+WIDE_PER_LEVEL = 1024
+#: ... and transfers in all.
+WIDE_MIN_TRANSFERS = 4096
+#: From this many transfers on, a run draws a progress bar (on a terminal).
+PROGRESS_MIN_TRANSFERS = 200_000
+
+_DRAIN, _ARRIVE = 0, 1
+
+
+def is_wide(columns: Columns) -> bool:
+    """Whether ``columns`` has many transfers per step level (the batched engine's case)."""
+    n = len(columns)
+    if n < WIDE_MIN_TRANSFERS:
+        return False
+    level = columns.level if columns.level is not None else columns.depths()
+    return n >= WIDE_PER_LEVEL * (int(level.max(initial=0)) + 1)
+
+
+def max_min_rates(inc_flow: np.ndarray, inc_link: np.ndarray, flows: int,
+                  capacity: np.ndarray) -> np.ndarray:
+    """Max-min fair rates of ``flows`` flows whose links are given as incidence pairs
+    ``(inc_flow[k], inc_link[k])`` (a flow once per link it crosses), filled level by level
+    as :func:`commsim.engine.des._max_min_rates` does: the smallest ``spare / unfixed`` of all
+    links is every unfixed flow's rate on the links that have it, and a link that had ``k`` of
+    them keeps ``max(spare - k * share, 0)``."""
+    links, inc_link = np.unique(inc_link, return_inverse=True)
+    spare = capacity[links].astype(np.float64)
+    unfixed = np.bincount(inc_link, minlength=len(links)).astype(np.float64)
+    rates = np.zeros(flows)
+    while inc_flow.size:
+        live = np.flatnonzero(unfixed)
+        shares = spare[live] / unfixed[live]
+        share = shares.min()
+        bottleneck = np.zeros(len(links), dtype=bool)
+        bottleneck[live[shares == share]] = True
+        fixed = np.zeros(flows, dtype=bool)
+        fixed[inc_flow[bottleneck[inc_link]]] = True
+        rates[fixed] = share
+        now = fixed[inc_flow]
+        k = np.bincount(inc_link[now], minlength=len(links)).astype(np.float64)
+        hit = np.flatnonzero(k)
+        spare[hit] = np.maximum(spare[hit] - k[hit] * share, 0.0)  # clamp float rounding
+        unfixed[hit] -= k[hit]
+        inc_flow, inc_link = inc_flow[~now], inc_link[~now]
+    return rates
+
+
+class RouteTable:
+    """Every transfer's route as CSR rows of link ids (``ptr``, ``links``), with its summed
+    latency (added hop by hop, as the event loop does) and narrowest bandwidth."""
+
+    def __init__(self, columns: Columns, network: Network) -> None:
+        src, dst, which = columns.pairs()
+        ptr, links = _routes(network, src, dst)
+        ends = network.link_values(np.arange(len(network.links)))
+        lat, bw = ends.latency_s, ends.bandwidth_Bps
+        count = np.diff(ptr)
+        latency = np.zeros(len(src))
+        for hop in range(int(count.max(initial=0))):  # in hop order: same rounding
+            on = np.flatnonzero(count > hop)
+            latency[on] += lat[links[ptr[on] + hop]]
+        self.capacity = bw.astype(np.float64)
+        self.pair_ptr, self.pair_links, self.which = ptr, links, which
+        self.length = count[which]
+        self.latency = latency[which]
+
+    def incidence(self, flows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(position in flows, link)`` for every link of every transfer in ``flows``."""
+        length = self.length[flows]
+        pos = np.repeat(np.arange(len(flows), dtype=np.int64), length)
+        first = self.pair_ptr[self.which[flows]]
+        offset = np.arange(len(pos), dtype=np.int64) - np.repeat(np.cumsum(length) - length,
+                                                                 length)
+        return pos, self.pair_links[np.repeat(first, length) + offset]
+
+
+def _routes(network: Network, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray,
+                                                                         np.ndarray]:
+    """CSR routes of the pairs ``src[k] -> dst[k]``: from the router's numpy form where it has
+    one (a route ends at the first link into its destination's device: routes are paths),
+    else one lookup per pair."""
+    devices = np.concatenate([network.rank_device_array(),
+                              np.asarray(network.reduction_switches, dtype=np.int64)])
+    links = network.route_links(src, dst)
+    ptr = np.zeros(len(src) + 1, dtype=np.int64)
+    ends = network.end_columns()
+    into = ends.dst[links].tolist()
+    want = devices[dst].tolist()
+    moving = (devices[src] != devices[dst]).tolist()
+    at = 0
+    for k, (target, moves) in enumerate(zip(want, moving, strict=True)):
+        if moves:
+            while at < len(into) and into[at] != target:
+                at += 1
+            at += 1
+        ptr[k + 1] = at
+    if at != len(into) or not _chained(ends.src, ends.dst, links, ptr, devices[src]):
+        routes = [network.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
+        np.cumsum([len(r) for r in routes], out=ptr[1:])
+        links = np.fromiter((i for r in routes for i in r), np.int64, int(ptr[-1]))
+    return ptr, links
+
+
+def _chained(link_src: np.ndarray, link_dst: np.ndarray, links: np.ndarray, ptr: np.ndarray,
+             first_device: np.ndarray) -> bool:
+    """Whether each CSR row of ``links`` leaves its first device and goes on link by link."""
+    starts = ptr[:-1][np.diff(ptr) > 0]
+    if not (link_src[links[starts]] == first_device[np.diff(ptr) > 0]).all():
+        return False
+    inner = np.ones(len(links), dtype=bool)
+    inner[starts] = False
+    pos = np.flatnonzero(inner)
+    return bool((link_src[links[pos]] == link_dst[links[pos - 1]]).all())
+
+
+class BatchedSimulation:
+    """One run of a schedule's columns on a network, instant by instant."""
+
+    def __init__(self, columns: Columns, network: Network) -> None:
+        n = len(columns)
+        self.n = n
+        self.routes = RouteTable(columns, network)
+        nbytes = columns.nbytes.astype(np.float64)
+        self.nbytes = nbytes
+        # a switch reduces in hardware at line rate: gamma is the ranks' arithmetic only
+        charged = columns.reduce & (columns.dst < network.ranks)
+        self.delay = self.routes.latency.copy()
+        self.delay[charged] += network.gamma_s_per_B * nbytes[charged]
+        counts = np.diff(columns.dep_ptr)
+        self.waiting = counts.copy()
+        owner = np.repeat(np.arange(n, dtype=np.int64), counts)
+        order = np.argsort(columns.dep_idx, kind="stable")
+        self.dependents = owner[order]
+        self.dep_start = np.searchsorted(columns.dep_idx[order], np.arange(n + 1))
+        self.start = np.zeros(n)
+        self.end = np.zeros(n)
+        self.remaining = np.zeros(n)
+        self.rate = np.zeros(n)
+        self.updated = np.zeros(n)
+        self.version = np.zeros(n, dtype=np.int64)
+        self.active = np.zeros(0, dtype=np.int64)   # transfers whose bytes are flowing...
+        self.flowing = np.zeros(n, dtype=bool)      # ... (drained ones leave at re-sharing)
+        self.started: list[np.ndarray] = []         # ... and those started this instant
+        self.dirty = False                          # flows started or drained this instant
+        self.queue: list[tuple[float, int, int, np.ndarray, np.ndarray | None]] = []
+        self.pushed = 0
+        self.ended = 0
+
+    def run(self) -> tuple[np.ndarray, np.ndarray]:
+        """Every transfer's start and end (RuntimeError if some never became ready)."""
+        with paused_gc():
+            self._start(np.flatnonzero(self.waiting == 0), 0.0)
+            if self.dirty:
+                self._reshare(0.0)
+            bar = (Progress(f"simulating {self.n} transfers", "transfer")
+                   if self.n >= PROGRESS_MIN_TRANSFERS else None)
+            try:
+                self._loop(bar)
+            finally:
+                if bar is not None:
+                    bar.close()
+        unfinished = np.flatnonzero(self.waiting > 0)
+        if unfinished.size:  # only a malformed (cyclic) schedule gets here
+            raise RuntimeError(f"transfers never became ready: {unfinished[:5].tolist()}")
+        return self.start, self.end
+
+    def _loop(self, bar: Progress | None) -> None:
+        queue = self.queue
+        while queue:
+            now = queue[0][0]
+            while queue and queue[0][0] == now:   # the instant's events, then its re-sharing
+                _, _, kind, rows, versions = heappop(queue)
+                if kind == _DRAIN:
+                    self._drained(rows[self.version[rows] == versions], now)
+                else:
+                    self._arrived(rows, now)
+                if not queue or queue[0][0] != now:
+                    if self.dirty:
+                        self._reshare(now)
+            if bar is not None:
+                bar.update_to(self.ended, self.n)
+
+    def _push(self, kind: int, rows: np.ndarray, times: np.ndarray) -> None:
+        """One event per distinct time among ``rows``' ``times`` (in row order within)."""
+        if not rows.size:
+            return
+        order = np.argsort(times, kind="stable")
+        times, rows = times[order], rows[order]
+        cut = np.flatnonzero(times[1:] != times[:-1]) + 1
+        for lo, hi in zip([0, *cut.tolist()], [*cut.tolist(), len(rows)], strict=True):
+            group = rows[lo:hi]
+            versions = self.version[group] if kind == _DRAIN else None
+            heappush(self.queue, (float(times[lo]), self.pushed, kind, group, versions))
+            self.pushed += 1
+
+    def _start(self, rows: np.ndarray, now: float) -> None:
+        self.start[rows] = now
+        still = self.routes.length[rows] == 0
+        self._push(_ARRIVE, rows[still], now + self.delay[rows[still]])
+        flows = rows[~still]
+        if flows.size:
+            self.remaining[flows] = self.nbytes[flows]
+            self.rate[flows] = 0.0
+            self.updated[flows] = now
+            self.flowing[flows] = True
+            self.started.append(flows)
+            self.dirty = True
+
+    def _drained(self, rows: np.ndarray, now: float) -> None:
+        if not rows.size:
+            return
+        self.flowing[rows] = False
+        self.dirty = True
+        self._push(_ARRIVE, rows, now + self.delay[rows])
+
+    def _arrived(self, rows: np.ndarray, now: float) -> None:
+        self.end[rows] = now
+        self.ended += len(rows)
+        lo, hi = self.dep_start[rows], self.dep_start[rows + 1]
+        sizes = hi - lo
+        if not sizes.sum():
+            return
+        nxt = self.dependents[np.repeat(lo - np.cumsum(sizes) + sizes, sizes)
+                              + np.arange(int(sizes.sum()))]
+        touched, times = np.unique(nxt, return_counts=True)
+        self.waiting[touched] -= times
+        self._start(touched[self.waiting[touched] == 0], now)
+
+    def _reshare(self, now: float) -> None:
+        """New rates for the active flows; a flow whose rate changed drains anew."""
+        self.dirty = False
+        flows = self.active = np.concatenate([self.active[self.flowing[self.active]],
+                                              *self.started])
+        self.started.clear()
+        if not flows.size:
+            return
+        inc_flow, inc_link = self.routes.incidence(flows)
+        rates = max_min_rates(inc_flow, inc_link, len(flows), self.routes.capacity)
+        changed = rates != self.rate[flows]
+        flows, rates = flows[changed], rates[changed]
+        if not flows.size:
+            return
+        self.remaining[flows] -= self.rate[flows] * (now - self.updated[flows])
+        self.updated[flows] = now
+        self.rate[flows] = rates
+        self.version[flows] += 1
+        self._push(_DRAIN, flows, now + np.maximum(self.remaining[flows], 0.0) / rates)
