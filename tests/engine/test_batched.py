@@ -21,7 +21,15 @@ from commsim.engine import batched, des
 from commsim.engine.des import Timing, simulate_des
 from commsim.network import Network
 from commsim.schedule import Columns, OpKind, Schedule, Transfer
-from commsim.topology import fully_connected, hierarchical, load_topology, ring, switch, torus
+from commsim.topology import (
+    fully_connected,
+    hierarchical,
+    load_topology,
+    ring,
+    shared,
+    switch,
+    torus,
+)
 
 NETWORKS = [
     fully_connected(5, latency="1us", bandwidth="100GB/s", gamma=1e-12),
@@ -30,6 +38,7 @@ NETWORKS = [
     torus([2, 3, 2], latency="0us", bandwidth="45GB/s"),
     hierarchical(3, 4, intra=("2us", "450GB/s"), inter=("5us", "50GB/s")),
     hierarchical(3, 4, intra=("2us", "450GB/s"), inter=("5us", "50GB/s")).with_ranks(10),
+    shared(4, latency="1us", bandwidth="10GB/s"),
 ]
 
 
@@ -74,6 +83,18 @@ def test_batched_equals_the_event_loop_on_random_contended_schedules() -> None:
                                   else OpKind.COPY, deps))
         loop, batch = _both(Columns.from_transfers(items), network)
         assert loop == batch, trial
+
+
+@pytest.mark.parametrize("network", [*NETWORKS, load_topology("dgx-h100x2")],
+                         ids=lambda n: f"{n.name}-{n.ranks}")
+def test_route_table_holds_every_route(network: Network) -> None:
+    """Routes found in numpy and split per pair (alike lengths or not, a local copy that
+    crosses links on a shared host) are the router's, pair by pair."""
+    p = network.ranks
+    src, dst = (a.ravel() for a in np.divmod(np.arange(p * p), p))
+    ptr, links = batched._routes(network, src, dst)
+    assert [tuple(links[ptr[k]:ptr[k + 1]].tolist()) for k in range(p * p)] == [
+        network.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
 
 
 def test_simulate_des_takes_the_batched_engine_for_wide_schedules(monkeypatch) -> None:
