@@ -5,9 +5,9 @@ It gives what :class:`commsim.engine.des._Simulation` gives, to the bit: the sam
 per flow (``remaining -= rate * elapsed`` when a rate changes, a drain at ``now + remaining /
 rate``, an arrival a route's latency later, plus ``gamma * nbytes`` for a reduce on a rank),
 the same instants, and at the end of each instant the max-min rates of the flows then active,
-from the same level-by-level filling (:func:`max_min_rates`; it sees only counts and shares,
-so filling every active flow at once gives each component what filling it alone does, and
-flows whose rate is unchanged keep their drain). Where the event loop takes an event per
+from the same level-by-level filling (:mod:`commsim.engine.maxmin`: filling every active flow
+at once gives each component what filling it alone does, and flows whose rate is unchanged
+keep their drain). Where the event loop takes an event per
 transfer and per rate change, this takes a few numpy passes per instant: it pays when many
 transfers share an instant (:func:`is_wide`). ``tests/engine/test_batched.py`` pins the
 equality on every algorithm and on random contended schedules.
@@ -19,6 +19,7 @@ from heapq import heappop, heappush
 
 import numpy as np
 
+from commsim.engine import maxmin
 from commsim.gcpause import paused_gc
 from commsim.network import Network
 from commsim.progress import Progress
@@ -44,35 +45,6 @@ def is_wide(columns: Columns) -> bool:
     if n < WIDE_MIN_TRANSFERS or columns.level is None:
         return False
     return n >= WIDE_PER_LEVEL * (int(columns.level.max(initial=0)) + 1)
-
-
-def max_min_rates(inc_flow: np.ndarray, inc_link: np.ndarray, flows: int,
-                  capacity: np.ndarray) -> np.ndarray:
-    """Max-min fair rates of ``flows`` flows whose links are given as incidence pairs
-    ``(inc_flow[k], inc_link[k])`` (a flow once per link it crosses; links index
-    ``capacity``), filled level by level
-    as :func:`commsim.engine.des._max_min_rates` does: the smallest ``spare / unfixed`` of all
-    links is every unfixed flow's rate on the links that have it, and a link that had ``k`` of
-    them keeps ``max(spare - k * share, 0)``."""
-    spare = capacity.astype(np.float64)
-    unfixed = np.bincount(inc_link, minlength=len(spare)).astype(np.float64)
-    rates = np.zeros(flows)
-    while inc_flow.size:
-        live = np.flatnonzero(unfixed)
-        shares = spare[live] / unfixed[live]
-        share = shares.min()
-        bottleneck = np.zeros(len(spare), dtype=bool)
-        bottleneck[live[shares == share]] = True
-        fixed = np.zeros(flows, dtype=bool)
-        fixed[inc_flow[bottleneck[inc_link]]] = True
-        rates[fixed] = share
-        now = fixed[inc_flow]
-        k = np.bincount(inc_link[now], minlength=len(spare)).astype(np.float64)
-        hit = np.flatnonzero(k)
-        spare[hit] = np.maximum(spare[hit] - k[hit] * share, 0.0)  # clamp float rounding
-        unfixed[hit] -= k[hit]
-        inc_flow, inc_link = inc_flow[~now], inc_link[~now]
-    return rates
 
 
 class RouteTable:
@@ -290,7 +262,7 @@ class BatchedSimulation:
         if not flows.size:
             return
         inc_flow, inc_link = self.routes.incidence(flows)
-        rates = max_min_rates(inc_flow, inc_link, len(flows), self.routes.capacity)
+        rates = maxmin.fill_arrays(inc_flow, inc_link, len(flows), self.routes.capacity)
         changed = rates != self.rate[flows]
         flows, rates = flows[changed], rates[changed]
         if not flows.size:

@@ -18,7 +18,7 @@ by instant in numpy, with the same result to the bit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import simpy
 from simpy.events import NORMAL
 
+from commsim.engine import maxmin
 from commsim.gcpause import paused_gc
 from commsim.network import Network
 from commsim.progress import Progress
@@ -358,8 +359,8 @@ class _Simulation:
         # NOTE: two fillings rather than one with weights 1: the unweighted one counts flows
         # with len() and is the contended DES's hot path; only replay's views need weights.
         if any(flow.weights is not None for flow in flows):
-            return _weighted_max_min_rates(flows, links, self.capacity, self.on_link)
-        return _max_min_rates(flows, links, self.capacity, self.on_link)
+            return maxmin.fill_weighted(flows, links, self.capacity, self.on_link)
+        return maxmin.fill(flows, links, self.capacity, self.on_link)
 
     def _component(self, seed_links: Iterable[int]) -> tuple[list[_Flow], list[int]]:
         """Flows connected to ``seed_links`` through shared links, and the links they use."""
@@ -412,75 +413,6 @@ class _Simulation:
             self._schedule(
                 _Drained(self._on_drained, flow), NORMAL, max(flow.remaining, 0.0) / rate
             )
-
-
-def _max_min_rates(
-    flows: list[_Flow],
-    links: list[int],
-    capacity: list[float],
-    on_link: Sequence[dict[int, _Flow]],
-) -> dict[int, float]:
-    """Progressive filling, level by level: the smallest fair share ``spare / unfixed`` of
-    all links is every flow's rate on the links that have it (the bottlenecks); a link that
-    had ``k`` of those flows keeps ``spare - k * share``.
-
-    The arithmetic sees only counts and shares, never the order of links or flows, so flows
-    alike by construction (the same counts on their links) get the same rate to the bit and
-    drain at one instant."""
-    spare = {link: capacity[link] for link in links}
-    unfixed = {link: len(on_link[link]) for link in links if on_link[link]}
-    rates: dict[int, float] = {}
-    while unfixed:
-        share = min(spare[link] / count for link, count in unfixed.items())
-        fixed: dict[int, int] = {}
-        for link in [link for link, count in unfixed.items() if spare[link] / count == share]:
-            for flow in on_link[link].values():
-                if flow.index in rates:
-                    continue
-                rates[flow.index] = share
-                for other in flow.links:
-                    fixed[other] = fixed.get(other, 0) + 1
-        for link, k in fixed.items():
-            spare[link] = max(spare[link] - k * share, 0.0)  # clamp float rounding
-            left = unfixed[link] - k
-            if left:
-                unfixed[link] = left
-            else:
-                del unfixed[link]
-    return rates
-
-
-def _weighted_max_min_rates(
-    flows: list[_Flow],
-    links: list[int],
-    capacity: list[float],
-    on_link: Sequence[dict[int, _Flow]],
-) -> dict[int, float]:
-    """Progressive filling where a flow's byte/s takes ``weights[link]`` of a link's capacity:
-    every unfixed flow rises at the same rate until a link is full (``_max_min_rates`` with
-    weights 1)."""
-    spare = {link: capacity[link] for link in links}
-    load = dict.fromkeys(links, 0.0)
-    unfixed = dict.fromkeys(links, 0)
-    for link in links:
-        for flow in on_link[link].values():
-            load[link] += flow.weights[link] if flow.weights is not None else 1.0
-            unfixed[link] += 1
-    rates: dict[int, float] = {}
-    while len(rates) < len(flows):
-        share, bottleneck = min(
-            (spare[link] / load[link], link) for link, count in unfixed.items() if count
-        )
-        for flow in on_link[bottleneck].values():
-            if flow.index in rates:
-                continue
-            rates[flow.index] = share
-            for link in flow.links:
-                weight = flow.weights[link] if flow.weights is not None else 1.0
-                spare[link] = max(spare[link] - share * weight, 0.0)  # clamp float rounding
-                load[link] -= weight
-                unfixed[link] -= 1
-    return rates
 
 
 def check_fits(schedule: Schedule, network: Network) -> None:

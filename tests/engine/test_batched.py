@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from commsim.algorithms import build_schedule, candidates
 from commsim.api import make_call
 from commsim.collectives import BUFFER_COLLECTIVES
-from commsim.engine import batched, des
+from commsim.engine import batched, des, maxmin
 from commsim.engine.des import Timing, simulate_des
 from commsim.network import Network
 from commsim.schedule import Columns, OpKind, Schedule, Transfer
@@ -122,15 +122,15 @@ def test_a_cyclic_schedule_is_refused() -> None:
        st.lists(st.sampled_from([1e9, 2e9, 3e9, 46e9, 370e9, 7e8]), min_size=6, max_size=6))
 def test_vectorised_filling_equals_the_event_loops(routes: list[list[int]],
                                                    capacity: list[float]) -> None:
-    """Same rates to the bit as ``des._max_min_rates`` (and so max-min fair)."""
+    """``fill_arrays`` gives ``fill``'s rates to the bit."""
     flows = [des._Flow(i, tuple(r), 1.0, 0.0) for i, r in enumerate(routes)]
     on_link: list[dict[int, des._Flow]] = [{} for _ in capacity]
     for flow in flows:
         for link in flow.links:
             on_link[link][flow.index] = flow
     used = sorted({link for r in routes for link in r})
-    expected = des._max_min_rates(flows, used, capacity, on_link)
+    expected = maxmin.fill(flows, used, capacity, on_link)
     inc_flow = np.repeat(np.arange(len(routes)), [len(r) for r in routes])
     inc_link = np.array([link for r in routes for link in r])
-    rates = batched.max_min_rates(inc_flow, inc_link, len(routes), np.array(capacity))
+    rates = maxmin.fill_arrays(inc_flow, inc_link, len(routes), np.array(capacity))
     assert rates.tolist() == [expected[i] for i in range(len(routes))]
