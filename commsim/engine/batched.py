@@ -7,10 +7,10 @@ rate``, an arrival a route's latency later, plus ``gamma * nbytes`` for a reduce
 the same instants, and at the end of each instant the max-min rates of the flows then active,
 from the same level-by-level filling (:mod:`commsim.engine.maxmin`: filling every active flow
 at once gives each component what filling it alone does, and flows whose rate is unchanged
-keep their drain). Where the event loop takes an event per
-transfer and per rate change, this takes a few numpy passes per instant: it pays when many
-transfers share an instant (:func:`is_wide`). ``tests/engine/test_batched.py`` pins the
-equality on every algorithm and on random contended schedules.
+keep their drain). Where the event loop takes an event per transfer and per rate change, this
+takes a few numpy passes per instant: it pays when many transfers share an instant
+(:func:`is_wide`). ``tests/engine/test_batched.py`` pins the equality on every algorithm and
+on random contended schedules.
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from commsim.schedule import Columns
 #: bruck on 128 ranks 2.6 s -> 0.23 s, all_pairs on 128 ranks 0.95 s -> 0.04 s).
 WIDE_PER_LEVEL = 2048
 WIDE_MIN_TRANSFERS = 4096
-#: From this many transfers on, a run draws a progress bar (on a terminal).
+#: From this many transfers on, a run draws a progress bar (on a terminal), as the event
+#: loop's does.
 PROGRESS_MIN_TRANSFERS = 200_000
 
 _DRAIN, _ARRIVE = 0, 1
@@ -48,8 +49,8 @@ def is_wide(columns: Columns) -> bool:
 
 
 class RouteTable:
-    """Every transfer's route as CSR rows of link ids (``ptr``, ``links``), with its summed
-    latency (added hop by hop, as the event loop does) and narrowest bandwidth."""
+    """Every transfer's route (CSR rows of link ids, one per rank pair) and its summed latency
+    (added hop by hop, as the event loop does); every link's capacity."""
 
     def __init__(self, columns: Columns, network: Network) -> None:
         src, dst, which = columns.pairs()
