@@ -11,19 +11,22 @@ flow that started or finished, so an uncontended schedule costs O(transfers).
 
 A transfer is two SimPy events and no process: its data phase ends (*drained*; superseded
 whenever its rate changes) and it arrives (*ends*). ``benchmarks/des_throughput.py`` measures
-the engine against a naive SimPy model of the same schedule.
+the engine against a naive SimPy model of the same schedule. A wide schedule (thousands of
+transfers per step: an all-to-all) is timed instead by :mod:`commsim.engine.batched`, instant
+by instant in numpy, with the same result to the bit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
+from heapq import heappop, heappush
 from typing import TYPE_CHECKING, Any
 
 import simpy
 from simpy.events import NORMAL
 
+from commsim.engine import maxmin
 from commsim.gcpause import paused_gc
 from commsim.network import Network
 from commsim.progress import Progress
@@ -356,8 +359,8 @@ class _Simulation:
         # NOTE: two fillings rather than one with weights 1: the unweighted one counts flows
         # with len() and is the contended DES's hot path; only replay's views need weights.
         if any(flow.weights is not None for flow in flows):
-            return _weighted_max_min_rates(flows, links, self.capacity, self.on_link)
-        return _max_min_rates(flows, links, self.capacity, self.on_link)
+            return maxmin.fill_weighted(flows, links, self.capacity, self.on_link)
+        return maxmin.fill(flows, links, self.capacity, self.on_link)
 
     def _component(self, seed_links: Iterable[int]) -> tuple[list[_Flow], list[int]]:
         """Flows connected to ``seed_links`` through shared links, and the links they use."""
@@ -412,81 +415,6 @@ class _Simulation:
             )
 
 
-def _max_min_rates(
-    flows: list[_Flow],
-    links: list[int],
-    capacity: list[float],
-    on_link: Sequence[dict[int, _Flow]],
-) -> dict[int, float]:
-    """Progressive filling: repeatedly saturate the link with the smallest fair share
-    (ties: the lowest link index).
-
-    The smallest share is found in a heap: fixing flows at the smallest share never lowers
-    another link's share (exactly; a key that float rounding lowers is pushed again), so
-    every link keeps an entry no larger than its share and a popped entry that still equals
-    its link's share is the smallest of all."""
-    spare = {link: capacity[link] for link in links}
-    unfixed = {link: len(on_link[link]) for link in links}
-    heap = [(spare[link] / count, link) for link, count in unfixed.items() if count]
-    heapify(heap)
-    rates: dict[int, float] = {}
-    while len(rates) < len(flows):
-        share, bottleneck = heappop(heap)
-        count = unfixed[bottleneck]
-        if not count:
-            continue
-        now = spare[bottleneck] / count
-        if now != share:
-            heappush(heap, (now, bottleneck))
-            continue
-        for flow in on_link[bottleneck].values():
-            if flow.index in rates:
-                continue
-            rates[flow.index] = share
-            for link in flow.links:
-                left = unfixed[link] - 1
-                before = spare[link]
-                after = max(before - share, 0.0)  # clamp float rounding
-                spare[link] = after
-                unfixed[link] = left
-                if left and after / left < before / (left + 1):
-                    heappush(heap, (after / left, link))
-    return rates
-
-
-def _weighted_max_min_rates(
-    flows: list[_Flow],
-    links: list[int],
-    capacity: list[float],
-    on_link: Sequence[dict[int, _Flow]],
-) -> dict[int, float]:
-    """Progressive filling where a flow's byte/s takes ``weights[link]`` of a link's capacity:
-    every unfixed flow rises at the same rate until a link is full (``_max_min_rates`` with
-    weights 1)."""
-    spare = {link: capacity[link] for link in links}
-    load = dict.fromkeys(links, 0.0)
-    unfixed = dict.fromkeys(links, 0)
-    for link in links:
-        for flow in on_link[link].values():
-            load[link] += flow.weights[link] if flow.weights is not None else 1.0
-            unfixed[link] += 1
-    rates: dict[int, float] = {}
-    while len(rates) < len(flows):
-        share, bottleneck = min(
-            (spare[link] / load[link], link) for link, count in unfixed.items() if count
-        )
-        for flow in on_link[bottleneck].values():
-            if flow.index in rates:
-                continue
-            rates[flow.index] = share
-            for link in flow.links:
-                weight = flow.weights[link] if flow.weights is not None else 1.0
-                spare[link] = max(spare[link] - share * weight, 0.0)  # clamp float rounding
-                load[link] -= weight
-                unfixed[link] -= 1
-    return rates
-
-
 def check_fits(schedule: Schedule, network: Network) -> None:
     """ValueError unless ``network`` has the ranks and reducing switches ``schedule`` uses."""
     if schedule.ranks > network.ranks:
@@ -503,8 +431,12 @@ def check_fits(schedule: Schedule, network: Network) -> None:
 
 def simulate_des(schedule: Schedule, network: Network) -> Timing:
     """Time ``schedule`` on ``network`` with the discrete-event engine (its columns: no object
-    per transfer)."""
+    per transfer; batched in numpy when the schedule is wide)."""
     check_fits(schedule, network)
+    from commsim.engine.batched import BatchedSimulation, is_wide
+
+    if is_wide(schedule.columns):
+        return Timing(*BatchedSimulation(schedule.columns, network).run())
     with paused_gc():  # the per-transfer lists: many long-lived objects (commsim.gcpause)
         simulation = _Simulation(schedule.columns, network)
     return simulation.run()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from commsim.collectives import Collective
-from commsim.engine import des
+from commsim.engine import des, maxmin
 from commsim.engine.des import simulate_des
 from commsim.network import Device, Link, Network
 from commsim.schedule import OpKind, Schedule, Transfer
@@ -89,7 +89,7 @@ def test_rates_are_max_min_not_proportional() -> None:
     net = _network(3, [(0, 1, 8 * B), (1, 2, 2 * B)])
     flows = [des._Flow(0, (0,), N, 0.0), des._Flow(1, (0, 1), N, 0.0), des._Flow(2, (1,), N, 0.0)]
     on_link = {0: {0: flows[0], 1: flows[1]}, 1: {1: flows[1], 2: flows[2]}}
-    rates = des._max_min_rates(flows, [0, 1], [lk.bandwidth_Bps for lk in net.links], on_link)
+    rates = maxmin.fill(flows, [0, 1], [lk.bandwidth_Bps for lk in net.links], on_link)
     assert rates == {0: 7 * B, 1: B, 2: B}
 
 
@@ -128,13 +128,13 @@ def test_an_unrelated_flow_is_unaffected_and_never_reshared(monkeypatch) -> None
     links = [(0, 5, B), (1, 5, B), (5, 2, B), (3, 4, B)]
     net = _network(5, links, devices=6)
     seen: list[frozenset[int]] = []
-    original = des._max_min_rates
+    original = maxmin.fill
 
     def spy(flows, links_, capacity, on_link):  # type: ignore[no-untyped-def]
         seen.append(frozenset(f.index for f in flows))
         return original(flows, links_, capacity, on_link)
 
-    monkeypatch.setattr(des, "_max_min_rates", spy)
+    monkeypatch.setattr(maxmin, "fill", spy)
     flows = [_copy(0, 2, N), _copy(1, 2, 3 * N), _copy(3, 4, N)]
     timing = simulate_des(_schedule(5, flows), net)
     assert timing.end_s[2] == pytest.approx(A + N / B, rel=1e-12)

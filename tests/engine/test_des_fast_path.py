@@ -17,7 +17,7 @@ import pytest
 from commsim.algorithms import build_schedule, candidates
 from commsim.api import make_call
 from commsim.collectives import BUFFER_COLLECTIVES
-from commsim.engine import des, tasks
+from commsim.engine import des, maxmin, tasks
 from commsim.engine.des import Timing
 from commsim.network import Network
 from commsim.schedule import Columns, OpKind, Transfer
@@ -86,13 +86,13 @@ def test_fast_path_taken_only_on_idle_links(monkeypatch) -> None:
     drains come at one instant, re-shared once at its end, when no flow is left to fill."""
     network = switch(3, latency="0us", bandwidth="1GB/s")
     seen: list[int] = []
-    original = des._max_min_rates
+    original = maxmin.fill
 
     def spy(flows, links, capacity, on_link):  # type: ignore[no-untyped-def]
         seen.append(len(flows))
         return original(flows, links, capacity, on_link)
 
-    monkeypatch.setattr(des, "_max_min_rates", spy)
+    monkeypatch.setattr(maxmin, "fill", spy)
     items = [Transfer(0, 2, 0, 10**6, OpKind.COPY), Transfer(1, 2, 0, 10**6, OpKind.COPY)]
     timing = des._Simulation(Columns.from_transfers(items), network).run()
     assert timing.end_s[0] == pytest.approx(2e-3, rel=1e-12)
