@@ -192,26 +192,19 @@ def _link_names(network: Network, used: Sequence[int]) -> list[str]:
 def _fair_rates(
     flows: dict[int, tuple[int, ...]], capacity: Sequence[float]
 ) -> dict[int, float]:
-    """Max-min fair rates of ``flows`` (id -> links) by progressive filling."""
-    on_link: dict[int, list[int]] = {}
-    for fid, links in flows.items():
-        for link in links:
-            on_link.setdefault(link, []).append(fid)
-    spare = {link: capacity[link] for link in on_link}
-    unfixed = {link: len(ids) for link, ids in on_link.items()}
-    rates: dict[int, float] = {}
-    while len(rates) < len(flows):
-        share, bottleneck = min(
-            (spare[link] / count, link) for link, count in unfixed.items() if count
-        )
-        for fid in on_link[bottleneck]:
-            if fid in rates:
-                continue
-            rates[fid] = share
-            for link in flows[fid]:
-                spare[link] = max(spare[link] - share, 0.0)
-                unfixed[link] -= 1
-    return rates
+    """Max-min fair rates of ``flows`` (id -> links), as the DES shares them
+    (:func:`commsim.engine.maxmin.fill_arrays`, on the links they use)."""
+    import numpy as np
+
+    from commsim.engine.maxmin import fill_arrays
+
+    ids = list(flows)
+    crossed = [link for fid in ids for link in flows[fid]]
+    used, local = np.unique(np.asarray(crossed, dtype=np.int64), return_inverse=True)
+    per_flow = np.repeat(np.arange(len(ids)), [len(flows[fid]) for fid in ids])
+    rates = fill_arrays(per_flow, local, len(ids),
+                        np.asarray([capacity[link] for link in used.tolist()], dtype=np.float64))
+    return dict(zip(ids, rates.tolist(), strict=True))
 
 
 def _flows(result: Result, network: Network) -> list[tuple[float, float, tuple[int, ...]]]:
