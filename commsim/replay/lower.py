@@ -72,6 +72,12 @@ class GraphTiming:
         return max(self.end_s, default=0.0)
 
 
+#: A collective's transfers placed as items (:meth:`_Lowering._place`): src, dst, nbytes,
+#: reduce, view, dep_ptr, deps relative to the block (-1: its start), the sinks (relative).
+_Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray,
+               np.ndarray]
+
+
 class _Lowering:
     """Items of one step: the tasks' engine items and the network views they run on."""
 
@@ -84,6 +90,8 @@ class _Lowering:
         # id(view of a group) -> (index in views, the view: held, so that its id stays its own)
         self._view_index: dict[int, tuple[int, Network]] = {}
         self._checked: set[int] = set()  # ids of the views of spanning collectives checked
+        self._placed: dict[CollectiveCall, tuple[Result, _Block | None]] = {}
+        self._p2p: tuple[Network, float] | None = None
 
     def view(self, network: Network) -> int:
         """Index of ``network`` (a view of this network's links, group-ranked) re-ranked as
@@ -103,64 +111,64 @@ class _Lowering:
         assert task.collective is not None
         call = CollectiveCall(collective=task.collective, nbytes=task.nbytes, group=task.ranks,
                               algorithm=task.algorithm or "auto", protocol=task.protocol)
+        placed = self._placed.get(call)
+        if placed is None:  # a call is timed and placed once, then its blocks are copies
+            placed = self._placed[call] = self._place(call)
+        result, block = placed
+        gate = self.items.delay(0.0, deps)
+        if block is None:  # a composed estimate: its time, no transfers
+            return gate, self.items.delay(result.time_s, (gate,)), result
+        start = self.items.delay(result.launch_s, (gate,)) if result.launch_s else gate
+        base = self.items.count
+        src, dst, nbytes, reduce, view, ptr, waits, sinks = block
+        self.items.block(src, dst, nbytes, reduce, view, ptr,
+                         np.where(waits < 0, start, waits + base))
+        return gate, self.items.delay(0.0, tuple((sinks + base).tolist()) or (start,)), result
+
+    def _place(self, call: CollectiveCall) -> tuple[Result, _Block | None]:
+        """The call timed, and its transfers as a block of items (None: a composed estimate,
+        no transfers): on global ranks, their deps relative to the block's first item, -1
+        for the item the block starts after."""
         result = self.timer.time(call)
         if result.schedule is None and result.records_error is None:
             result = result.with_records()  # a symmetric ring's transfers may meet others'
-        gate = self.items.delay(0.0, deps)
-        if result.schedule is None:  # a composed estimate: its time, no transfers
-            return gate, self.items.delay(result.time_s, (gate,)), result
-        start = self.items.delay(result.launch_s, (gate,)) if result.launch_s else gate
-        fold = None
-        if self.fold is not None and self.fold.spans(task.ranks):
-            fold = fold_schedule(self.fold, result.schedule.columns,
-                                 np.array(task.ranks, dtype=np.int64))
-            assert result.network is not None
+        if result.schedule is None:
+            return result, None
+        assert result.network is not None and call.group is not None
+        cols = result.schedule.columns
+        kept, dep_ptr, dep_idx = np.arange(len(cols)), cols.dep_ptr, cols.dep_idx
+        if self.fold is not None and self.fold.spans(call.group):
+            folded = fold_schedule(self.fold, cols, np.array(call.group, dtype=np.int64))
+            kept, dep_ptr, dep_idx = _folded_deps(cols, *folded)
             if id(result.network) not in self._checked:  # held by the views: ids stay
                 check_links(result.network, self.fold.link_image)
                 self._checked.add(id(result.network))
-        return gate, self._schedule(result, task.ranks, start, fold), result
-
-    def _schedule(self, result: Result, group: tuple[int, ...], start: int,
-                  fold: tuple[np.ndarray, np.ndarray] | None = None) -> int:
-        """The result's transfers after item ``start``, on global ranks; the join item. With
-        ``fold`` (kept, rep): only transfers ``kept``, in that order, a dependency on transfer
-        ``k`` one on kept transfer ``rep[k]``."""
-        assert result.schedule is not None and result.network is not None
-        cols = result.schedule.columns
-        ranks = np.array(group, dtype=np.int64)
-        p, total = len(group), self.network.ranks
+        ranks = np.array(call.group, dtype=np.int64)
+        p, total = len(ranks), self.network.ranks
 
         def placed(ends: np.ndarray) -> np.ndarray:  # ranks, then switches
             return np.where(ends < p, ranks[np.minimum(ends, p - 1)], total + ends - p)
 
-        base = self.items.count
-        kept, dep_ptr, dep_idx = np.arange(len(cols)), cols.dep_ptr, cols.dep_idx
-        if fold is not None:
-            kept, dep_ptr, dep_idx = _folded_deps(cols, *fold)
         counts = np.diff(dep_ptr)
         # a transfer without dependencies waits for the start item instead
         ptr = np.zeros(len(kept) + 1, dtype=np.int64)
         np.cumsum(np.maximum(counts, 1), out=ptr[1:])
-        deps = np.full(int(ptr[-1]), start, dtype=np.int64)
-        deps[np.repeat(ptr[:-1] - dep_ptr[:-1], counts)
-             + np.arange(len(dep_idx))] = base + dep_idx
-        if fold is None:
-            self.items.block(placed(cols.src), placed(cols.dst), cols.nbytes, cols.reduce,
-                             self.view(result.network), ptr, deps)
-        else:
-            self.items.block(placed(cols.src[kept]), placed(cols.dst[kept]), cols.nbytes[kept],
-                             cols.reduce[kept], self.view(result.network), ptr, deps)
+        waits = np.full(int(ptr[-1]), -1, dtype=np.int64)
+        waits[np.repeat(ptr[:-1] - dep_ptr[:-1], counts) + np.arange(len(dep_idx))] = dep_idx
         used = np.zeros(len(cols), dtype=bool)
         used[cols.dep_idx] = True
-        sinks = tuple((base + np.flatnonzero(~used[kept])).tolist())
-        return self.items.delay(0.0, sinks or (start,))
+        return result, (placed(cols.src[kept]), placed(cols.dst[kept]), cols.nbytes[kept],
+                        cols.reduce[kept], self.view(result.network), ptr, waits,
+                        np.flatnonzero(~used[kept]))
 
     def send(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int]:
         """(first item, last item) of a send task."""
         if task.nbytes <= 0:
             only = self.items.delay(0.0, deps)
             return only, only
-        view, launch = self.timer.point_to_point()
+        if self._p2p is None:
+            self._p2p = self.timer.point_to_point()
+        view, launch = self._p2p
         begin = None
         if launch:
             begin = self.items.delay(launch, deps)
