@@ -76,6 +76,14 @@ def child(workload: str, topology: str, fold: bool) -> dict[str, object]:
     return json.loads(out.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+def row(name: str, topology: str, mode: str, run: dict[str, object]) -> tuple[object, ...]:
+    """A table row of one replay (a refusal's message, cut, in the fold's column)."""
+    step = run.get("step_s")
+    return (name, topology, mode, str(run.get("fold", run.get("error", "")))[:60],
+            run.get("tasks", "-"), run["wall_s"], run["rss_mib"],
+            step * 1e3 if isinstance(step, float) else "-")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--no-full-size", dest="full_size", action="store_false",
@@ -96,10 +104,7 @@ def main() -> int:
             runs = {mode: child(str(path), topology, mode == "folded")
                     for mode in ("folded", "full")}
             steps = {run.get("step_s") for run in runs.values()}
-            for mode, run in runs.items():
-                rows.append((name, topology, mode, run.get("fold", run.get("error", "")),
-                             run.get("tasks", "-"), run["wall_s"], run["rss_mib"],
-                             run.get("step_s", "-")))
+            rows.extend(row(name, topology, mode, run) for mode, run in runs.items())
             if len(steps) != 1:
                 print(f"folded and full steps differ: {steps}", file=sys.stderr)
                 return 1
@@ -110,13 +115,12 @@ def main() -> int:
                            env={**os.environ, "PYTHONPATH": str(ROOT)})
             for mode in ("folded", "full"):
                 run = child(str(path), "dgx-h100x64", mode == "folded")
-                rows.append(("plan llama3-70b #1 (tp2 cp4 pp4 dp16)", "dgx-h100x64", mode,
-                             run.get("fold", run.get("error", ""))[:60], run.get("tasks", "-"),
-                             run["wall_s"], run["rss_mib"], run.get("step_s", "-")))
+                rows.append(row("plan llama3-70b #1 (tp2 cp4 pp4 dp16)", "dgx-h100x64", mode,
+                                run))
     load = os.getloadavg()
     print(f"# load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     print(table(["<case", "<topology", "<replay", "<replicas folded", "tasks", "wall (s)",
-                 "peak RSS (MiB)", "step (s)"], rows))
+                 "peak RSS (MiB)", "step (ms)"], rows))
     return 0
 
 
