@@ -32,7 +32,7 @@ is what each rank holds throughout.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from commsim.collectives import Collective, parse_collective

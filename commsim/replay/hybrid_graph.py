@@ -143,7 +143,8 @@ class HybridSpec(Protocol):
 def replica_fold(par: Parallel, network: Network) -> ReplicaFold:
     """The replica symmetry of the fewest replicas per block that ``network`` allows
     (:mod:`.replicas`; Unfoldable where none)."""
-    reason = Unfoldable(f"{par.dp} replicas cannot be split in alike blocks")
+    reason = Unfoldable("one data-parallel replica" if par.dp == 1 else
+                        f"{par.dp} replicas do not split into blocks of whole expert groups")
     for replicas in par.fold_blocks():
         try:
             return fold_network(network, *par.replica_shift(replicas), par.dp)

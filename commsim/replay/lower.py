@@ -90,7 +90,8 @@ class _Lowering:
         # id(view of a group) -> (index in views, the view: held, so that its id stays its own)
         self._view_index: dict[int, tuple[int, Network]] = {}
         self._checked: set[int] = set()  # ids of the views of spanning collectives checked
-        self._placed: dict[CollectiveCall, tuple[Result, _Block | None]] = {}
+        # (collective, nbytes, group, algorithm, protocol) -> the call timed and placed
+        self._placed: dict[tuple[object, ...], tuple[Result, _Block | None]] = {}
         self._p2p: tuple[Network, float] | None = None
 
     def view(self, network: Network) -> int:
@@ -109,11 +110,12 @@ class _Lowering:
     def collective(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int, Result]:
         """(first item, last item, timed call) of a collective task."""
         assert task.collective is not None
-        call = CollectiveCall(collective=task.collective, nbytes=task.nbytes, group=task.ranks,
-                              algorithm=task.algorithm or "auto", protocol=task.protocol)
-        placed = self._placed.get(call)
+        key = (task.collective, task.nbytes, task.ranks, task.algorithm, task.protocol)
+        placed = self._placed.get(key)
         if placed is None:  # a call is timed and placed once, then its blocks are copies
-            placed = self._placed[call] = self._place(call)
+            placed = self._placed[key] = self._place(CollectiveCall(
+                collective=task.collective, nbytes=task.nbytes, group=task.ranks,
+                algorithm=task.algorithm or "auto", protocol=task.protocol))
         result, block = placed
         gate = self.items.delay(0.0, deps)
         if block is None:  # a composed estimate: its time, no transfers

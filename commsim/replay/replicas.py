@@ -89,6 +89,11 @@ class ReplicaFold:
     device_image: np.ndarray
     link_image: np.ndarray
     link_rep: np.ndarray
+    #: the ranks of block 0
+    home: frozenset[int] = frozenset()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "home", frozenset(np.flatnonzero(self.block == 0).tolist()))
 
     @property
     def simulated(self) -> int:
@@ -107,6 +112,8 @@ class ReplicaFold:
 
     def spans(self, ranks: Sequence[int]) -> bool:
         """Whether a task on ``ranks`` spans blocks (False: it lies in block 0)."""
+        if all(rank in self.home for rank in ranks):
+            return False
         blocks = self.block[np.asarray(ranks, dtype=np.int64)]
         if (blocks == 0).all():
             return False
