@@ -6,8 +6,8 @@ runs both ways and checks that they give the same step; the full-size case is ``
 plan``'s first configuration of Llama 3 70B on 64 DGX H100 (512 GPUs, global batch 1024: tp2
 cp4 pp4 dp16, interleaved, FSDP), written by ``commsim plan --write-workload 1``, whose full
 replay is refused (more than a million tasks), replayed folded. The machine's load average is
-printed with the table: the times are wall times on a shared machine. ``--quick`` runs a small
-case both ways.
+printed with the table: wall times depend on it, CPU times (user + system of the replaying
+process) much less. ``--quick`` runs a small case both ways.
 
     python benchmarks/replay_fold.py [--quick] [--no-full-size]
 """
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -51,19 +52,26 @@ QUICK = {
 PLAN = ["plan", "llama3-70b", "-t", "dgx-h100x64", "--global-batch", "1024"]
 
 
+def cpu_s() -> float:
+    """This process's CPU time so far (user + system), seconds."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def one(workload: str, topology: str, fold: bool) -> dict[str, object]:
-    """Replay in this process: wall time, peak RSS, the step and its fold."""
+    """Replay in this process: wall and CPU time, peak RSS, the step and its fold."""
     from commsim.errors import SpecError
     from commsim.plan import replay_workload
     from commsim.replay import replay
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), cpu_s()
     try:
         result = replay(replay_workload(workload, topology), topology, fold=fold)
     except SpecError as exc:
-        return {"wall_s": time.perf_counter() - start, "rss_mib": max_rss_mib(),
-                "error": str(exc)}
-    return {"wall_s": time.perf_counter() - start, "rss_mib": max_rss_mib(),
+        return {"wall_s": time.perf_counter() - start, "cpu_s": cpu_s() - cpu,
+                "rss_mib": max_rss_mib(), "error": str(exc)}
+    return {"wall_s": time.perf_counter() - start, "cpu_s": cpu_s() - cpu,
+            "rss_mib": max_rss_mib(),
             "step_s": result.step_time_s, "tasks": len(result.graph.tasks),
             "fold": result.fold.describe() if result.fold else "-"}
 
@@ -80,7 +88,7 @@ def row(name: str, topology: str, mode: str, run: dict[str, object]) -> tuple[ob
     """A table row of one replay (a refusal's message, cut, in the fold's column)."""
     step = run.get("step_s")
     return (name, topology, mode, str(run.get("fold", run.get("error", "")))[:60],
-            run.get("tasks", "-"), run["wall_s"], run["rss_mib"],
+            run.get("tasks", "-"), run["wall_s"], run["cpu_s"], run["rss_mib"],
             step * 1e3 if isinstance(step, float) else "-")
 
 
@@ -120,7 +128,7 @@ def main() -> int:
     load = os.getloadavg()
     print(f"# load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs")
     print(table(["<case", "<topology", "<replay", "<replicas folded", "tasks", "wall (s)",
-                 "peak RSS (MiB)", "step (ms)"], rows))
+                 "CPU (s)", "peak RSS (MiB)", "step (ms)"], rows))
     return 0
 
 

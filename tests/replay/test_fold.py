@@ -155,3 +155,18 @@ def test_the_task_limit_counts_the_simulated_block(monkeypatch: pytest.MonkeyPat
     assert replay(spec, "dgx-h100x4").fold.simulated == 1  # type: ignore[union-attr]
     with pytest.raises(SpecError, match="more than"):
         replay(spec, "dgx-h100x4", fold=False)
+
+
+def test_a_failed_nic_folds_only_when_every_replica_lost_its_image() -> None:
+    spec = replay_workload(workload(dict(tp=8, dp=4), "fsdp"), "dgx-h100x4")
+
+    def failed(gpus: tuple[int, ...]) -> dict[str, object]:
+        return {"links": {label: {"failed": True} for g in gpus
+                          for label in (f"gpu{g}->fabric", f"fabric->gpu{g}")}}
+
+    one = replay(spec, "dgx-h100x4", what_if=failed((9,)))
+    assert one.fold is not None and one.fold.simulated == 4 and "wired" in one.fold.reason
+    every = [replay(spec, "dgx-h100x4", what_if=failed((1, 9, 17, 25)), fold=f)
+             for f in (True, False)]
+    assert every[0].fold is not None and every[0].fold.simulated == 1
+    assert_same(every[0].to_dict(), every[1].to_dict())
