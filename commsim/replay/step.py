@@ -151,7 +151,7 @@ class StepResult:
     fold
         Whether the data-parallel replicas were folded (:mod:`.replicas`: ``graph`` then holds
         the simulated block of replicas and the collectives spanning the others), or None
-        (a kind that does not fold).
+        (a kind that does not fold, or ``fold=False``).
     """
 
     workload: WorkloadSpec
@@ -289,7 +289,12 @@ def replay(
         if isinstance(folded, StepResult):
             return folded
         unfolded = folded
-    graph = overrides.apply(spec.graph(network))
+    try:
+        graph = overrides.apply(spec.graph(network))
+    except SpecError as exc:  # too big: say why the replicas were not folded
+        if unfolded is None:
+            raise
+        raise SpecError(f"{exc}; replicas not folded: {unfolded.reason}") from None
     factors = None
     if parsed is not None and parsed.changes_compute:
         factors = tuple(_compute_factors(parsed, graph.ranks, what_if).tolist())

@@ -93,10 +93,14 @@ def test_a_slow_rank_keeps_every_replica() -> None:
     assert_same(both[0].to_dict(), both[1].to_dict())
 
 
+#: DDP over 8 replicas of 8 GPUs, in the replay's own description (its ``algorithms:`` key)
+PLAIN = dict(kind="hybrid", model=dict(layers=4, hidden=1024, heads=8, seq=2048, vocab=32000),
+             parallel=dict(tp=4, pp=2, dp=8), micro_batch=1, global_batch=16,
+             data_parallel="ddp", compute=dict(flops="989TFLOP/s", efficiency=0.5))
+
+
 def test_a_tree_across_replicas_is_not_folded() -> None:
-    data = dict(kind="hybrid", model=dict(layers=4, hidden=1024, heads=8, seq=2048, vocab=32000),
-                parallel=dict(tp=4, pp=2, dp=8), micro_batch=1, global_batch=16,
-                data_parallel="ddp", compute=dict(flops="989TFLOP/s", efficiency=0.5))
+    data = PLAIN
     ring = replay({**data, "algorithms": {"all_reduce": "ring"}}, "dgx-h100x8")
     assert ring.fold is not None and ring.fold.simulated == 1
     result = replay({**data, "algorithms": {"all_reduce": "binomial_tree"}}, "dgx-h100x8")
@@ -170,3 +174,11 @@ def test_a_failed_nic_folds_only_when_every_replica_lost_its_image() -> None:
              for f in (True, False)]
     assert every[0].fold is not None and every[0].fold.simulated == 1
     assert_same(every[0].to_dict(), every[1].to_dict())
+
+
+def test_a_step_too_big_unfolded_says_why_it_was_not_folded(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    ring = replay({**PLAIN, "algorithms": {"all_reduce": "ring"}}, "dgx-h100x8")
+    monkeypatch.setattr(graph_module, "MAX_TASKS", len(ring.graph.tasks) + 1)
+    with pytest.raises(SpecError, match="replicas not folded: .*schedule"):
+        replay({**PLAIN, "algorithms": {"all_reduce": "binomial_tree"}}, "dgx-h100x8")
