@@ -102,13 +102,7 @@ class ReplicaFold:
 
     def images(self) -> list[int]:
         """Each rank's image in block 0 (itself there, and beyond the step)."""
-        back = np.argsort(self.shift)
-        image, block = np.arange(len(self.shift)), self.block.copy()
-        while (block > 0).any():
-            on = block > 0
-            image[on] = back[image[on]]
-            block[on] -= 1
-        return image.tolist()
+        return to_block0(np.argsort(self.shift), self.block).tolist()
 
     def spans(self, ranks: Sequence[int]) -> bool:
         """Whether a task on ``ranks`` spans blocks (False: it lies in block 0)."""
@@ -153,6 +147,17 @@ class ReplicaFold:
                     raise Unfoldable(f"the route {a} -> {b} is not its replica's image")
 
 
+def to_block0(back: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """Each element's image in block 0: the inverse shift ``back`` (a permutation) applied
+    ``block`` times (none where ``block`` is 0 or negative)."""
+    out, left = np.arange(len(back)), block.copy()
+    while (left > 0).any():
+        on = left > 0
+        out[on] = back[out[on]]
+        left[on] -= 1
+    return out
+
+
 def check_links(network: Network, image: np.ndarray) -> None:
     """Unfoldable unless each link's image has its latency and bandwidth (on the network, and
     on the view of a collective spanning blocks; a view of block 0's group need not be: the
@@ -195,12 +200,7 @@ def fold_network(network: Network, shift: Sequence[int], block: Sequence[int],
     ends_block = np.stack([device_block[ends.src], device_block[ends.dst]])
     link_block = ends_block.max(axis=0)
     link_block[(ends_block.min(axis=0) >= 0) & (ends_block[0] != ends_block[1])] = -1
-    back = np.argsort(image)
-    rep, left = np.arange(count), link_block.copy()
-    while (left > 0).any():
-        on = left > 0
-        rep[on] = back[rep[on]]
-        left[on] -= 1
+    rep = to_block0(np.argsort(image), link_block)
     rep[link_block < 0] = -1
     return ReplicaFold(replicas, blocks, shift_all, block_all, devices, image, rep)
 
@@ -291,13 +291,7 @@ def fold_schedule(fold: ReplicaFold, cols: Columns,
         raise Unfoldable("a collective across replicas uses a schedule its replicas do not "
                          "share (not a ring in replica order)")
     block = fold.block[group[cols.src]]
-    back = np.empty(n, dtype=np.int64)
-    back[image] = np.arange(n)
-    rep, left = np.arange(n), block.copy()
-    while (left > 0).any():
-        on = left > 0
-        rep[on] = back[rep[on]]
-        left[on] -= 1
+    rep = to_block0(np.argsort(image), block)
     kept = np.flatnonzero(block == 0)
     depth = cols.depths()  # the images of a dependency are as deep: a topological order
     kept = kept[np.lexsort((kept, depth[kept]))]
