@@ -42,6 +42,7 @@ QUICK: list[tuple[str, list[str], re.Pattern[str]]] = [
     ("plan_speed.py", ["--quick"], re.compile(r"configurations considered")),
     ("plan_published.py", ["--quick"], re.compile(r"^\|---", re.M)),
     ("plan_replay.py", ["--quick"], DASHES),
+    ("replay_fold.py", ["--quick"], DASHES),
     ("goodput_agreement.py", ["--quick"], DASHES),
     ("diagnose_logs.py", ["--quick"], DASHES),
     ("validate_presets.py", ["--quick"], DASHES),

@@ -92,20 +92,21 @@ class ItemTable:
 
 
 class Items:
-    """An :class:`ItemTable` being written, one item or one block of transfers at a time."""
-
-    #: the columns of a block, in :meth:`block`'s order
-    _FIELDS = ("src", "dst", "nbytes", "reduce", "view", "duration_s", "counts")
+    """An :class:`ItemTable` being written, one item or one block of transfers at a time
+    (rows kept as tuples and blocks as arrays, each placed at its index by :meth:`table`)."""
 
     def __init__(self) -> None:
         self._rows: list[tuple[int, int, int, bool, int, float, int]] = []
+        self._row_at: list[int] = []
         self._deps: list[int] = []
-        self._blocks: list[tuple[np.ndarray, ...]] = []
-        self._dep_blocks: list[np.ndarray] = []
+        #: (first index, src, dst, nbytes, reduce, view, dependency counts, dependencies)
+        self._blocks: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray, int,
+                                 np.ndarray, np.ndarray]] = []
         self.count = 0
 
     def _add(self, row: tuple[int, int, int, bool, int, float, int], deps: Sequence[int]) -> int:
         self._rows.append(row)
+        self._row_at.append(self.count)
         self._deps.extend(deps)
         self.count += 1
         return self.count - 1
@@ -119,37 +120,51 @@ class Items:
         """Append a transfer (on ``views[view]``, or on the network); its index."""
         return self._add((src, dst, nbytes, reduce, view, float("nan"), len(deps)), deps)
 
-    def _flush(self) -> None:
-        if self._rows:
-            fields = list(zip(*self._rows, strict=True))
-            self._blocks.append(tuple(np.array(f) for f in fields))
-            self._dep_blocks.append(np.array(self._deps, dtype=np.int64))
-            self._rows, self._deps = [], []
-
     def block(self, src: np.ndarray, dst: np.ndarray, nbytes: np.ndarray, reduce: np.ndarray,
               view: int, dep_ptr: np.ndarray, dep_idx: np.ndarray) -> int:
         """Append transfers (all on one view) as columns, dependencies CSR with item
         indices; the index of the first."""
-        self._flush()
-        n = len(src)
-        self._blocks.append((src, dst, nbytes, reduce, np.full(n, view, dtype=np.int64),
-                             np.full(n, np.nan), np.diff(dep_ptr)))
-        self._dep_blocks.append(dep_idx)
-        self.count += n
-        return self.count - n
+        self._blocks.append((self.count, src, dst, nbytes, reduce, view, np.diff(dep_ptr),
+                             dep_idx))
+        self.count += len(src)
+        return self.count - len(src)
 
     def table(self) -> ItemTable:
         """Every item so far, as columns."""
-        self._flush()
-        blocks = self._blocks or [tuple(np.zeros(0, dtype=np.int64) for _ in self._FIELDS)]
-        src, dst, nbytes, reduce, view, duration, counts = (
-            np.concatenate([b[k] for b in blocks]) for k in range(len(self._FIELDS)))
-        ptr = np.zeros(len(src) + 1, dtype=np.int64)
+        n = self.count
+        src, dst, nbytes = (np.zeros(n, dtype=np.int64) for _ in range(3))
+        reduce = np.zeros(n, dtype=bool)
+        view = np.zeros(n, dtype=np.int64)
+        duration = np.full(n, np.nan)
+        counts = np.zeros(n, dtype=np.int64)
+        rows = np.array(self._row_at, dtype=np.int64)
+        if self._rows:
+            fields = list(zip(*self._rows, strict=True))
+            for out, values in zip((src, dst, nbytes, reduce, view, duration, counts), fields,
+                                   strict=True):
+                out[rows] = values
+        blocks = self._blocks
+        starts = np.array([b[0] for b in blocks], dtype=np.int64)
+        sizes = np.array([len(b[1]) for b in blocks], dtype=np.int64)
+        at = _spread(starts, sizes)
+        if blocks:
+            for k, out in ((1, src), (2, dst), (3, nbytes), (4, reduce), (6, counts)):
+                out[at] = np.concatenate([b[k] for b in blocks])
+            view[at] = np.repeat(np.array([b[5] for b in blocks], dtype=np.int64), sizes)
+        ptr = np.zeros(n + 1, dtype=np.int64)
         np.cumsum(counts, out=ptr[1:])
-        deps = np.concatenate([np.zeros(0, dtype=np.int64), *self._dep_blocks]).astype(np.int64)
-        columns = Columns(src.astype(np.int64), dst.astype(np.int64), np.zeros(len(src), np.int64),
-                          nbytes.astype(np.int64), reduce.astype(bool), ptr, deps)
-        return ItemTable(columns, view.astype(np.int64), duration.astype(np.float64))
+        deps = np.zeros(int(ptr[-1]), dtype=np.int64)
+        deps[_spread(ptr[rows], counts[rows])] = self._deps
+        if blocks:
+            deps[_spread(ptr[at], counts[at])] = np.concatenate([b[7] for b in blocks])
+        columns = Columns(src, dst, np.zeros(n, np.int64), nbytes, reduce, ptr, deps)
+        return ItemTable(columns, view, duration)
+
+
+def _spread(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The indices ``starts[k], ..., starts[k] + sizes[k] - 1`` of every ``k``, in order."""
+    return (np.repeat(starts - np.cumsum(sizes) + sizes, sizes)
+            + np.arange(int(sizes.sum()), dtype=np.int64))
 
 
 class _TaskSimulation(_Simulation):

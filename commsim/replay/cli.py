@@ -92,6 +92,14 @@ def add_parsers(sub: Any) -> None:
         "--plot", metavar="FILE.png", default=None, help="save a Gantt chart of the step"
     )
     replay.add_argument(
+        "--no-fold",
+        dest="fold",
+        action="store_false",
+        help="hybrid: simulate every data-parallel replica, even where they are images of one "
+        "another (by default one block of replicas is simulated for all, exactly; its tasks "
+        "alone are in --trace and --plot)",
+    )
+    replay.add_argument(
         "--step",
         metavar="N|last|all",
         default=None,
@@ -154,11 +162,11 @@ def run_replay(args: argparse.Namespace) -> int:
     else:
         workload = _planned(workload, args.topology)
     result = replay(workload, args.topology, algorithm=args.algorithm, protocol=args.protocol,
-                    what_if=args.what_if)
+                    what_if=args.what_if, fold=args.fold)
     healthy = None
     if result.what_if is not None:
         healthy = replay(workload, args.topology, algorithm=args.algorithm,
-                         protocol=args.protocol)
+                         protocol=args.protocol, fold=args.fold)
     if args.trace is not None:
         from commsim.replay.trace import write_step_trace
 
@@ -293,6 +301,10 @@ def _aggregates(out: dict[str, Any], wait: bool = True) -> list[str]:
         lines.append(f"MFU                {out['mfu'] * 100:12.1f} %")
     if wait and "wait_time_s" in out:
         lines.append(f"wait for others    {_ms(out['wait_time_s'])}  (mean over ranks)")
+    fold = out.get("replica_fold")
+    if fold and "reason" not in fold:
+        lines.append(f"replicas folded    {fold['replicas']:>7} -> {fold['simulated']}  "
+                     "(one block simulated for all: exact)")
     return lines
 
 

@@ -32,7 +32,7 @@ is what each rank holds throughout.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from commsim.collectives import Collective, parse_collective
@@ -167,17 +167,20 @@ class GraphBuilder:
                 f"the step graph has more than {MAX_TASKS} tasks on {self.ranks} ranks, more "
                 "than are timed in seconds: fewer layers, units, micro-batches or ranks"
             )
-        deps = set(task.deps)
+        index = len(self.tasks)
         if task.stream:
+            deps = set(task.deps)
             for rank in task.ranks:
-                last = self._last.get((rank, task.stream))
+                key = (rank, task.stream)
+                last = self._last.get(key)
                 if last is not None:
                     deps.add(last)
-        index = len(self.tasks)
-        self.tasks.append(replace(task, deps=tuple(sorted(deps))))
-        if task.stream:
-            for rank in task.ranks:
-                self._last[(rank, task.stream)] = index
+                self._last[key] = index
+            # a frozen task's deps are set once, here, before anything else sees it
+            object.__setattr__(task, "deps", tuple(sorted(deps)))
+        elif list(task.deps) != sorted(set(task.deps)):
+            object.__setattr__(task, "deps", tuple(sorted(set(task.deps))))
+        self.tasks.append(task)
         return index
 
     def compute(

@@ -48,9 +48,10 @@ from commsim.network import Network
 from commsim.replay import fields
 from commsim.replay.graph import StepGraph
 from commsim.replay.hybrid_blocks import BlockTimes
-from commsim.replay.hybrid_graph import HybridGraphBuilder, Parallel
+from commsim.replay.hybrid_graph import HybridGraphBuilder, Parallel, replica_fold
 from commsim.replay.metrics import StepMetrics
 from commsim.replay.pipeline import SCHEDULES, stage_orders
+from commsim.replay.replicas import ReplicaFold
 from commsim.replay.stages import check_split, chunk_layers, even_split, stage_layer_ids
 from commsim.replay.transformer import Model
 
@@ -258,14 +259,23 @@ class HybridSpec:
         return out
 
     # -- the step ----------------------------------------------------------------------------
-    def graph(self, network: Network) -> StepGraph:
-        par = self.parallel
-        if par.world > network.ranks:
+    def _check_ranks(self, network: Network) -> None:
+        if self.parallel.world > network.ranks:
             raise SpecError(
-                f"parallel: tp x cp x pp x dp = {par.world} exceeds the {network.ranks} ranks of "
-                f"topology {network.name!r}"
+                f"parallel: tp x cp x pp x dp = {self.parallel.world} exceeds the "
+                f"{network.ranks} ranks of topology {network.name!r}"
             )
+
+    def graph(self, network: Network) -> StepGraph:
+        self._check_ranks(network)
         return HybridGraphBuilder(self).build()
+
+    def folded_graph(self, network: Network) -> tuple[StepGraph, ReplicaFold]:
+        """The step's first block of replicas (:mod:`.replicas`) and the symmetry that times
+        the others by it; Unfoldable where the network has none."""
+        self._check_ranks(network)
+        fold = replica_fold(self.parallel, network)
+        return HybridGraphBuilder(self, fold.simulated).build(), fold
 
     def extras(self, metrics: StepMetrics) -> dict[str, object]:
         world = self.parallel.world

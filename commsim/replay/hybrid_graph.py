@@ -11,16 +11,19 @@ expert-parallel group, which spans replicas).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
 from commsim.errors import SpecError
+from commsim.network import Network
 from commsim.replay import fields
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph, check_tasks
 from commsim.replay.hybrid_blocks import BlockTimes, layer_blocks
 from commsim.replay.layout import MEGATRON_ORDER, ORDERS, layout_coords, layout_rank
 from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
+from commsim.replay.replicas import ReplicaFold, Unfoldable, fold_network
 from commsim.replay.stages import vstage_layers
 from commsim.replay.transformer import Model
 
@@ -68,6 +71,23 @@ class Parallel:
     def coords(self, rank: int) -> tuple[int, int, int, int]:
         """``(t, c, p, d)`` of ``rank``."""
         return layout_coords(self.order, self.tp, self.cp, self.pp, self.dp, rank)
+
+    def fold_blocks(self) -> list[int]:
+        """Replica counts ``B < dp`` (divisors of ``dp``, smallest first) whose blocks of
+        replicas hold whole expert-parallel groups and shift onto each other with the
+        expert data-parallel groups: candidates of a replica fold."""
+        unit = self.ep if not self.megatron else self.ep // math.gcd(self.ep, self.cp)
+        return [b for b in range(1, self.dp) if self.dp % b == 0 and b % unit == 0]
+
+    def replica_shift(self, replicas: int) -> tuple[list[int], list[int]]:
+        """Each rank's image under the shift of replicas by ``replicas`` (``d`` -> ``d +
+        replicas`` mod ``dp``), and its block (``d // replicas``)."""
+        shift, block = [], []
+        for rank in range(self.world):
+            t, c, p, d = self.coords(rank)
+            shift.append(self.rank(t, c, p, (d + replicas) % self.dp))
+            block.append(d // replicas)
+        return shift, block
 
     def expert_rank(self, c: int, d: int) -> int:
         """The EP rank of CP rank ``c`` of replica ``d`` (its place in its EP group)."""
@@ -120,19 +140,38 @@ class HybridSpec(Protocol):
     def static_bytes(self, stage: int) -> int: ...
 
 
-class HybridGraphBuilder:
-    """Lowers a :class:`HybridSpec` to a step graph (one instance per graph)."""
+def replica_fold(par: Parallel, network: Network) -> ReplicaFold:
+    """The replica symmetry of the fewest replicas per block that ``network`` allows
+    (:mod:`.replicas`; Unfoldable where none)."""
+    reason = Unfoldable("one data-parallel replica" if par.dp == 1 else
+                        f"{par.dp} replicas do not split into blocks of whole expert groups")
+    for replicas in par.fold_blocks():
+        try:
+            return fold_network(network, *par.replica_shift(replicas), par.dp)
+        except Unfoldable as exc:
+            reason = exc
+    raise reason
 
-    def __init__(self, spec: HybridSpec) -> None:
+
+class HybridGraphBuilder:
+    """Lowers a :class:`HybridSpec` to a step graph (one instance per graph).
+
+    With ``replicas`` (a divisor of ``dp``) it builds the tasks of replicas ``0..replicas-1``
+    only, and the collectives spanning more (data-parallel, expert data-parallel) with those
+    replicas' deps: block 0 of the step for a replica fold (:mod:`.replicas`)."""
+
+    def __init__(self, spec: HybridSpec, replicas: int | None = None) -> None:
         self.spec = spec
         self.par = par = spec.parallel
         self.b = GraphBuilder(spec.parallel.world)
         self.t = t = spec.block_times()
+        self.replicas = par.dp if replicas is None else replicas
         self.stage_ranks = [
-            [par.rank(tt, c, p, d) for d in range(par.dp) for c in range(par.cp)
+            [par.rank(tt, c, p, d) for d in range(self.replicas) for c in range(par.cp)
              for tt in range(par.tp)]
             for p in range(par.pp)
         ]
+        self.built = {r for ranks in self.stage_ranks for r in ranks}
         self.send_bytes = t.tp_bytes // par.tp
         self.k = spec.microbatches
         # FSDP: (stage, t) -> first-forward-done tasks per layer in order of first use
@@ -150,11 +189,12 @@ class HybridGraphBuilder:
         par, rank = self.par, self.par.rank
         if kind == "tp":
             return [[rank(t, c, stage, d) for t in range(par.tp)]
-                    for d in range(par.dp) for c in range(par.cp)]
+                    for d in range(self.replicas) for c in range(par.cp)]
         if kind == "cp":
             return [[rank(t, c, stage, d) for c in range(par.cp)]
-                    for d in range(par.dp) for t in range(par.tp)]
-        return [g for t in range(par.tp) for g in par.ep_groups(t, stage)]
+                    for d in range(self.replicas) for t in range(par.tp)]
+        return [g for t in range(par.tp) for g in par.ep_groups(t, stage)
+                if self.built.issuperset(g)]
 
     def _dp_group(self, t: int, p: int) -> list[int]:
         return [self.par.rank(t, c, p, d) for d in range(self.par.dp) for c in range(self.par.cp)]
@@ -194,7 +234,7 @@ class HybridGraphBuilder:
         spec, par = self.spec, self.par
         # refuse a step too big to time before building a million tasks of it (seconds)
         check_tasks(self.compute_tasks(), "ranks x micro-batches x layers",
-                    f"{par.world} x {self.k} x {spec.model.layers}")
+                    f"{len(self.built)} x {self.k} x {spec.model.layers}")
         orders = stage_orders(
             spec.schedule, stages=par.pp, microbatches=self.k, chunks=spec.chunks_per_stage
         )
@@ -327,7 +367,7 @@ class HybridGraphBuilder:
             self.first_use.setdefault((stage, t), []).append(
                 [
                     x
-                    for d in range(par.dp)
+                    for d in range(self.replicas)
                     for c in range(par.cp)
                     for x in out[par.rank(t, c, stage, d)]
                 ]
@@ -386,7 +426,7 @@ class HybridGraphBuilder:
             return
         for t in range(par.tp):
             group = self._dp_group(t, stage)
-            deps = [x for r in group for x in out[r]]
+            deps = [x for r in group if r in self.built for x in out[r]]
             if len(group) == 1:
                 continue
             if fsdp:
@@ -419,7 +459,7 @@ class HybridGraphBuilder:
         experts = sum(self._expert_params(i) for i in mine) * bpp
         for t in range(par.tp):
             group = self._dp_group(t, stage)
-            deps = [x for r in group for x in self.last_op[r]]
+            deps = [x for r in group if r in self.built for x in self.last_op[r]]
             steps = [] if self.t.grad_overlap else [(coll, self._grad(dense), experts and
                                                      self._grad(experts))]
             if dp != "ddp":

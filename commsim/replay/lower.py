@@ -22,6 +22,12 @@ Everything runs in one simulation, so collectives of different groups that overl
 the bandwidth of the links they both use. Alone, a collective takes exactly ``commsim run``'s
 time for it. A collective's gate waits for the deps of every member, so a collective starts
 when its last member reaches it: a slow rank holds back the whole group.
+
+With a :class:`~commsim.replay.replicas.ReplicaFold` the graph holds one block of replicas
+(and the collectives spanning blocks, with that block's deps): a spanning collective keeps the
+transfers leaving the block, each dependency on another's mapped to its representative, and
+every route crosses the block's images of its links (:mod:`.replicas`): the step is the full
+one's.
 """
 
 from __future__ import annotations
@@ -33,12 +39,14 @@ import numpy as np
 
 from commsim.algorithms.estimate import estimate_des_bytes
 from commsim.budget import fits, memory_budget, over_budget
-from commsim.engine.tasks import NETWORK, Items, simulate_items
+from commsim.engine.tasks import DELAY, NETWORK, Items, simulate_items
 from commsim.errors import SpecError
 from commsim.network import Network
 from commsim.progress import Progress
 from commsim.replay.graph import StepGraph, Task, TaskKind
+from commsim.replay.replicas import ReplicaFold, Unfoldable, check_links, fold_schedule
 from commsim.results import Result
+from commsim.schedule import Columns
 from commsim.timing import CollectiveCall, Timer
 
 #: From this many tasks on, lowering draws a progress bar (on a terminal): about 20 us a task.
@@ -64,16 +72,27 @@ class GraphTiming:
         return max(self.end_s, default=0.0)
 
 
+#: A collective's transfers placed as items (:meth:`_Lowering._place`): src, dst, nbytes,
+#: reduce, view, dep_ptr, deps relative to the block (-1: its start), the sinks (relative).
+_Block = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray,
+               np.ndarray]
+
+
 class _Lowering:
     """Items of one step: the tasks' engine items and the network views they run on."""
 
-    def __init__(self, network: Network) -> None:
+    def __init__(self, network: Network, fold: ReplicaFold | None = None) -> None:
         self.network = network
+        self.fold = fold
         self.timer = Timer.of(network)
         self.items = Items()
         self.views: list[Network] = []
         # id(view of a group) -> (index in views, the view: held, so that its id stays its own)
         self._view_index: dict[int, tuple[int, Network]] = {}
+        self._checked: set[int] = set()  # ids of the views of spanning collectives checked
+        # (collective, nbytes, group, algorithm, protocol) -> the call timed and placed
+        self._placed: dict[tuple[object, ...], tuple[Result, _Block | None]] = {}
+        self._p2p: tuple[Network, float] | None = None
 
     def view(self, network: Network) -> int:
         """Index of ``network`` (a view of this network's links, group-ranked) re-ranked as
@@ -84,54 +103,74 @@ class _Lowering:
         key = id(network)
         if key not in self._view_index:
             self._view_index[key] = (len(self.views), network)
-            self.views.append(network.rebuilt(rank_devices=self.network.rank_devices))
+            view = network.rebuilt(rank_devices=self.network.rank_devices)
+            self.views.append(view if self.fold is None else self.fold.folded(view))
         return self._view_index[key][0]
 
     def collective(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int, Result]:
         """(first item, last item, timed call) of a collective task."""
         assert task.collective is not None
-        call = CollectiveCall(collective=task.collective, nbytes=task.nbytes, group=task.ranks,
-                              algorithm=task.algorithm or "auto", protocol=task.protocol)
+        key = (task.collective, task.nbytes, task.ranks, task.algorithm, task.protocol)
+        placed = self._placed.get(key)
+        if placed is None:  # a call is timed and placed once, then its blocks are copies
+            placed = self._placed[key] = self._place(CollectiveCall(
+                collective=task.collective, nbytes=task.nbytes, group=task.ranks,
+                algorithm=task.algorithm or "auto", protocol=task.protocol))
+        result, block = placed
+        gate = self.items.delay(0.0, deps)
+        if block is None:  # a composed estimate: its time, no transfers
+            return gate, self.items.delay(result.time_s, (gate,)), result
+        start = self.items.delay(result.launch_s, (gate,)) if result.launch_s else gate
+        base = self.items.count
+        src, dst, nbytes, reduce, view, ptr, waits, sinks = block
+        self.items.block(src, dst, nbytes, reduce, view, ptr,
+                         np.where(waits < 0, start, waits + base))
+        return gate, self.items.delay(0.0, tuple((sinks + base).tolist()) or (start,)), result
+
+    def _place(self, call: CollectiveCall) -> tuple[Result, _Block | None]:
+        """The call timed, and its transfers as a block of items (None: a composed estimate,
+        no transfers): on global ranks, their deps relative to the block's first item, -1
+        for the item the block starts after."""
         result = self.timer.time(call)
         if result.schedule is None and result.records_error is None:
             result = result.with_records()  # a symmetric ring's transfers may meet others'
-        gate = self.items.delay(0.0, deps)
-        if result.schedule is None:  # a composed estimate: its time, no transfers
-            return gate, self.items.delay(result.time_s, (gate,)), result
-        start = self.items.delay(result.launch_s, (gate,)) if result.launch_s else gate
-        return gate, self._schedule(result, task.ranks, start), result
-
-    def _schedule(self, result: Result, group: tuple[int, ...], start: int) -> int:
-        """The result's transfers after item ``start``, on global ranks; the join item."""
-        assert result.schedule is not None and result.network is not None
+        if result.schedule is None:
+            return result, None
+        assert result.network is not None and call.group is not None
         cols = result.schedule.columns
-        ranks = np.array(group, dtype=np.int64)
-        p, total = len(group), self.network.ranks
+        kept, dep_ptr, dep_idx = np.arange(len(cols)), cols.dep_ptr, cols.dep_idx
+        if self.fold is not None and self.fold.spans(call.group):
+            folded = fold_schedule(self.fold, cols, np.array(call.group, dtype=np.int64))
+            kept, dep_ptr, dep_idx = _folded_deps(cols, *folded)
+            if id(result.network) not in self._checked:  # held by the views: ids stay
+                check_links(result.network, self.fold.link_image)
+                self._checked.add(id(result.network))
+        ranks = np.array(call.group, dtype=np.int64)
+        p, total = len(ranks), self.network.ranks
 
         def placed(ends: np.ndarray) -> np.ndarray:  # ranks, then switches
             return np.where(ends < p, ranks[np.minimum(ends, p - 1)], total + ends - p)
 
-        base = self.items.count
-        counts = np.diff(cols.dep_ptr)
+        counts = np.diff(dep_ptr)
         # a transfer without dependencies waits for the start item instead
-        ptr = np.zeros(len(cols) + 1, dtype=np.int64)
+        ptr = np.zeros(len(kept) + 1, dtype=np.int64)
         np.cumsum(np.maximum(counts, 1), out=ptr[1:])
-        deps = np.full(int(ptr[-1]), start, dtype=np.int64)
-        deps[np.repeat(ptr[:-1] - cols.dep_ptr[:-1], counts)
-             + np.arange(len(cols.dep_idx))] = base + cols.dep_idx
-        self.items.block(placed(cols.src), placed(cols.dst), cols.nbytes, cols.reduce,
-                         self.view(result.network), ptr, deps)
+        waits = np.full(int(ptr[-1]), -1, dtype=np.int64)
+        waits[np.repeat(ptr[:-1] - dep_ptr[:-1], counts) + np.arange(len(dep_idx))] = dep_idx
         used = np.zeros(len(cols), dtype=bool)
         used[cols.dep_idx] = True
-        sinks = tuple((base + np.flatnonzero(~used)).tolist())
-        return self.items.delay(0.0, sinks or (start,))
+        return result, (placed(cols.src[kept]), placed(cols.dst[kept]), cols.nbytes[kept],
+                        cols.reduce[kept], self.view(result.network), ptr, waits,
+                        np.flatnonzero(~used[kept]))
 
     def send(self, task: Task, deps: tuple[int, ...]) -> tuple[int, int]:
         """(first item, last item) of a send task."""
         if task.nbytes <= 0:
             only = self.items.delay(0.0, deps)
             return only, only
-        view, launch = self.timer.point_to_point()
+        if self._p2p is None:
+            self._p2p = self.timer.point_to_point()
+        view, launch = self._p2p
         begin = None
         if launch:
             begin = self.items.delay(launch, deps)
@@ -139,6 +178,21 @@ class _Lowering:
         src, dst = task.ranks
         end = self.items.transfer(src, dst, task.nbytes, False, deps, self.view(view))
         return (end if begin is None else begin), end
+
+
+def _folded_deps(cols: Columns, kept: np.ndarray,
+                 rep: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(kept, dep_ptr, dep_idx) of the kept transfers: each dependency ``k`` of a kept
+    transfer becomes kept transfer ``rep[k]`` (once), by position among the kept."""
+    width = max(len(kept), 1)
+    slot = np.full(len(cols), -1, dtype=np.int64)
+    slot[kept] = np.arange(len(kept))
+    owner = np.repeat(slot, np.diff(cols.dep_ptr))
+    edges = np.unique(owner * width + rep[cols.dep_idx])
+    waits, on = np.divmod(edges[edges >= 0], width)
+    ptr = np.zeros(len(kept) + 1, dtype=np.int64)
+    np.cumsum(np.bincount(waits, minlength=len(kept)), out=ptr[1:])
+    return kept, ptr, on
 
 
 def _check_memory(items: int, ranks: int) -> None:
@@ -154,24 +208,31 @@ def _check_memory(items: int, ranks: int) -> None:
 
 
 def time_graph(graph: StepGraph, network: Network,
-               compute_factors: Sequence[float] | None = None) -> GraphTiming:
+               compute_factors: Sequence[float] | None = None,
+               fold: ReplicaFold | None = None) -> GraphTiming:
     """Simulate ``graph`` on ``network`` (whose first ``graph.ranks`` ranks it uses); with
     ``compute_factors`` (one per rank of the graph) rank ``r``'s compute takes
-    ``compute_factors[r]`` times its duration."""
+    ``compute_factors[r]`` times its duration. With ``fold``, ``graph`` is block 0 of a step
+    with that replica symmetry (:mod:`.replicas`; Unfoldable where the step breaks it)."""
     if compute_factors is not None and len(compute_factors) != graph.ranks:
         raise SpecError(f"{len(compute_factors)} compute factors for {graph.ranks} ranks")
     if graph.ranks > network.ranks:
         raise SpecError(
             f"the workload needs {graph.ranks} ranks, topology {network.name!r} has {network.ranks}"
         )
-    lowering = _Lowering(network)
+    lowering = _Lowering(network, fold)
     bar = Progress(f"lowering {len(graph.tasks)} tasks", "task",
                    enabled=len(graph.tasks) >= PROGRESS_MIN_TASKS)
     try:
         first, last, algorithms, protocols = _lower_tasks(graph, lowering, bar, compute_factors)
     finally:
         bar.close()
-    timing = simulate_items(lowering.items.table(), network, lowering.views)
+    table = lowering.items.table()
+    if fold is not None:
+        moves = table.view != DELAY
+        fold.check_routes(network, table.columns.src[moves], table.columns.dst[moves])
+        network = fold.folded(network)
+    timing = simulate_items(table, network, lowering.views)
     return GraphTiming(
         start_s=tuple(timing.start_s[first].tolist()),
         end_s=tuple(timing.end_s[last].tolist()),
@@ -195,6 +256,9 @@ def _lower_tasks(
             bar.update_to(done, len(graph.tasks))
         deps = tuple(sorted({last[d] for d in task.deps}))
         algorithm, protocol = "", None
+        if lowering.fold is not None and task.kind is not TaskKind.COLLECTIVE and (
+                lowering.fold.spans(task.ranks)):
+            raise Unfoldable(f"task {task.name!r} sends across replica blocks")
         if task.kind is TaskKind.COMPUTE:
             duration = task.duration_s
             if factors is not None:

@@ -36,7 +36,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from commsim.replay.graph import StepGraph, TaskKind
 from commsim.replay.lower import GraphTiming
@@ -224,8 +224,10 @@ def _outside(interval: Interval, busy: Sequence[Interval]) -> list[Interval]:
     return out
 
 
-def step_metrics(graph: StepGraph, timing: GraphTiming) -> StepMetrics:
-    """Per-rank and aggregate metrics of a timed step graph."""
+def step_metrics(graph: StepGraph, timing: GraphTiming,
+                 images: Sequence[int] | None = None) -> StepMetrics:
+    """Per-rank and aggregate metrics of a timed step graph; with ``images``, rank ``r``'s
+    are those of rank ``images[r]`` (a replica fold's: the graph holds that rank's tasks)."""
     step = timing.step_time_s
     compute: list[list[Interval]] = [[] for _ in range(graph.ranks)]
     comm: list[list[Interval]] = [[] for _ in range(graph.ranks)]
@@ -238,24 +240,26 @@ def step_metrics(graph: StepGraph, timing: GraphTiming) -> StepMetrics:
     peaks = _peak_memory(graph, timing) if graph.tracks_memory else [None] * graph.ranks
     waits = [float(length(union((lo, hi) for lo, hi, _ in w)))
              for w in wait_intervals(graph, timing)]
-    ranks = []
+    own: dict[int, RankMetrics] = {}
     for rank in range(graph.ranks):
+        if images is not None and images[rank] != rank:
+            continue
         busy, talk = union(compute[rank]), union(comm[rank])
         compute_s, comm_s = length(busy), length(talk)
         exposed = uncovered(talk, busy)
-        ranks.append(
-            RankMetrics(
-                rank=rank,
-                step_time_s=last[rank],
-                compute_time_s=compute_s,
-                comm_time_s=comm_s,
-                exposed_comm_s=exposed,
-                overlap_fraction=(comm_s - exposed) / comm_s if comm_s > 0 else 0.0,
-                idle_fraction=(step - compute_s) / step if step > 0 else 0.0,
-                peak_memory_bytes=peaks[rank],
-                wait_s=waits[rank],
-            )
+        own[rank] = RankMetrics(
+            rank=rank,
+            step_time_s=last[rank],
+            compute_time_s=compute_s,
+            comm_time_s=comm_s,
+            exposed_comm_s=exposed,
+            overlap_fraction=(comm_s - exposed) / comm_s if comm_s > 0 else 0.0,
+            idle_fraction=(step - compute_s) / step if step > 0 else 0.0,
+            peak_memory_bytes=peaks[rank],
+            wait_s=waits[rank],
         )
+    ranks = [own[rank] if images is None or images[rank] == rank
+             else replace(own[images[rank]], rank=rank) for rank in range(graph.ranks)]
     count = max(len(ranks), 1)
     total_comm = math.fsum(r.comm_time_s for r in ranks)
     hidden = math.fsum(r.comm_time_s - r.exposed_comm_s for r in ranks)
@@ -267,6 +271,7 @@ def step_metrics(graph: StepGraph, timing: GraphTiming) -> StepMetrics:
         overlap_fraction=hidden / total_comm if total_comm > 0 else 0.0,
         idle_fraction=math.fsum(r.idle_fraction for r in ranks) / count,
         per_rank=tuple(ranks),
-        peak_memory_bytes=max(peaks) if graph.tracks_memory and peaks else None,  # type: ignore[type-var]
-        wait_time_s=math.fsum(waits) / count,
+        peak_memory_bytes=max(r.peak_memory_bytes or 0 for r in ranks)
+        if graph.tracks_memory and ranks else None,
+        wait_time_s=math.fsum(r.wait_s or 0.0 for r in ranks) / count,
     )

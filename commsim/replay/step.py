@@ -23,6 +23,7 @@ from commsim.replay.comm import CommOverrides
 from commsim.replay.graph import StepGraph
 from commsim.replay.lower import GraphTiming, time_graph
 from commsim.replay.metrics import StepMetrics, step_metrics
+from commsim.replay.replicas import FoldReport, Unfoldable
 from commsim.topology.degrade import apply_what_if
 from commsim.topology.what_if import WhatIf, WhatIfSource, factors_for
 
@@ -147,6 +148,10 @@ class StepResult:
     what_if, compute_factors
         The what-if the step ran under (None: the healthy machine) and each rank's compute
         factor under it (None: every rank at its healthy pace).
+    fold
+        Whether the data-parallel replicas were folded (:mod:`.replicas`: ``graph`` then holds
+        the simulated block of replicas and the collectives spanning the others), or None
+        (a kind that does not fold, or ``fold=False``).
     """
 
     workload: WorkloadSpec
@@ -157,6 +162,7 @@ class StepResult:
     extra: dict[str, object] = field(default_factory=dict)
     what_if: WhatIf | None = None
     compute_factors: tuple[float, ...] | None = None
+    fold: FoldReport | None = None
 
     @property
     def step_time_s(self) -> float:
@@ -185,6 +191,8 @@ class StepResult:
         per_rank = metrics.pop("per_rank")
         out.update(metrics)
         out.update(self.extra)
+        if self.fold is not None:
+            out["replica_fold"] = self.fold.to_dict()
         out["collectives"] = self.collectives()
         out["per_rank"] = per_rank
         return out
@@ -241,6 +249,7 @@ def replay(
     algorithm: str | None = None,
     protocol: str | None = None,
     what_if: WhatIfSource | None = None,
+    fold: bool = True,
 ) -> StepResult:
     """Replay one training step of ``workload`` on ``topology``.
 
@@ -260,6 +269,10 @@ def replay(
         docs/what-if.md): the step on the degraded machine, each rank's compute times its
         factor (slow ranks, jitter); a collective starts when its slowest member reaches it.
         None: the healthy machine.
+    fold
+        Simulate one block of data-parallel replicas for all where they are images of one
+        another (``hybrid``; :mod:`commsim.replay.replicas`: the same step, exactly); False:
+        every replica.
     """
     from commsim.topology import load_topology
 
@@ -268,14 +281,51 @@ def replay(
     parsed = None
     if what_if is not None:
         network, parsed = apply_what_if(network, what_if)
-    graph = CommOverrides(algorithm, protocol).apply(spec.graph(network))
+    overrides = CommOverrides(algorithm, protocol)
+    inner = spec.spec if isinstance(spec, Configured) else spec
+    unfolded = None  # why a hybrid step's replicas are not folded
+    if fold and isinstance(inner, hybrid.HybridSpec):
+        folded = _replay_folded(spec, inner, network, overrides, parsed, what_if)
+        if isinstance(folded, StepResult):
+            return folded
+        unfolded = folded
+    try:
+        graph = overrides.apply(spec.graph(network))
+    except SpecError as exc:  # too big: say why the replicas were not folded
+        if unfolded is None:
+            raise
+        raise SpecError(f"{exc}; replicas not folded: {unfolded.reason}") from None
     factors = None
     if parsed is not None and parsed.changes_compute:
         factors = tuple(_compute_factors(parsed, graph.ranks, what_if).tolist())
     timing = time_graph(graph, network, factors)
     metrics = step_metrics(graph, timing)
     return StepResult(spec, network.name, graph, timing, metrics, spec.extras(metrics),
-                      parsed, factors)
+                      parsed, factors, unfolded)
+
+
+def _replay_folded(spec: WorkloadSpec, inner: hybrid.HybridSpec, network: Network,
+                   overrides: CommOverrides, what_if: WhatIf | None,
+                   source: object) -> StepResult | FoldReport:
+    """The step replayed from one block of replicas (:mod:`.replicas`), or, where its
+    replicas are not images of one another, why not."""
+    replicas = inner.parallel.dp
+    try:
+        graph, fold = inner.folded_graph(network)
+        graph = overrides.apply(spec.comm.apply(graph) if isinstance(spec, Configured)
+                                else graph)
+        factors = None
+        if what_if is not None and what_if.changes_compute:
+            every = _compute_factors(what_if, graph.ranks, source)
+            if not np.array_equal(every, every[fold.shift[:graph.ranks]]):
+                raise Unfoldable("the what-if's compute factors differ between replicas")
+            factors = tuple(every.tolist())
+        timing = time_graph(graph, network, factors, fold)
+    except Unfoldable as exc:
+        return FoldReport(replicas, replicas, str(exc))
+    metrics = step_metrics(graph, timing, fold.images()[:graph.ranks])
+    return StepResult(spec, network.name, graph, timing, metrics, spec.extras(metrics),
+                      what_if, factors, FoldReport(replicas, fold.simulated))
 
 
 def _compute_factors(what_if: WhatIf, ranks: int, source: object) -> np.ndarray:

@@ -47,8 +47,8 @@ def test_ranks_follow_llama3_order() -> None:
 
 def test_tp_groups_stay_inside_a_node_and_dp_groups_cross_nodes() -> None:
     """tp=4 on 2 nodes of 4 GPUs: TP all-reduces within each node; FSDP groups pair rank t of
-    node 0 with rank t of node 1."""
-    r = replay(_hybrid(), HIER)
+    node 0 with rank t of node 1 (every replica's tasks: not folded)."""
+    r = replay(_hybrid(), HIER, fold=False)
     df = r.tasks().query("kind == 'collective'")
     tp_groups = set(df[df["collective"] == "all_reduce"]["ranks"])
     dp_groups = set(df[df["collective"].isin(["all_gather", "reduce_scatter"])]["ranks"])
@@ -116,7 +116,8 @@ def test_given_layer_times_override_the_flops() -> None:
 def test_pipeline_and_ddp_compose() -> None:
     """pp=2 x dp=2 x tp=2 with DDP: sends between stages, bucketed all-reduces per stage."""
     r = replay(
-        _hybrid(parallel={"tp": 2, "pp": 2, "dp": 2}, data_parallel="ddp", global_batch=8), HIER
+        _hybrid(parallel={"tp": 2, "pp": 2, "dp": 2}, data_parallel="ddp", global_batch=8), HIER,
+        fold=False,
     )
     df = r.tasks()
     sends = set(df.query("kind == 'send'")["ranks"])
@@ -242,9 +243,11 @@ def test_invalid_hybrid_workloads(over: dict[str, object], message: str) -> None
 def test_a_step_too_big_to_time_is_refused_before_it_is_built(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]
                                                               ) -> None:
-    """Llama 3 70B's first plan on 512 H100 (TP2 CP4 PP4 DP16, 64 micro-batches) is refused
-    in one line from its compute tasks alone, counted before any is built: 512 ranks x 64
-    micro-batches x 80 layers x 2 compute blocks x forward and backward / 4 stages."""
+    """Llama 3 70B's first plan on 512 H100 (TP2 CP4 PP4 DP16, 64 micro-batches), every
+    replica simulated (``--no-fold``; folded, one replica of 32 ranks is timed for all:
+    benchmarks/replay_fold.py), is refused in one line from its compute tasks alone, counted
+    before any is built: 512 ranks x 64 micro-batches x 80 layers x 2 compute blocks x forward
+    and backward / 4 stages."""
     workload = tmp_path / "w.yaml"
     workload.write_text(yaml.safe_dump({
         "kind": "hybrid",
@@ -255,7 +258,7 @@ def test_a_step_too_big_to_time_is_refused_before_it_is_built(tmp_path: Path,
         "pipeline": {"schedule": "interleaved", "chunks_per_stage": 20},
         "data_parallel": "fsdp", "recompute": "none",
     }))
-    assert main(["replay", str(workload), "-t", "dgx-h100x64"]) == 2
+    assert main(["replay", str(workload), "-t", "dgx-h100x64", "--no-fold"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "ranks x micro-batches x layers: 512 x 64 x 80 gives a step at least 2621440 " \
