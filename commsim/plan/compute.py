@@ -157,8 +157,9 @@ def attention_core_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: i
 
     ``fused``: the causal FLOPs at the device's ``attention`` efficiency, backward
     :data:`FUSED_BACKWARD_RATIO` times the forward. ``unfused``: per head, the full ``s/c x s``
-    scores (no causal saving) by batched GEMMs on the wave-roofline (``Q K^T``, ``P V``; backward the four gradient GEMMs), plus
-    the softmax and dropout passes over the scores at HBM bandwidth.
+    scores (no causal saving) by batched GEMMs on the wave-roofline (``Q K^T``, ``P V``;
+    backward the four gradient GEMMs), plus the softmax and dropout passes over the scores at
+    HBM bandwidth.
     """
     if attention == "fused":
         fwd = attention_core_flops(model, micro_batch, tp, cp) / (
