@@ -8,9 +8,12 @@ steps and their difference: the replay sees contention between groups' traffic (
 FSDP and CP, expert all-to-alls and gradient reductions on shared ports) that the planner's
 one-pipeline evaluation does not, and timing collectives by the DES instead of the closed
 forms. ``--quick`` runs two models on one DGX H100; ``--models a,b`` some of the full run's
-(each row's progress goes to stderr as it is done).
+(each row's progress goes to stderr as it is done). ``--top3`` asks whether the planner's
+free choice holds up: Llama 3 70B on 512 H100 (``dgx-h100x64``, global batch 1024, every axis
+searched), its first three configurations each replayed in full (replicas folded, exactly:
+:mod:`commsim.replay.replicas`), their order and steps against the plan's.
 
-    python benchmarks/plan_replay.py [--quick | --models NAME,...]
+    python benchmarks/plan_replay.py [--quick | --models NAME,... | --top3]
 """
 
 from __future__ import annotations
@@ -82,7 +85,29 @@ def row(case: str, topology: str, batch: int, seq: int | None, axes: dict) -> li
             f"{wall:.1f}"]
 
 
+def top3() -> None:
+    """The planner's first three for Llama 3 70B on 512 H100, each replayed in full."""
+    topology, batch = "dgx-h100x64", 1024
+    out = plan("llama3-70b", topology, global_batch=batch, top=3)
+    rows = []
+    for rank, best in enumerate(out.result.configs[:3], 1):
+        spec = replay_workload(workload_dict(out.model, best.config, batch, out.stack), topology)
+        start = time.perf_counter()
+        result = replay(spec, topology)
+        wall = time.perf_counter() - start
+        planned, full = best.record["step_time_s"], result.step_time_s
+        rows.append([rank, best.config.label(), f"{planned:.4f}", f"{full:.4f}",
+                     f"{100 * (full / planned - 1):+.2f}%", f"{wall:.1f}"])
+    print(table([">plan rank", "<configuration", "plan s", "replay s", "replay-plan",
+                 "replay wall s"], rows))
+    order = sorted(range(len(rows)), key=lambda i: (float(rows[i][3]), i))
+    print(f"replayed order: {[rows[i][0] for i in order]} (ties in plan order)")
+
+
 def main() -> None:
+    if "--top3" in sys.argv:
+        top3()
+        return
     cases = QUICK if "--quick" in sys.argv else FULL
     if "--models" in sys.argv:  # a comma list: those of FULL only
         names = sys.argv[sys.argv.index("--models") + 1].split(",")  # "gpt-oss-120b ddp"
