@@ -6,7 +6,9 @@ earlier one cross the network. It runs on one network that is each phase's proto
 where that phase runs (:func:`tree_network`): the links the rails cross as the rails' view
 (one rank per host, its share of a NIC, the channels a rail's bytes run on), every other link
 as the host phase's view (one host's channels and hop latencies), both with NCCL's tree
-correction. Its hop latencies are scaled so that a piece's depth of them is paid once in
+correction; a rail relayed over NVLink to its NIC's GPU pays those NVLinks' own latency, not a
+protocol hop (:func:`tree_network`). Each host ring follows NCCL's ring inside a host
+(:func:`host_rings`). Its hop latencies are scaled so that a piece's depth of them is paid once in
 all, as NCCL keeps its steps in flight (:func:`~commsim.nccl_tables.chain_latency_scale`'s
 rule). Where NCCL's tree cap (:func:`~commsim.nccl_caps.tree_cap_Bps`) is slower than the
 simulated schedule, the call runs paced at the cap: the same schedule on its network with every
@@ -37,6 +39,7 @@ from commsim.engine.evaluate import Evaluation
 from commsim.engine.exact import time_schedule
 from commsim.links import DerivedLinks, LinkColumns, link_values
 from commsim.nccl_caps import tree_cap_Bps
+from commsim.nccl_paths import LINK_CLASSES, link_class_codes
 from commsim.nccl_tables import Protocol, active_channels
 from commsim.network import Network
 from commsim.schedule import Columns, Schedule
@@ -102,9 +105,7 @@ def evaluate_tree(model: PhaseNetworks, call: Call, name: str,
     ``protocol`` as its pipelined schedule, simulated; NCCL's tree paced at its tree cap where
     that is slower (see the module docstring). Launch latency not included. None where the
     schedule is beyond the DES's budget (:func:`pipelined_schedule`)."""
-    # each host's ranks in the order of NCCL's ring, so the host rings follow its NVLinks
-    where = {rank: k for k, rank in enumerate(model.ring_order(call.ranks))}
-    groups = [sorted(group, key=where.__getitem__) for group in model.hosts(call.ranks)]
+    groups = host_rings(model, call.ranks)
     schedule = pipelined_schedule(call, name, groups)
     if schedule is None:
         return None
@@ -120,6 +121,20 @@ def evaluate_tree(model: PhaseNetworks, call: Call, name: str,
             net = paced(net, capped / timing.time_s)
             timing = time_schedule(schedule, net, None)
     return Evaluation(timing.time_s, schedule.chunks, net, schedule, timing)
+
+
+def host_rings(model: PhaseNetworks, ranks: int) -> list[list[int]]:
+    """The hosts of the first ``ranks`` ranks, each host's ranks in the order of NCCL's ring
+    inside one host (:meth:`~commsim.nccl.NcclModel.ring_order` of the first host's ranks,
+    which is rank order across hosts), so the host rings follow its NVLinks as the composed
+    estimate's do. Hosts are built alike: the first host's order stands for every host's
+    (rank order where the first host's ranks are not the first ranks)."""
+    groups = model.hosts(ranks)
+    per_host = len(groups[0])
+    if groups[0] != list(range(per_host)):
+        return groups
+    order = model.ring_order(per_host)
+    return [[group[k] for k in order] for group in groups]
 
 
 def tree_network(model: PhaseNetworks, schedule: Schedule, protocol: Protocol) -> Network:
@@ -157,6 +172,14 @@ def tree_network(model: PhaseNetworks, schedule: Schedule, protocol: Protocol) -
     pairs = np.unique(np.stack([cols.src[across], cols.dst[across]]), axis=1)
     railed = np.zeros(len(rail.links), dtype=bool)
     railed[rail.route_links(pairs[0], pairs[1])] = True
+    # a rail from a GPU without a NIC of its own reaches the NIC's GPU over NVLink; NCCL's tree
+    # leaves a host from that GPU, its chain to it paid by the host phase: such a relay (an
+    # NVLink no transfer inside a host crosses) is a copy at the link's own latency, not a
+    # protocol hop (a hop latency of 35.7 us each for the tree's Simple on V100)
+    inside = np.unique(np.stack([cols.src[~across], cols.dst[~across]]), axis=1)
+    hosted = np.zeros(len(rail.links), dtype=bool)
+    hosted[rail.route_links(inside[0], inside[1])] = True
+    relay = railed & ~hosted & (link_class_codes(model.network) == LINK_CLASSES.index("nvlink"))
     # NCCL's tuner counts a tree (and the NVLS tree) across more than two hosts at each NIC
     # carrying a rail's bytes twice (tuning.cc: bwInter; docs/nccl.md, "Trees"); the rails here
     # carry 2 (H - 1) / H of them, so they run at (H - 1) / H of their links
@@ -165,7 +188,8 @@ def tree_network(model: PhaseNetworks, schedule: Schedule, protocol: Protocol) -
     def change(_: LinkColumns, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         inner, outer = link_values(host.links, at), link_values(rail.links, at)
         on = railed[at]
-        return (np.where(on, outer.latency_s, inner.latency_s),
+        own = link_values(model.network.links, at).latency_s * latency
+        return (np.where(on, np.where(relay[at], own, outer.latency_s), inner.latency_s),
                 np.where(on, outer.bandwidth_Bps * slower, inner.bandwidth_Bps))
 
     return rail.rebuilt(name=f"{model.network.name}+{family}+{name}",

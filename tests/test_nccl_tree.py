@@ -19,7 +19,14 @@ from commsim.errors import ScheduleError
 from commsim.nccl import NcclModel
 from commsim.nccl_caps import tree_cap_Bps
 from commsim.nccl_composed import ComposedTimer
-from commsim.nccl_tree import MAX_TREE_TRANSFERS, MIN_PIECES, pieces_wanted
+from commsim.nccl_tree import (
+    MAX_TREE_TRANSFERS,
+    MIN_PIECES,
+    host_rings,
+    pieces_wanted,
+    pipelined_schedule,
+    tree_network,
+)
 from commsim.topology import load_topology
 
 HOSTS = [
@@ -127,3 +134,33 @@ def test_beyond_the_budget_the_composed_estimate_answers() -> None:
                               algorithm="hierarchical_pipelined", protocol="Simple")
     with pytest.raises(commsim.CommsimError, match="closed form"):
         result.transfers()
+
+
+def test_host_rings_follow_each_hosts_nvlinks() -> None:
+    """Across two hybrid cube-mesh hosts (aws-p3dn: NCCL's ring across hosts is in rank
+    order) every host's ring still goes from GPU to GPU over direct NVLinks, in the order NCCL's
+    ring takes inside one host."""
+    net = load_topology("aws-p3dnx2")
+    model = NcclModel.of(net)
+    groups = host_rings(model, 16)
+    assert groups[0] == list(model.ring_order(8))
+    assert groups[1] == [8 + r for r in groups[0]]
+    for group in groups:
+        for src, dst in zip(group, group[1:] + group[:1], strict=True):
+            assert len(net.route(src, dst)) == 1
+
+
+def test_a_rail_relayed_to_its_nic_pays_no_protocol_hop_for_the_relay() -> None:
+    """aws-p3dn's one NIC sits by GPUs 0 and 1: GPU 6's rail reaches it over two NVLinks no host
+    ring crosses, which NCCL's tree (leaving the host from the NIC's GPU) never takes as a hop.
+    On the tree's network they cost their own latency, not the Simple tree's 35.7 us hop each,
+    so that rail's latency is within one NVLink hop of GPU 0's."""
+    net = load_topology("aws-p3dnx2")
+    model = NcclModel.of(net)
+    call = make_call("all_reduce", net, 1 << 20)
+    schedule = pipelined_schedule(call, "hierarchical_pipelined", host_rings(model, 16))
+    assert schedule is not None
+    tree = tree_network(model, schedule, model.protocol("Simple"))
+    near, far, hop = (tree.path_cost(a, b)[0] for a, b in ((0, 8), (6, 14), (0, 1)))
+    assert len(net.route(6, 14)) == len(net.route(0, 8)) + 4
+    assert near < far < near + hop
