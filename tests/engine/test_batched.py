@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _networks import small_networks
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -22,24 +23,11 @@ from commsim.engine.des import Timing, simulate_des
 from commsim.network import Network
 from commsim.schedule import Columns, OpKind, Schedule, Transfer
 from commsim.topology import (
-    fully_connected,
-    hierarchical,
     load_topology,
-    ring,
-    shared,
     switch,
-    torus,
 )
 
-NETWORKS = [
-    fully_connected(5, latency="1us", bandwidth="100GB/s", gamma=1e-12),
-    ring(6, latency="1us", bandwidth="100GB/s"),
-    switch(7, latency="1us", bandwidth="100GB/s", gamma=3e-12),
-    torus([2, 3, 2], latency="0us", bandwidth="45GB/s"),
-    hierarchical(3, 4, intra=("2us", "450GB/s"), inter=("5us", "50GB/s")),
-    hierarchical(3, 4, intra=("2us", "450GB/s"), inter=("5us", "50GB/s")).with_ranks(10),
-    shared(4, latency="1us", bandwidth="10GB/s"),
-]
+NETWORKS = small_networks(with_shared=True)
 
 
 def _both(columns: Columns, network: Network) -> tuple[Timing, Timing]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from _networks import small_networks
 
 from commsim.algorithms import build_schedule, candidates
 from commsim.api import make_call
@@ -21,7 +22,7 @@ from commsim.engine import des, maxmin, tasks
 from commsim.engine.des import Timing
 from commsim.network import Network
 from commsim.schedule import Columns, OpKind, Transfer
-from commsim.topology import fully_connected, hierarchical, ring, switch, torus
+from commsim.topology import switch
 
 
 class _General(des._Simulation):
@@ -37,14 +38,7 @@ def _both(items, network: Network) -> tuple[Timing, Timing]:  # type: ignore[no-
     return tasks._TaskSimulation(table, network).run(), _GeneralTasks(table, network).run()
 
 
-NETWORKS = [
-    fully_connected(5, latency="1us", bandwidth="100GB/s", gamma=1e-12),
-    ring(6, latency="1us", bandwidth="100GB/s"),
-    switch(7, latency="1us", bandwidth="100GB/s", gamma=3e-12),
-    torus([2, 3, 2], latency="0us", bandwidth="45GB/s"),
-    hierarchical(3, 4, intra=("2us", "450GB/s"), inter=("5us", "50GB/s")),
-    hierarchical(3, 4, intra=("2us", "450GB/s"), inter=("5us", "50GB/s")).with_ranks(10),
-]
+NETWORKS = small_networks()
 
 
 @pytest.mark.parametrize("network", NETWORKS, ids=lambda n: f"{n.name}-{n.ranks}")

@@ -14,6 +14,7 @@ import random
 
 import numpy as np
 import pytest
+from _networks import small_networks
 
 from commsim.algorithms import build_schedule, candidates
 from commsim.api import make_call
@@ -29,17 +30,9 @@ from commsim.topology import (
     load_topology,
     ring,
     switch,
-    torus,
 )
 
-NETWORKS = [
-    fully_connected(5, latency="1us", bandwidth="100GB/s", gamma=1e-12),
-    ring(6, latency="1us", bandwidth="100GB/s"),
-    switch(7, latency="1us", bandwidth="100GB/s", gamma=3e-12),
-    torus([2, 3, 2], latency="1us", bandwidth="45GB/s"),
-    hierarchical(3, 4, intra=("2us", "450GB/s"), inter=("5us", "50GB/s")),
-    hierarchical(3, 4, intra=("2us", "450GB/s"), inter=("5us", "50GB/s")).with_ranks(10),
-]
+NETWORKS = small_networks(torus_latency="1us")
 
 
 def _preset(name: str, kind: str) -> Network:
