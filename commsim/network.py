@@ -286,18 +286,27 @@ class Network:
             self._routes[key] = path
         return path
 
-    def route_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """The links of every route ``src[k] -> dst[k]`` (rank arrays), concatenated: a link
-        appears once per route that crosses it. In numpy where the router has a vectorised
-        form (``router.paths``, given device arrays; None where it does not apply)."""
+    def route_csr(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The routes ``src[k] -> dst[k]`` (endpoint arrays) as CSR rows: ``links[ptr[k]:
+        ptr[k + 1]]`` is route ``k``, in hop order. In numpy where the router has a vectorised
+        form (``router.paths``, given device arrays: each route's length and the links, or None
+        where it does not apply), else one lookup per pair."""
+        ptr = np.zeros(len(src) + 1, dtype=np.int64)
         paths = getattr(self.router, "paths", None)
         if paths is not None and (src < self.ranks).all() and (dst < self.ranks).all():
             devices = self.rank_device_array()
             found = paths(self, devices[src], devices[dst])
             if found is not None:
-                return np.asarray(found, dtype=np.int64)
-        routes = (self.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True))
-        return np.fromiter(chain.from_iterable(routes), np.int64)
+                np.cumsum(found[0], out=ptr[1:])
+                return ptr, np.asarray(found[1], dtype=np.int64)
+        routes = [self.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
+        np.cumsum([len(r) for r in routes], out=ptr[1:])
+        return ptr, np.fromiter(chain.from_iterable(routes), np.int64, int(ptr[-1]))
+
+    def route_links(self, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+        """The links of every route ``src[k] -> dst[k]`` (rank arrays), concatenated: a link
+        appears once per route that crosses it (:meth:`route_csr`'s links)."""
+        return self.route_csr(src, dst)[1]
 
     def path_cost(self, src_rank: int, dst_rank: int) -> tuple[float, float]:
         """(latency_s, bandwidth_Bps) of the uncontended path: summed latency, narrowest hop."""

@@ -54,7 +54,7 @@ class RouteTable:
 
     def __init__(self, columns: Columns, network: Network) -> None:
         src, dst, which = columns.pairs()
-        ptr, links = _routes(network, src, dst)
+        ptr, links = network.route_csr(src, dst)
         ends = network.link_values(np.arange(len(network.links)))
         lat, bw = ends.latency_s, ends.bandwidth_Bps
         count = np.diff(ptr)
@@ -75,70 +75,6 @@ class RouteTable:
         offset = np.arange(len(pos), dtype=np.int64) - np.repeat(np.cumsum(length) - length,
                                                                  length)
         return pos, self.pair_links[np.repeat(first, length) + offset]
-
-
-def _routes(network: Network, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray,
-                                                                         np.ndarray]:
-    """CSR routes of the pairs ``src[k] -> dst[k]``: from the router's numpy form where it has
-    one, split where each route reaches its destination's device (routes are paths, checked
-    link by link), else one lookup per pair."""
-    devices = np.concatenate([network.rank_device_array(),
-                              np.asarray(network.reduction_switches, dtype=np.int64)])
-    first, last = devices[src], devices[dst]
-    ptr = np.zeros(len(src) + 1, dtype=np.int64)
-    if not any(network.route(int(src[k]), int(dst[k])) for k in np.flatnonzero(first == last)):
-        links = network.route_links(src, dst)
-        ends = network.end_columns()
-        into = ends.dst[links]
-        if len(links) % max(len(src), 1) == 0 and (first != last).all():  # alike lengths?
-            ptr[1:] = np.arange(1, len(src) + 1) * (len(links) // max(len(src), 1))
-        if not _ends_at_targets(into, last, ptr):
-            found = _split(into.tolist(), last.tolist(), (first != last).tolist())
-            ptr[1:] = found if found is not None else 0
-        if ptr[-1] == len(links) and _chained(ends.src, ends.dst, links, ptr, first):
-            return ptr, links
-    routes = [network.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
-    np.cumsum([len(r) for r in routes], out=ptr[1:])
-    return ptr, np.fromiter((i for r in routes for i in r), np.int64, int(ptr[-1]))
-
-
-def _ends_at_targets(into: np.ndarray, targets: np.ndarray, ptr: np.ndarray) -> bool:
-    """Whether CSR rows ``ptr`` of ``into`` (the device each link goes into) use every link
-    and each non-empty row reaches its target at its last link and only there (what
-    :func:`_split` finds)."""
-    length = np.diff(ptr)
-    if ptr[-1] != len(into) or (length < 0).any():
-        return False
-    owner = np.repeat(np.arange(len(targets)), length)
-    hits = np.flatnonzero(into == targets[owner])
-    return len(hits) == int((length > 0).sum()) and bool((hits + 1 == ptr[1:][length > 0]).all())
-
-
-def _split(into: list[int], targets: list[int], moving: list[bool]) -> list[int] | None:
-    """Where each route ends in a concatenation of routes (``into``: the device each link goes
-    into): at its first link into its target, or at once if it does not move; None unless
-    that uses every link."""
-    found, at = [], 0
-    try:
-        for target, moves in zip(targets, moving, strict=True):
-            if moves:
-                at = into.index(target, at) + 1
-            found.append(at)
-    except ValueError:
-        return None
-    return found if at == len(into) else None
-
-
-def _chained(link_src: np.ndarray, link_dst: np.ndarray, links: np.ndarray, ptr: np.ndarray,
-             first_device: np.ndarray) -> bool:
-    """Whether each CSR row of ``links`` leaves its first device and goes on link by link."""
-    starts = ptr[:-1][np.diff(ptr) > 0]
-    if not (link_src[links[starts]] == first_device[np.diff(ptr) > 0]).all():
-        return False
-    inner = np.ones(len(links), dtype=bool)
-    inner[starts] = False
-    pos = np.flatnonzero(inner)
-    return bool((link_src[links[pos]] == link_dst[links[pos - 1]]).all())
 
 
 class BatchedSimulation:

@@ -235,15 +235,16 @@ class FailoverRouter:
             return self.found[src, dst]
         return tuple(mapped.tolist())
 
-    def paths(self, network: Network, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
-        """The healthy router's vectorised routes where none crosses a failed link (None
-        otherwise: the routes are then looked up pair by pair)."""
+    def paths(self, network: Network, src: np.ndarray,
+              dst: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """The healthy router's vectorised routes (lengths, links) where none crosses a
+        failed link (None otherwise: the routes are then looked up pair by pair)."""
         paths = getattr(self.healthy.router, "paths", None)
         found = paths(self.healthy, src, dst) if paths is not None else None
         if found is None:
             return None
-        mapped = self.index[np.asarray(found, dtype=np.int64)]
-        return None if (mapped < 0).any() else mapped
+        mapped = self.index[np.asarray(found[1], dtype=np.int64)]
+        return None if (mapped < 0).any() else (found[0], mapped)
 
 
 def fewest_hops(network: Network, src: int, dst: int) -> tuple[int, ...]:

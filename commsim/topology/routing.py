@@ -46,9 +46,10 @@ class TorusRouter:
                 here = links[link].dst
         return tuple(path)
 
-    def paths(self, network: Network, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
-        """The links of the routes ``src[k] -> dst[k]``, concatenated in pair order, each
-        route in hop order, as :meth:`__call__` walks them one by one."""
+    def paths(self, network: Network, src: np.ndarray,
+              dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each route ``src[k] -> dst[k]``'s length and their links, concatenated in pair
+        order, each route in hop order, as :meth:`__call__` walks them one by one."""
         table = network.structural("torus_table", lambda: np.array(self.table, dtype=np.int64))
         ends = network.end_columns().dst
         moves = []  # per dimension: (slot, hops) of every pair
@@ -69,7 +70,7 @@ class TorusRouter:
                 out[start[on] + done[on]] = link
                 done[on] += 1
                 here[on] = ends[link]
-        return out
+        return length, out
 
 @dataclass(frozen=True, slots=True)
 class FullMeshRouter:
@@ -143,13 +144,17 @@ class HierarchicalRouter:
                 return (4 * dst + 1,)
         return shortest_path_router(network, src, dst)
 
-    def paths(self, network: Network, src: np.ndarray, dst: np.ndarray) -> np.ndarray | None:
-        """The links of the routes ``src[k] -> dst[k]`` (distinct GPUs), concatenated, as
-        :meth:`__call__` finds them one by one; None for other pairs."""
-        if ((src >= self.gpus) | (dst >= self.gpus) | (src == dst)).any():
+    def paths(self, network: Network, src: np.ndarray,
+              dst: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each route ``src[k] -> dst[k]``'s length (GPU to GPU: two hops, none to itself)
+        and their links, concatenated, as :meth:`__call__` finds them one by one; None for
+        pairs with a switch."""
+        if ((src >= self.gpus) | (dst >= self.gpus)).any():
             return None
+        moves = src != dst
+        src, dst = src[moves], dst[moves]
         other = np.where(src // self.gpus_per_node == dst // self.gpus_per_node, 0, 2)
-        return np.stack([4 * src + other, 4 * dst + 1 + other], axis=1).ravel()
+        return 2 * moves, np.stack([4 * src + other, 4 * dst + 1 + other], axis=1).ravel()
 
 
 @dataclass(frozen=True, slots=True)

@@ -76,11 +76,11 @@ def test_batched_equals_the_event_loop_on_random_contended_schedules() -> None:
 @pytest.mark.parametrize("network", [*NETWORKS, load_topology("dgx-h100x2")],
                          ids=lambda n: f"{n.name}-{n.ranks}")
 def test_route_table_holds_every_route(network: Network) -> None:
-    """Routes found in numpy and split per pair (alike lengths or not, a local copy that
-    crosses links on a shared host) are the router's, pair by pair."""
+    """Routes found in numpy (with their lengths) or pair by pair (a local copy that crosses
+    links on a shared host) are the router's, pair by pair."""
     p = network.ranks
     src, dst = (a.ravel() for a in np.divmod(np.arange(p * p), p))
-    ptr, links = batched._routes(network, src, dst)
+    ptr, links = network.route_csr(src, dst)
     assert [tuple(links[ptr[k]:ptr[k + 1]].tolist()) for k in range(p * p)] == [
         network.route(a, b) for a, b in zip(src.tolist(), dst.tolist(), strict=True)]
 
