@@ -51,10 +51,10 @@ from commsim.validation.nccl_format import (
     NcclTestsRow,
     Scan,
     pipe_table_error,
-    scan_json,
     scan_text,
 )
 from commsim.validation.nccl_infer import BINARIES, TYPE_SIZES, infer
+from commsim.validation.nccl_json import scan_json
 
 __all__ = ["BINARIES", "TYPE_SIZES", "NcclTestsLog", "NcclTestsRow", "parse_nccl_tests",
            "read_nccl_tests", "read_text"]
