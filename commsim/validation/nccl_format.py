@@ -1,4 +1,5 @@
-"""Scan nccl-tests output, text or ``-J`` JSON, into table rows (no inference here).
+"""Scan nccl-tests' text output into table rows (no inference here; its ``-J`` JSON is
+:mod:`commsim.validation.nccl_json`'s).
 
 Columns are mapped by the header line (``# size count type [redop] [root] time algbw busbw
 #wrong|error [i_min i_max i_p99 i_cv%] time ... [timestamp]``), never by position; launcher
