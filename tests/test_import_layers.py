@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("api", "export", "table"),
     ("replay",),
     ("traces", "validation", "measure", "sweep", "plots", "plan", "goodput"),
-    ("cli", "__main__", "__init__"),
+    ("cli", "run_cli", "__main__", "__init__"),
 )
 #: Modules that sit above their package's layer: each package's command line.
 CLI_MODULES = ("cli",)
