@@ -1,37 +1,39 @@
-"""Published mixture-of-experts training throughput, the rows ``plan_published.py --moe``
-compares by step time: the published throughput turned into the seconds of one step of the
-published batch, and the layout each source states.
+"""Published mixture-of-experts training throughput, the rows ``plan_published.py --moe`` compares
+by step time: the published throughput turned into the seconds of one step of the published
+batch, and the layout each source states.
 
 **Selection rule.** Every published MoE training figure found that states the layout it ran
-(GPUs and their kind; TP, EP, PP with its virtual stages; micro-batch, sequence and global
-batch) and a step time, or a throughput whose FLOP or token count is pinned down by the
-source, on GPUs a shipped preset models (H100, H800, A100):
+(GPUs and their kind; TP, EP, PP with its virtual stages; sequence and global batch; the
+micro-batch where stated, else 1, said in the row's ``assumes``) and a step time, or a throughput
+whose FLOP or token count is pinned down by the source, on GPUs a shipped preset models (H100,
+H800, A100):
 
 * NVIDIA/Megatron-LM ``megatron/core/transformer/moe/README.md``: its one throughput figure
   (Mixtral 8x7B, 468 TFLOP/s on its "Reference Best Parallel Mapping", 64 H100);
-* DeepSeek-AI 2024, "DeepSeek-V3 Technical Report": 180K H800 GPU-hours per trillion tokens
-  on its stated 2,048 H800 layout;
+* DeepSeek-AI 2024, "DeepSeek-V3 Technical Report": 180K H800 GPU-hours per trillion tokens on
+  its stated 2,048 H800 layout;
 * yanring/Megatron-MoE-ModelZoo (the Megatron-Core MoE team's recipes),
   ``best_practice/qwen3/readme.md``, table "Performance Results / H100" (256 H100, NVLink 4,
   InfiniBand 8 x 50 GB/s per host): every row, each with TP, CP, EP, PP, ETP, VPP, DP, MBS,
-  GBS, recompute and step time. Its Qwen3-Next-80B-A3B row is out of scope: that model's
-  Gated DeltaNet linear-attention layers are not modelled (:data:`OUT_OF_SCOPE`).
+  GBS, recompute and step time. Its Qwen3-Next-80B-A3B row is out of scope: that model's Gated
+  DeltaNet linear-attention layers are not modelled (:data:`OUT_OF_SCOPE`).
 
 Left out by the rule, and why (docs/planning.md lists them): the same file's "Long Context"
-table (TFLOP/s under a Megatron-LM FLOP count whose version it does not state, no micro-batch)
-and its GB200/GB300 tables (no preset); the TFLOP/s in the ModelZoo's run scripts' comments
-(Mixtral 8x22B "around 455TFLOPS", Qwen3-235B "320 TFLOPS": no table, the FLOP count's version
-not stated); the MoE Parallel Folding paper (arXiv 2504.14960, Table 1: the layout of each
-row is "found by tuning", not stated); the DeepSeek-V2 report (172.8K GPU-hours per trillion
-tokens, PP 16, EP 8, ZeRO-1, but no GPU count or micro-batch).
+table (TFLOP/s under a Megatron-LM FLOP count whose version it does not state) and its
+GB200/GB300 tables (no preset); the TFLOP/s in the ModelZoo's run scripts' comments (Mixtral
+8x22B "around 455TFLOPS", Qwen3-235B "320 TFLOPS": approximate figures beside a command, not a
+table of runs, under a FLOP count whose version is not stated); the MoE Parallel Folding paper
+(arXiv 2504.14960, Table 1: the layout of each row is "found by tuning", not stated); the
+DeepSeek-V2 report (172.8K GPU-hours per trillion tokens, PP 16, EP 8, ZeRO-1, but no GPU
+count).
 
-Megatron-Core's expert tensor parallelism of 1 under attention TP ``t`` (MoE Parallel
-Folding, ``--expert-tensor-parallel-size 1``) is not modelled: commsim splits experts over the
+Megatron-Core's expert tensor parallelism of 1 under attention TP ``t`` (MoE Parallel Folding,
+``--expert-tensor-parallel-size 1``) is not modelled: commsim splits experts over the
 attention's TP group (:mod:`commsim.plan.moe_layer`). A row with ETP 1, TP ``t`` and EP ``e``
 is evaluated as ETP ``t`` with EP ``e / t``: each GPU holds the same ``1/e`` of a layer's
-expert weights and computes the same expert FLOPs on the same tokens per expert, and the
-routed tokens cross an all-to-all over ``e / t`` GPUs plus the TP all-gather and
-reduce-scatter, instead of one all-to-all over ``e`` GPUs (each row's ``assumes`` says so).
+expert weights and computes the same expert FLOPs on the same tokens per expert, and the routed
+tokens cross an all-to-all over ``e / t`` GPUs plus the TP all-gather and reduce-scatter,
+instead of one all-to-all over ``e`` GPUs (each row's ``assumes`` says so).
 """
 
 from __future__ import annotations
