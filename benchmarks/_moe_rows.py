@@ -31,9 +31,10 @@ Megatron-Core's expert tensor parallelism of 1 under attention TP ``t`` (MoE Par
 ``--expert-tensor-parallel-size 1``) is not modelled: commsim splits experts over the
 attention's TP group (:mod:`commsim.plan.moe_layer`). A row with ETP 1, TP ``t`` and EP ``e``
 is evaluated as ETP ``t`` with EP ``e / t``: each GPU holds the same ``1/e`` of a layer's
-expert weights and computes the same expert FLOPs on the same tokens per expert, and the routed
-tokens cross an all-to-all over ``e / t`` GPUs plus the TP all-gather and reduce-scatter,
-instead of one all-to-all over ``e`` GPUs (each row's ``assumes`` says so).
+expert weights and computes the same expert FLOPs on the same tokens per expert, the expert
+group spans the same hosts (Megatron-Core's rank order), and the routed tokens cross an
+all-to-all over ``e / t`` GPUs plus the TP all-gather and reduce-scatter, instead of one
+all-to-all over ``e`` GPUs (each row's ``assumes`` says so).
 """
 
 from __future__ import annotations
