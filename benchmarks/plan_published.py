@@ -41,20 +41,10 @@ memory-bound kernel runs at the preset's achievable HBM bandwidth (docs/planning
 
 ``--moe`` prints the mixtures of experts instead, compared by step time (the published
 throughput turned into the seconds of one step of the published batch), each row with what
-commsim assumes that the source does not state or that commsim does not model:
-
-* NVIDIA/Megatron-LM ``megatron/core/transformer/moe/README.md``: "With MCore v0.9, we've
-  achieved ... 468 TFLOPS for Mixtral 8X7B bf16 training", and its "Reference Best Parallel
-  Mapping" for that model (64 H100, 8 x 400 Gb/s InfiniBand per host, dropless, all-to-all
-  dispatcher, sequence 4096, TP 1, EP 8, PP 4, VP 8, micro-batch 1, global batch 256; the
-  example script's ``--use-distributed-optimizer --overlap-grad-reduce``). TFLOP/s as
-  Megatron-LM counts them (``megatron/training/training.py``, ``num_floating_point_operations``
-  of 2024: ``12 B s l h^2 ((1 + g/a + s/h) a d/h + k f/h 3/2 + V/(2 l h))``, full ``s x s``
-  attention).
-* DeepSeek-AI 2024, "DeepSeek-V3 Technical Report" (arXiv 2412.19437): 2,048 H800
-  (Section 3.1), 180K H800 GPU-hours per trillion tokens (Section 1 and Table 1), 16-way
-  pipeline (DualPipe), 64-way expert parallelism over 8 nodes, ZeRO-1 data parallelism and no
-  tensor parallelism (Section 3.2), sequence 4K and batch 15360 sequences (Section 4.2).
+commsim assumes that the source does not state or that commsim does not model: the rows of
+``_moe_rows.py`` (the Megatron-Core MoE README's Mixtral 8x7B, the DeepSeek-V3 report, the
+Megatron-MoE-ModelZoo's Qwen3-235B table; its docstring states the rule that picks them),
+with the median |step-time error| overall and per source.
 
 ``--choose`` adds what ``commsim plan`` picks for the row's model, GPUs and batch (slow for
 the largest rows: minutes). Prints the table and the median |error|.
@@ -73,11 +63,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
 from _fp8_ratios import linear_ratios, torchtitan_ratios  # noqa: E402
+from _moe_rows import MOE_ROWS, OUT_OF_SCOPE, MoERow  # noqa: E402
 
 from commsim.plan import SearchSpace, plan  # noqa: E402
 from commsim.plan.bounds import moe_costs  # noqa: E402
 from commsim.plan.compute import model_flops_per_token  # noqa: E402
-from commsim.plan.config import PlanConfig, rank_order  # noqa: E402
+from commsim.plan.config import PlanConfig  # noqa: E402
 from commsim.plan.costs import StepEstimate, estimate_step, pipeline_costs  # noqa: E402
 from commsim.plan.device import network_device  # noqa: E402
 from commsim.plan.models import ModelSpec, catalogue_model  # noqa: E402
@@ -140,66 +131,6 @@ def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
     return Row(LLAMA3_SRC, f"Llama 3 405B cp{cp} s{seq}", model, f"dgx-h100x{gpus // 8}", cfg,
                16 * 2**20 // seq, tflops, LLAMA3)
 
-
-@dataclass(frozen=True)
-class MoERow:
-    """A published mixture-of-experts run: layout, batch, its step in seconds (from the
-    source's own throughput figure) and what commsim assumes for it."""
-
-    source: str
-    label: str
-    model: ModelSpec
-    gpu: str
-    preset: str
-    config: PlanConfig
-    global_batch: int
-    published: str
-    published_step_s: float
-    assumes: str
-    stack: Stack = DEFAULT
-
-
-MCORE_MOE = "Megatron-Core MoE README (H100)"
-DEEPSEEK_V3 = "DeepSeek-V3 report 2024 (H800)"
-
-
-def _megatron_flops(m: ModelSpec, batch: int) -> float:
-    """Megatron-LM's FLOPs of a step (2024 form; ``f`` the expert's size, ``k`` top-k)."""
-    assert m.moe is not None
-    h, s, lay = m.hidden, m.seq, m.layers
-    attn = (1 + m.kv_heads / m.heads + s / h) * m.q_hidden / h
-    mlp = m.moe.expert_ffn_hidden / h * m.moe.top_k * (1.5 if m.mlp == "swiglu" else 1.0)
-    return 12 * batch * s * lay * h * h * (attn + mlp + m.vocab / (2 * lay * h))
-
-
-def _mixtral() -> MoERow:
-    model = replace(catalogue_model("mixtral-8x7b"), seq=4096)
-    cfg = PlanConfig(tp=1, cp=1, pp=4, dp=16, micro_batch=1, schedule="interleaved", chunks=8,
-                     data_parallel="zero1", recompute="none", ep=8,
-                     order=rank_order(has_experts=True))
-    step = _megatron_flops(model, 256) / (468e12 * cfg.world)
-    return MoERow(MCORE_MOE, "Mixtral 8x7B", model, "H100", "dgx-h100x8", cfg, 256,
-                  "468 TFLOP/s/GPU", step,
-                  "VP 8 read as 8 chunks of one layer; MCore v0.9's 468 on v0.8's mapping; even "
-                  "routing; no recompute", Stack(moe_overlap="none"))
-
-
-def _deepseek_v3() -> MoERow:
-    model = catalogue_model("deepseek-v3")
-    cfg = PlanConfig(tp=1, cp=1, pp=16, dp=128, micro_batch=1, schedule="1f1b", chunks=1,
-                     data_parallel="zero1", recompute="none", ep=64,
-                     stage_layers=(3,) + (4,) * 14 + (2,), order=rank_order(has_experts=True))
-    tokens = 15360 * model.seq
-    step = tokens * 180e3 * 3600 / 1e12 / cfg.world  # 180K GPU-hours per 1e12 tokens
-    return MoERow(DEEPSEEK_V3, "DeepSeek-V3", model, "H800", "hgx-h800x256", cfg, 15360,
-                  "180K GPU-h/T tokens", step,
-                  "micro-batch 1 and split 3,4*14,2 not stated; even routing over 8 hosts "
-                  "(report: at most 4 nodes per token); no MTP module; no recompute of the "
-                  "RMSNorms and MLA up-projections; GPU-hours as step time",
-                  Stack(precision="fp8", moe_overlap="dualpipe"))
-
-
-MOE_ROWS = (_mixtral(), _deepseek_v3())
 
 def _foundry(source: str, preset: str, precision: str,
              row: tuple[str, int, int, int, int, int, bool, str]) -> Row:
@@ -312,8 +243,22 @@ def moe_table(rows: tuple[MoERow, ...]) -> None:
                      f"{est.bubble_fraction:.1%}")
     print()
     print("\n".join(notes))
-    print(f"median |step-time error| MoE, {len(errors)} rows: {statistics.median(errors):.1f}%")
+    _moe_medians(rows, errors)
     _moe_settings(rows)
+
+
+def _moe_medians(rows: tuple[MoERow, ...], errors: list[float]) -> None:
+    """Median |step-time error| per source and over all rows, and the rows the selection rule
+    picks that commsim cannot evaluate (:data:`_moe_rows.OUT_OF_SCOPE`)."""
+    print()
+    for source in dict.fromkeys(r.source for r in rows):
+        errs = [e for r, e in zip(rows, errors, strict=True) if r.source == source]
+        print(f"median |step-time error| {source}: {statistics.median(errs):.1f}% "
+              f"({len(errs)} row{'s' * (len(errs) > 1)})")
+    print(f"median |step-time error| MoE, {len(errors)} rows: {statistics.median(errors):.1f}%")
+    for source, row, why in OUT_OF_SCOPE:
+        if any(r.source == source for r in rows):
+            print(f"out of scope, {source}: {row} ({why})")
 
 
 def _moe_settings(rows: tuple[MoERow, ...]) -> None:
@@ -323,9 +268,10 @@ def _moe_settings(rows: tuple[MoERow, ...]) -> None:
         if row.stack.moe_overlap == "none" and row.stack.precision == "bf16":
             continue
         print()
-        for overlap, precision in (("none", "bf16"), ("none", row.stack.precision),
-                                   (row.stack.moe_overlap, "bf16"),
-                                   (row.stack.moe_overlap, row.stack.precision)):
+        for overlap, precision in dict.fromkeys((("none", "bf16"),
+                                                 ("none", row.stack.precision),
+                                                 (row.stack.moe_overlap, "bf16"),
+                                                 (row.stack.moe_overlap, row.stack.precision))):
             step = predict(replace(row, stack=replace(row.stack, moe_overlap=overlap,
                                                       precision=precision)))
             err = 100 * (step - row.published_step_s) / row.published_step_s

@@ -1,0 +1,44 @@
+"""The published mixture-of-experts rows of ``benchmarks/_moe_rows.py`` encode layouts that
+exist: every row's layout fills its preset's GPUs, its batch divides into whole micro-batches
+per data-parallel rank, its stage split holds the model's layers, and every row its selection
+rule picks but commsim cannot evaluate names a source that has rows."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+
+from _moe_rows import MOE_ROWS, MOE_ZOO, OUT_OF_SCOPE, MoERow  # noqa: E402
+
+from commsim.replay.stages import chunk_layers  # noqa: E402
+from commsim.topology import load_topology  # noqa: E402
+
+
+@pytest.mark.parametrize("row", MOE_ROWS, ids=[r.label for r in MOE_ROWS])
+def test_row_layout_fills_its_preset(row: MoERow) -> None:
+    cfg = row.config
+    assert cfg.world == load_topology(row.preset).ranks
+    assert row.global_batch % (cfg.micro_batch * cfg.dp) == 0
+    assert cfg.dp % cfg.ep == 0
+    assert row.model.moe is not None and row.model.moe.experts % cfg.ep == 0
+    split = cfg.split(row.model.layers)
+    assert sum(split) == row.model.layers and len(split) == cfg.pp
+    assert len(chunk_layers(split, cfg.chunks)) == cfg.pp  # raises on a split it cannot chunk
+    assert row.published_step_s > 0
+
+
+def test_qwen3_rows_keep_the_published_expert_share() -> None:
+    """ETP 1 x EP e is evaluated as ETP t x EP e/t: each GPU holds 1/e of a layer's experts,
+    as published (the table's EP: 32, 32, 8, 8, 8)."""
+    rows = [r for r in MOE_ROWS if r.source == MOE_ZOO]
+    assert [r.config.ep * r.config.tp for r in rows] == [32, 32, 8, 8, 8]
+    assert all(r.preset == "dgx-h100x32" and r.model.name == "qwen3-235b-a22b" for r in rows)
+
+
+def test_out_of_scope_rows_name_a_source_with_rows() -> None:
+    sources = {r.source for r in MOE_ROWS}
+    assert OUT_OF_SCOPE and all(source in sources for source, _, _ in OUT_OF_SCOPE)
