@@ -145,9 +145,9 @@ LLAMA3 = Stack(wgrad_fusion=False, grad_bytes=4)
 #: resharded after the forward and gathered again for the backward, gradients
 #: reduce-scattered after every micro-batch in fp32 (Composer's ``DEFAULT`` FSDP mixed
 #: precision: parameters in bf16, reduction in fp32), attention by FlashAttention-2
-#: (llm-foundry's ``attn_impl: flash``, installed as its ``gpu-flash2`` extra by
-#: ``scripts/train/benchmarking/submit_benchmarks.py``; PyTorch's own
-#: ``scaled_dot_product_attention`` flash backend is FlashAttention-2 too).
+#: (PyTorch's ``scaled_dot_product_attention`` flash backend; llm-foundry's ``attn_impl:
+#: flash`` with its ``gpu-flash2`` extra; its 2023 benchmark runs may have run an older
+#: kernel, docs/planning.md).
 PYTORCH_FSDP = Stack(fsdp_reshard=True, grad_bytes=4, attention="fa2")
 #: ``commsim plan --stack NAME``.
 STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3,
