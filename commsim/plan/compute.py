@@ -8,9 +8,10 @@ of ``t`` and a CP group of ``c`` (``h`` hidden, ``a`` heads, ``g`` key/value hea
 * QKV projection: a ``T x h`` by ``h x (h + 2 g d)/t`` GEMM (grouped-query attention: the keys
   and values are ``g d`` wide; with ``t > g`` each rank keeps a replica of one KV head);
 * attention scores and values (causal: half of the ``4 T s h / t`` of full attention):
-  ``2 T s h / t``, run fused (FlashAttention) at the device's ``attention`` efficiency; or,
-  unfused (:mod:`.stack`), the full scores by batched GEMMs with their softmax and dropout
-  passes at HBM bandwidth (:func:`attention_core_times`);
+  ``2 T s h / t``, run fused (FlashAttention) at the device's ``attention`` efficiency
+  (``attention_fa2`` for FlashAttention-2) times a tile factor that slows shorter sequences
+  (:func:`fused_attention_times`); or, unfused (:mod:`.stack`), the full scores by batched
+  GEMMs with their softmax and dropout passes at HBM bandwidth (:func:`attention_core_times`);
 * output projection: ``T x h/t`` by ``h/t x h``;
 * MLP: ``T x h`` by ``h x f/t`` (two of them for SwiGLU's gate and up), then ``T x f/t`` by
   ``f/t x h``;
