@@ -32,7 +32,7 @@ stacks: current, megatron-2021 (unfused attention, no sequence parallelism, weig
 added by a separate kernel, one gradient all-reduce after the backward, blocking pipeline
 sends, fp16 loss scaling), llama3 (current with fp32 gradient accumulation and reduction),
 pytorch-fsdp (PyTorch FSDP FULL_SHARD: weights gathered again for the backward, gradients
-reduce-scattered in fp32 after every micro-batch).
+reduce-scattered in fp32 after every micro-batch, FlashAttention-2).
 Configurations that do not fit the GPU memory are rejected (or, when fewer than --top fit,
 ranked after those that do); --top 0 times every configuration that fits (no pruning).
 
@@ -90,7 +90,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--stack", metavar="NAME", default="current",
                    help="software stack: current (fused attention, sequence parallelism, "
                    "overlapped gradient reduction; the default), megatron-2021 or llama3")
-    p.add_argument("--attention", metavar="IMPL", help="fused or unfused (overrides --stack's)")
+    p.add_argument("--attention", metavar="IMPL",
+                   help="fused (today's kernel), fa2 (FlashAttention-2) or unfused "
+                   "(overrides --stack's)")
     p.add_argument("--precision", metavar="P", help="bf16 or fp8 (the linear layers' GEMMs "
                    "as Transformer Engine runs them; needs a device with an fp8 peak)")
     p.add_argument("--moe-overlap", metavar="MODE", help="a mixture of experts' all-to-alls: "

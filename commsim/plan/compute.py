@@ -8,9 +8,10 @@ of ``t`` and a CP group of ``c`` (``h`` hidden, ``a`` heads, ``g`` key/value hea
 * QKV projection: a ``T x h`` by ``h x (h + 2 g d)/t`` GEMM (grouped-query attention: the keys
   and values are ``g d`` wide; with ``t > g`` each rank keeps a replica of one KV head);
 * attention scores and values (causal: half of the ``4 T s h / t`` of full attention):
-  ``2 T s h / t``, run fused (FlashAttention) at the device's ``attention`` efficiency; or,
-  unfused (:mod:`.stack`), the full scores by batched GEMMs with their softmax and dropout
-  passes at HBM bandwidth (:func:`attention_core_times`);
+  ``2 T s h / t``, run fused (FlashAttention) at the device's ``attention`` efficiency
+  (``attention_fa2`` for FlashAttention-2) times a tile factor that slows shorter sequences
+  (:func:`fused_attention_times`); or, unfused (:mod:`.stack`), the full scores by batched
+  GEMMs with their softmax and dropout passes at HBM bandwidth (:func:`attention_core_times`);
 * output projection: ``T x h/t`` by ``h/t x h``;
 * MLP: ``T x h`` by ``h x f/t`` (two of them for SwiGLU's gate and up), then ``T x f/t`` by
   ``f/t x h``;
@@ -151,20 +152,55 @@ FUSED_BACKWARD_RATIO = 2.5
 UNFUSED_FWD_BYTES, UNFUSED_BWD_BYTES = 9, 11
 
 
+#: FlashAttention's tile: blocks of 128 queries against blocks of 128 keys (head dim 128).
+FLASH_TILE = 128
+#: Tiles' worth of work per block of queries beyond the causal half of the scores that the
+#: FLOPs count: the diagonal tile run whole (half a tile more), plus loading the queries and
+#: rescaling and writing the output (forward, about one tile) or loading the block's
+#: queries, output and gradient and writing its gradient (backward, about two). So a causal
+#: pass over ``s`` keys reaches ``s / (s + k B)`` of its long-sequence speed, ``B`` the tile.
+#: From FlashAttention-2's H100 curves (Shah et al. 2024, FlashAttention-3, head dim 128,
+#: 512 to 16k tokens): causal forward 191, 260, 298, 319, 333, 335 TFLOP/s, which ``k = 3``
+#: reproduces within 5% (196, 246, 289, 314, 328, 336 with a 16k limit of 344); backward
+#: (without the mask) 214 to 322, one block's overhead ``2.1`` tiles, so ``k = 5`` causal.
+FLASH_FWD_TILES, FLASH_BWD_TILES = 3, 5
+
+
+def fused_attention_times(flops: float, seq: int, device: DeviceSpec,
+                          kernel: str = "fused") -> tuple[float, float]:
+    """(forward, backward) seconds of fused causal attention of ``flops`` forward FLOPs over
+    ``seq`` keys: at the device's long-sequence fraction of peak for ``kernel``
+    (:meth:`~commsim.plan.device.DeviceSpec.attention_fraction`) times the tile factor
+    ``s / (s + k B)`` (:data:`FLASH_FWD_TILES`, :data:`FLASH_BWD_TILES`), the backward
+    :data:`FUSED_BACKWARD_RATIO` times the FLOPs.
+
+    >>> from commsim.plan.device import DeviceSpec
+    >>> dev = DeviceSpec(name="x", memory_bytes=2**30, memory_bandwidth_Bps=2e12,
+    ...                  peak_flops=1e15, sms=100, gemm_efficiency=0.8,
+    ...                  attention_efficiency=0.5)
+    >>> fwd, bwd = fused_attention_times(1e12, 8192, dev)
+    >>> round(1e12 / fwd / 1e12), round(2.5e12 / bwd / 1e12)  # TFLOP/s of each pass
+    (478, 464)
+    """
+    rate = device.peak_flops * device.attention_fraction(kernel)
+    fwd = flops / rate * (seq + FLASH_FWD_TILES * FLASH_TILE) / seq
+    bwd = FUSED_BACKWARD_RATIO * flops / rate * (seq + FLASH_BWD_TILES * FLASH_TILE) / seq
+    return fwd, bwd
+
+
 def attention_core_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int,
                          micro_batch: int, attention: str) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's attention core on one rank.
 
-    ``fused``: the causal FLOPs at the device's ``attention`` efficiency, backward
-    :data:`FUSED_BACKWARD_RATIO` times the forward. ``unfused``: per head, the full ``s/c x s``
-    scores (no causal saving) by batched GEMMs on the wave-roofline (``Q K^T``, ``P V``;
-    backward the four gradient GEMMs), plus the softmax and dropout passes over the scores at
-    HBM bandwidth.
+    ``fused`` and ``fa2``: the causal FLOPs by :func:`fused_attention_times` (the device's
+    ``attention`` or ``attention_fa2`` efficiency). ``unfused``: per head, the full
+    ``s/c x s`` scores (no causal saving) by batched GEMMs on the wave-roofline (``Q K^T``,
+    ``P V``; backward the four gradient GEMMs), plus the softmax and dropout passes over the
+    scores at HBM bandwidth.
     """
-    if attention == "fused":
-        fwd = attention_core_flops(model, micro_batch, tp, cp) / (
-            device.peak_flops * device.attention_efficiency)
-        return fwd, FUSED_BACKWARD_RATIO * fwd
+    if attention != "unfused":
+        return fused_attention_times(attention_core_flops(model, micro_batch, tp, cp),
+                                     model.seq, device, attention)
     batch = micro_batch * max(model.heads // tp, 1)
     q, s, d = model.seq // cp, model.seq, model.head_dim
     elems = batch * q * s / device.hbm_Bps

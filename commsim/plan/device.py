@@ -12,7 +12,8 @@ it meaning::
       efficiency:                   # the "wave-roofline" curve of commsim.plan.compute
         curve: wave-roofline
         gemm: 0.75                  # fraction of peak a large GEMM reaches
-        attention: 0.45             # fraction of peak fused (flash) attention reaches
+        attention: 0.45             # fraction of peak fused attention (today's kernel) reaches
+        attention_fa2: 0.34         # optional: FlashAttention-2's fraction (default: attention)
         tile: [128, 256]            # the GEMM output tile (M x N) of one thread block
         memory: 0.9                 # fraction of memory_bandwidth a streaming kernel reaches
       sources: [...]
@@ -51,6 +52,9 @@ class DeviceSpec:
     #: dense fp8 tensor-core FLOP/s (None: the device has no fp8 tensor cores, or the
     #: preset names no fp8 peak; ``--precision fp8`` is refused)
     peak_flops_fp8: float | None = None
+    #: fraction of peak that FlashAttention-2 reaches where today's kernel is a later one
+    #: (Hopper: FlashAttention-3, cuDNN); None: ``attention_efficiency``
+    attention_fa2_efficiency: float | None = None
 
     def __post_init__(self) -> None:
         fields.positive_int(self.memory_bytes, "device.memory")
@@ -64,12 +68,22 @@ class DeviceSpec:
         for key in ("gemm_efficiency", "attention_efficiency", "memory_efficiency"):
             if not 0 < getattr(self, key) <= 1:
                 raise SpecError(f"device.efficiency.{key.split('_')[0]}: must be in (0, 1]")
+        fa2 = self.attention_fa2_efficiency
+        if fa2 is not None and not 0 < fa2 <= 1:
+            raise SpecError("device.efficiency.attention_fa2: must be in (0, 1]")
 
     @property
     def hbm_Bps(self) -> float:
         """The HBM bandwidth memory-bound kernels reach: the datasheet's times
         ``memory_efficiency``."""
         return self.memory_bandwidth_Bps * self.memory_efficiency
+
+    def attention_fraction(self, kernel: str) -> float:
+        """The fraction of peak fused attention reaches at long sequences: ``fa2``
+        (FlashAttention-2) or ``fused`` (today's kernel on this device)."""
+        if kernel == "fa2" and self.attention_fa2_efficiency is not None:
+            return self.attention_fa2_efficiency
+        return self.attention_efficiency
 
     def gemm_peak(self, precision: str) -> float:
         """The dense tensor-core peak of ``precision`` (``bf16`` or ``fp8``); SpecError in
@@ -103,7 +117,7 @@ def device_from_dict(data: object, path: str = "device") -> DeviceSpec:
     if "bf16" not in peaks:
         raise SpecError(f"{path}.peak_flops.bf16: missing (the planner trains in bf16)")
     eff: Mapping[str, Any] = fields.mapping(body["efficiency"], f"{path}.efficiency")
-    fields.check_keys(eff, ("curve", "gemm", "attention"), ("tile", "memory"),
+    fields.check_keys(eff, ("curve", "gemm", "attention"), ("tile", "memory", "attention_fa2"),
                       f"{path}.efficiency")
     fields.choice(eff["curve"], f"{path}.efficiency.curve", CURVES)
     tile = eff.get("tile", [128, 256])
@@ -125,6 +139,9 @@ def device_from_dict(data: object, path: str = "device") -> DeviceSpec:
         tile_m=fields.positive_int(tile[0], f"{path}.efficiency.tile[0]"),
         tile_n=fields.positive_int(tile[1], f"{path}.efficiency.tile[1]"),
         memory_efficiency=fields.fraction(eff.get("memory", 1.0), f"{path}.efficiency.memory"),
+        attention_fa2_efficiency=(fields.fraction(eff["attention_fa2"],
+                                                  f"{path}.efficiency.attention_fa2")
+                                  if "attention_fa2" in eff else None),
         sources=tuple(sources),
     )
 

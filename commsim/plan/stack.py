@@ -5,12 +5,15 @@ planner models the choices that change a step's time or memory and that a framew
 documents, as one :class:`Stack` per run (never fitted per row of a comparison):
 
 * ``attention``: ``fused`` (FlashAttention, Dao et al. 2022, and its successors: the causal
-  half of the scores, never written to HBM, at the device's ``attention`` efficiency) or
-  ``unfused`` (Megatron-LM before FlashAttention: the full ``s x s`` scores of every head are
-  materialised by a batched GEMM, Megatron's fused scale-mask-softmax and a dropout pass read
-  and write them at HBM bandwidth, a second batched GEMM multiplies them by the values; the
-  scores, dropout mask and output are kept for the backward, Korthikanti et al. 2022's
-  ``5 a s^2 b``);
+  half of the scores, never written to HBM, at the device's ``attention`` efficiency, the
+  kernel of today's stack on that device: FlashAttention-3 or cuDNN's on Hopper), ``fa2``
+  (FlashAttention-2, Dao 2023: the same, at the device's ``attention_fa2`` efficiency where
+  a later kernel exists; PyTorch's ``scaled_dot_product_attention`` flash backend and
+  ``flash-attn`` 2.x run it) or ``unfused`` (Megatron-LM before FlashAttention: the full
+  ``s x s`` scores of every head are materialised by a batched GEMM, Megatron's fused
+  scale-mask-softmax and a dropout pass read and write them at HBM bandwidth, a second
+  batched GEMM multiplies them by the values; the scores, dropout mask and output are kept
+  for the backward, Korthikanti et al. 2022's ``5 a s^2 b``);
 * ``sequence_parallel``: the norms, dropouts and residuals are split over the TP ranks
   (Korthikanti et al. 2022) or run whole on every TP rank (Megatron-LM 2021: ``10 s b h`` of
   each layer's activations are not split);
@@ -59,8 +62,8 @@ accumulation, overlapped reductions); :data:`MEGATRON_2021` is the one of Naraya
 2021 ("Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM") as
 its published run scripts (``examples/sc21`` of NVIDIA/Megatron-LM) set it.
 
->>> Stack().attention, MEGATRON_2021.attention
-('fused', 'unfused')
+>>> Stack().attention, MEGATRON_2021.attention, PYTORCH_FSDP.attention
+('fused', 'unfused', 'fa2')
 """
 
 from __future__ import annotations
@@ -69,7 +72,7 @@ from dataclasses import dataclass
 
 from commsim.errors import SpecError
 
-ATTENTION = ("fused", "unfused")
+ATTENTION = ("fused", "fa2", "unfused")
 PRECISIONS = ("bf16", "fp8")
 MOE_OVERLAPS = ("none", "ep-overlap", "dualpipe")
 #: SMs the communication kernels hold while they overlap compute: the DeepSeek-V3 report,
@@ -138,11 +141,14 @@ MEGATRON_2021 = Stack(attention="unfused", sequence_parallel=False, wgrad_fusion
 #: micro-batches and reduce-scattered in fp32 (accumulated by a separate addition, as
 #: autograd accumulates a gradient: the paper names no fused accumulation).
 LLAMA3 = Stack(wgrad_fusion=False, grad_bytes=4)
-#: PyTorch FSDP (``FULL_SHARD``) as MosaicML's llm-foundry/Composer runs it: today's
-#: kernels, weights resharded after the forward and gathered again for the backward,
-#: gradients reduce-scattered after every micro-batch in fp32 (Composer's ``DEFAULT`` FSDP
-#: mixed precision: parameters in bf16, reduction in fp32).
-PYTORCH_FSDP = Stack(fsdp_reshard=True, grad_bytes=4)
+#: PyTorch FSDP (``FULL_SHARD``) as MosaicML's llm-foundry/Composer runs it: weights
+#: resharded after the forward and gathered again for the backward, gradients
+#: reduce-scattered after every micro-batch in fp32 (Composer's ``DEFAULT`` FSDP mixed
+#: precision: parameters in bf16, reduction in fp32), attention by FlashAttention-2
+#: (PyTorch's ``scaled_dot_product_attention`` flash backend; llm-foundry's ``attn_impl:
+#: flash`` with its ``gpu-flash2`` extra; its 2023 benchmark runs may have run an older
+#: kernel, docs/planning.md).
+PYTORCH_FSDP = Stack(fsdp_reshard=True, grad_bytes=4, attention="fa2")
 #: ``commsim plan --stack NAME``.
 STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3,
           "pytorch-fsdp": PYTORCH_FSDP}
