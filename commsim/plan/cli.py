@@ -91,8 +91,8 @@ def add_parser(sub: Any) -> None:
                    help="software stack: current (fused attention, sequence parallelism, "
                    "overlapped gradient reduction; the default), megatron-2021 or llama3")
     p.add_argument("--attention", metavar="IMPL",
-                   help="fused (today's kernel), fa2 (FlashAttention-2) or unfused "
-                   "(overrides --stack's)")
+                   help="fused (today's kernel), fa2 (FlashAttention-2), fa1 (FlashAttention "
+                   "v1, half of fa2's speed) or unfused (overrides --stack's)")
     p.add_argument("--precision", metavar="P", help="bf16 or fp8 (the linear layers' GEMMs "
                    "as Transformer Engine runs them; needs a device with an fp8 peak)")
     p.add_argument("--moe-overlap", metavar="MODE", help="a mixture of experts' all-to-alls: "

@@ -9,7 +9,8 @@ of ``t`` and a CP group of ``c`` (``h`` hidden, ``a`` heads, ``g`` key/value hea
   and values are ``g d`` wide; with ``t > g`` each rank keeps a replica of one KV head);
 * attention scores and values (causal: half of the ``4 T s h / t`` of full attention):
   ``2 T s h / t``, run fused (FlashAttention) at the device's ``attention`` efficiency
-  (``attention_fa2`` for FlashAttention-2) times a tile factor that slows shorter sequences
+  (``attention_fa2`` for FlashAttention-2, half of it for FlashAttention v1: Dao 2023,
+  :data:`~commsim.plan.device.FA2_OVER_FA1`) times a tile factor that slows shorter sequences
   (:func:`fused_attention_times`); or, unfused (:mod:`.stack`), the full scores by batched
   GEMMs with their softmax and dropout passes at HBM bandwidth (:func:`attention_core_times`);
 * output projection: ``T x h/t`` by ``h/t x h``;
@@ -192,11 +193,11 @@ def attention_core_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: i
                          micro_batch: int, attention: str) -> tuple[float, float]:
     """(forward, backward) seconds of one layer's attention core on one rank.
 
-    ``fused`` and ``fa2``: the causal FLOPs by :func:`fused_attention_times` (the device's
-    ``attention`` or ``attention_fa2`` efficiency). ``unfused``: per head, the full
-    ``s/c x s`` scores (no causal saving) by batched GEMMs on the wave-roofline (``Q K^T``,
-    ``P V``; backward the four gradient GEMMs), plus the softmax and dropout passes over the
-    scores at HBM bandwidth.
+    ``fused``, ``fa2`` and ``fa1``: the causal FLOPs by :func:`fused_attention_times` (the
+    device's ``attention`` or ``attention_fa2`` efficiency, ``fa1`` half the latter).
+    ``unfused``: per head, the full ``s/c x s`` scores (no causal saving) by batched GEMMs on
+    the wave-roofline (``Q K^T``, ``P V``; backward the four gradient GEMMs), plus the softmax
+    and dropout passes over the scores at HBM bandwidth.
     """
     if attention != "unfused":
         return fused_attention_times(attention_core_flops(model, micro_batch, tp, cp),

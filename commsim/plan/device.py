@@ -14,6 +14,7 @@ it meaning::
         gemm: 0.75                  # fraction of peak a large GEMM reaches
         attention: 0.45             # fraction of peak fused attention (today's kernel) reaches
         attention_fa2: 0.34         # optional: FlashAttention-2's fraction (default: attention)
+                                    # (FlashAttention v1's: FlashAttention-2's / FA2_OVER_FA1)
         tile: [128, 256]            # the GEMM output tile (M x N) of one thread block
         memory: 0.9                 # fraction of memory_bandwidth a streaming kernel reaches
       sources: [...]
@@ -31,6 +32,13 @@ from commsim.replay import fields
 from commsim.units import parse_bandwidth, parse_size
 
 CURVES = ("wave_roofline",)  #: YAML may spell it wave-roofline
+#: FlashAttention-2's speed over FlashAttention's (v1): about 2x, FlashAttention reaching
+#: 25-40% of the A100's peak and FlashAttention-2 50-73% (Dao 2023, FlashAttention-2, arXiv
+#: 2307.08691, abstract). Taken on every device, an assumption beyond the A100: no H100
+#: figure of v1 is published, and neither kernel uses Hopper's TMA or WGMMA (both are Ampere
+#: designs). v1's Triton port (``flash_attn_triton.py``, llm-foundry's ``attn_impl:
+#: triton``) is, its docstring says, slightly slower than v1's CUDA forward + backward.
+FA2_OVER_FA1 = 2.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -79,8 +87,11 @@ class DeviceSpec:
         return self.memory_bandwidth_Bps * self.memory_efficiency
 
     def attention_fraction(self, kernel: str) -> float:
-        """The fraction of peak fused attention reaches at long sequences: ``fa2``
+        """The fraction of peak fused attention reaches at long sequences: ``fa1``
+        (FlashAttention v1: FlashAttention-2's over :data:`FA2_OVER_FA1`), ``fa2``
         (FlashAttention-2) or ``fused`` (today's kernel on this device)."""
+        if kernel == "fa1":
+            return self.attention_fraction("fa2") / FA2_OVER_FA1
         if kernel == "fa2" and self.attention_fa2_efficiency is not None:
             return self.attention_fa2_efficiency
         return self.attention_efficiency

@@ -9,11 +9,13 @@ documents, as one :class:`Stack` per run (never fitted per row of a comparison):
   kernel of today's stack on that device: FlashAttention-3 or cuDNN's on Hopper), ``fa2``
   (FlashAttention-2, Dao 2023: the same, at the device's ``attention_fa2`` efficiency where
   a later kernel exists; PyTorch's ``scaled_dot_product_attention`` flash backend and
-  ``flash-attn`` 2.x run it) or ``unfused`` (Megatron-LM before FlashAttention: the full
-  ``s x s`` scores of every head are materialised by a batched GEMM, Megatron's fused
-  scale-mask-softmax and a dropout pass read and write them at HBM bandwidth, a second
-  batched GEMM multiplies them by the values; the scores, dropout mask and output are kept
-  for the backward, Korthikanti et al. 2022's ``5 a s^2 b``);
+  ``flash-attn`` 2.x run it), ``fa1`` (FlashAttention v1, ``flash-attn`` 1.x, or its Triton
+  port, llm-foundry's ``attn_impl: triton``: the same at half FlashAttention-2's speed, Dao
+  2023, :data:`~commsim.plan.device.FA2_OVER_FA1`) or ``unfused`` (Megatron-LM before
+  FlashAttention: the full ``s x s`` scores of every head are materialised by a batched
+  GEMM, Megatron's fused scale-mask-softmax and a dropout pass read and write them at HBM
+  bandwidth, a second batched GEMM multiplies them by the values; the scores, dropout mask
+  and output are kept for the backward, Korthikanti et al. 2022's ``5 a s^2 b``);
 * ``sequence_parallel``: the norms, dropouts and residuals are split over the TP ranks
   (Korthikanti et al. 2022) or run whole on every TP rank (Megatron-LM 2021: ``10 s b h`` of
   each layer's activations are not split);
@@ -72,7 +74,7 @@ from dataclasses import dataclass
 
 from commsim.errors import SpecError
 
-ATTENTION = ("fused", "fa2", "unfused")
+ATTENTION = ("fused", "fa2", "fa1", "unfused")
 PRECISIONS = ("bf16", "fp8")
 MOE_OVERLAPS = ("none", "ep-overlap", "dualpipe")
 #: SMs the communication kernels hold while they overlap compute: the DeepSeek-V3 report,
@@ -146,8 +148,9 @@ LLAMA3 = Stack(wgrad_fusion=False, grad_bytes=4)
 #: reduce-scattered after every micro-batch in fp32 (Composer's ``DEFAULT`` FSDP mixed
 #: precision: parameters in bf16, reduction in fp32), attention by FlashAttention-2
 #: (PyTorch's ``scaled_dot_product_attention`` flash backend; llm-foundry's ``attn_impl:
-#: flash`` with its ``gpu-flash2`` extra; its 2023 benchmark runs may have run an older
-#: kernel, docs/planning.md).
+#: flash`` with its ``gpu-flash2`` extra). llm-foundry's 2023 benchmark tables ran
+#: ``attn_impl: triton``, FlashAttention v1's Triton port (``fa1``; their rows in
+#: ``benchmarks/_foundry_rows.py`` and docs/planning.md say how that is known).
 PYTORCH_FSDP = Stack(fsdp_reshard=True, grad_bytes=4, attention="fa2")
 #: ``commsim plan --stack NAME``.
 STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3,

@@ -13,7 +13,7 @@ from commsim.plan.compute import (
     attention_core_times,
     fused_attention_times,
 )
-from commsim.plan.device import DeviceSpec, device_from_dict, network_device
+from commsim.plan.device import FA2_OVER_FA1, DeviceSpec, device_from_dict, network_device
 from commsim.plan.models import ModelSpec
 from commsim.topology import load_topology
 
@@ -49,6 +49,32 @@ def test_the_kernel_picks_the_fraction_of_peak():
     assert old[0] == pytest.approx(2 * today[0]) and old[1] == pytest.approx(2 * today[1])
     factor = 4096 / (4096 + FLASH_FWD_TILES * FLASH_TILE)
     assert today[0] == pytest.approx(1e12 / (0.5e15 * factor))
+
+
+def test_fa1_runs_at_half_of_fa2():
+    """``fa1`` (FlashAttention v1) is FlashAttention-2's fraction over ``FA2_OVER_FA1`` (about
+    2x, Dao 2023): half the speed where the device has an ``attention_fa2``, else half of
+    ``attention``; the tile factor is the same, so every sequence takes twice as long."""
+    fa2 = DeviceSpec(name="y", memory_bytes=2**34, memory_bandwidth_Bps=1e12, peak_flops=1e15,
+                     sms=100, gemm_efficiency=1.0, attention_efficiency=0.5,
+                     attention_fa2_efficiency=0.3)
+    assert FA2_OVER_FA1 == 2.0
+    assert fa2.attention_fraction("fa1") == pytest.approx(0.15)
+    assert DEV.attention_fraction("fa1") == pytest.approx(0.25)
+    for seq in (512, 8192):
+        v2, v1 = fused_attention_times(1e12, seq, fa2, "fa2"), fused_attention_times(
+            1e12, seq, fa2, "fa1")
+        assert v1[0] == pytest.approx(2 * v2[0]) and v1[1] == pytest.approx(2 * v2[1])
+
+
+def test_fa1_on_the_presets():
+    """On the A100 preset (FlashAttention-2 its ``attention``, 0.6) v1 runs at 0.3 of peak,
+    inside the 25-40% that Dao 2023 gives FlashAttention on A100; on H100, half of
+    FlashAttention-2's 0.34 (the assumption of ``FA2_OVER_FA1``)."""
+    a100 = network_device(load_topology("dgx-a100"))
+    h100 = network_device(load_topology("dgx-h100"))
+    assert 0.25 <= a100.attention_fraction("fa1") <= 0.40
+    assert h100.attention_fraction("fa1") == pytest.approx(h100.attention_fraction("fa2") / 2)
 
 
 def test_attention_core_uses_the_stack_kernel():

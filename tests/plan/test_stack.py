@@ -79,5 +79,7 @@ def test_named_stacks_and_bad_names():
         named_stack("x")
     assert named_stack("pytorch-fsdp").attention == "fa2"
     assert named_stack("pytorch-fsdp", "fused").attention == "fused"
-    with pytest.raises(SpecError, match="--attention flash: must be one of fused, fa2, unfused"):
+    assert named_stack("pytorch-fsdp", " FA1 ").attention == "fa1"
+    with pytest.raises(SpecError,
+                       match="--attention flash: must be one of fused, fa2, fa1, unfused"):
         named_stack("current", "flash")
