@@ -3,11 +3,22 @@ compares with (a separate source from the Megatron-LM and Llama 3 rows).
 
 Source: mosaicml/llm-foundry, ``scripts/train/benchmarking/README.md``, tables "H100 80GB
 BF16", "H100 80GB FP8" and "A100 80GB with 1600 Gbps node-node interconnect (RoCE)". Every
-run is PyTorch FSDP (``FULL_SHARD``) under Composer, tp = cp = pp = 1, with flash attention;
-``amp_fp8`` is Transformer Engine's fp8 linear layers. **Selection rule**: every row of those
-three tables with an MPT of 1B parameters or more and a sequence of at most 8192 (longer
-sequences run MPTs whose learned position embedding, ``s h`` parameters that the catalogue's
-MPT files neglect, exceeds 2% of the smaller models). Nothing else is left out.
+run is PyTorch FSDP (``FULL_SHARD``) under Composer, tp = cp = pp = 1; ``amp_fp8`` is
+Transformer Engine's fp8 linear layers. **Attention**: FlashAttention v1's Triton port
+(:data:`ATTENTION`). The tables' runs are listed by ``sweep.sh``, which passes no
+``--attn_impl``, and ``submit_benchmarks.py`` (llm-foundry commit a7c7567712c7, after PR #543
+of October 2023 added the H100 tables) defaults it to ``triton`` and installs llm-foundry's
+``v0.3.0`` branch with its ``gpu`` extra whatever ``sweep.sh``'s ``GIT_COMMIT`` says (its H100
+fp8 runs add ``flash-attn==1.0.7`` and Transformer Engine v0.10); its earliest stored version
+(commit 12a631913c78, still installing mosaicml/examples), older than the A100 70b rows'
+table format, defaulted to ``triton`` too. ``attn_impl: triton`` is
+``llmfoundry/models/layers/flash_attn_triton.py``, Tri Dao's Triton FlashAttention of the v1
+generation (on ``triton_pre_mlir``; its docstring: "only been tested on A100").
+
+**Selection rule**: every row of those three tables with an MPT of 1B parameters or more and
+a sequence of at most 8192 (longer sequences run MPTs whose learned position embedding,
+``s h`` parameters that the catalogue's MPT files neglect, exceeds 2% of the smaller models).
+Nothing else is left out.
 
 Each row: (model, sequence, GPUs, micro-batch, gradient-accumulation steps, published tokens
 per second per GPU, activation checkpointing, FSDP mixed precision). The global batch is
@@ -23,6 +34,8 @@ H100_FP8 = "llm-foundry H100 fp8"
 A100_BF16 = "llm-foundry A100 bf16"
 
 Published = tuple[str, int, int, int, int, int, bool, str]
+#: The attention of every row (``commsim plan --attention``): FlashAttention v1's generation.
+ATTENTION = "fa1"
 
 #: "H100 80GB BF16" (amp_bf16, DEFAULT)
 H100_BF16_ROWS: tuple[Published, ...] = (

@@ -33,7 +33,8 @@ with the *source's own* FLOP count, so that the comparison is of step times:
   and A100, PyTorch FSDP ``FULL_SHARD`` on 8 to 64 GPUs, tp = cp = pp = 1, full recompute
   where activation checkpointing is on, the ``pytorch-fsdp`` stack (weights gathered again for
   the backward, gradients reduce-scattered after every micro-batch, in fp32 under Composer's
-  ``DEFAULT`` mixed precision, bf16 under ``PURE``). Published tokens per second per GPU,
+  ``DEFAULT`` mixed precision, bf16 under ``PURE``) with the runs' FlashAttention v1
+  (``--attention fa1``). Published tokens per second per GPU,
   shown as TFLOP/s per GPU by ``6 N`` plus causal attention on both sides.
 
 Every step also runs the loss on the last stage and each stage's optimizer step, and every
@@ -61,6 +62,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _foundry_rows import ATTENTION as FOUNDRY_ATTENTION  # noqa: E402
 from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
 from _fp8_ratios import linear_ratios, torchtitan_ratios  # noqa: E402
 from _moe_rows import MOE_ROWS, OUT_OF_SCOPE, MoERow  # noqa: E402
@@ -135,12 +137,14 @@ def _llama(gpus: int, cp: int, seq: int, tflops: float) -> Row:
 def _foundry(source: str, preset: str, precision: str,
              row: tuple[str, int, int, int, int, int, bool, str]) -> Row:
     """An llm-foundry row (:mod:`_foundry_rows`), evaluated as ``commsim plan`` evaluates
-    ``--tp 1 --cp 1 --pp 1 --data-parallel fsdp`` under ``--stack pytorch-fsdp``."""
+    ``--tp 1 --cp 1 --pp 1 --data-parallel fsdp`` under ``--stack pytorch-fsdp`` with the
+    rows' attention (``--attention fa1``)."""
     size, seq, gpus, mbs, accum, tokens, checkpointing, mixed = row
     model = replace(catalogue_model(f"mpt-{size}"), seq=seq)
     cfg = PlanConfig(tp=1, cp=1, pp=1, dp=gpus, micro_batch=mbs, schedule="1f1b", chunks=1,
                      data_parallel="fsdp", recompute="full" if checkpointing else "none")
-    stack = replace(PYTORCH_FSDP, precision=precision, grad_bytes=2 if mixed == "PURE" else 4)
+    stack = replace(PYTORCH_FSDP, precision=precision, grad_bytes=2 if mixed == "PURE" else 4,
+                    attention=FOUNDRY_ATTENTION)
     return Row(source, f"MPT {size.upper()} s{seq} ({tokens} tok/s/GPU)", model,
                f"{preset}x{gpus // 8}", cfg, mbs * accum * gpus,
                tokens * model_flops_per_token(model) / 1e12, stack)
