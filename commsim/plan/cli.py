@@ -89,7 +89,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--recompute", metavar="LIST", help=", ".join(RECOMPUTE))
     p.add_argument("--stack", metavar="NAME", default="current",
                    help="software stack: current (fused attention, sequence parallelism, "
-                   "overlapped gradient reduction; the default), megatron-2021 or llama3")
+                   "overlapped gradient reduction; the default), megatron-2021, llama3 or "
+                   "pytorch-fsdp (FULL_SHARD: weights resharded after the forward, fp32 "
+                   "reductions, FlashAttention-2)")
     p.add_argument("--attention", metavar="IMPL",
                    help="fused (today's kernel), fa2 (FlashAttention-2), fa1 (FlashAttention "
                    "v1, half of fa2's speed) or unfused (overrides --stack's)")
