@@ -166,8 +166,11 @@ def test_api_transfers_are_the_chosen_algorithms() -> None:
 
 #: Machines of several hosts whose ``auto`` all_reduce is NCCL's tree (small and medium
 #: sizes), NVLS or CollNet across hosts: one NVSwitch generation each, the hybrid cube-mesh
-#: of V100s, one GPU per host, and InfiniBand SHARP.
-ACROSS_HOSTS = ["dgx-h100x2", "dgx-a100x4", "aws-p3dnx2", "pcie-v100x2"]
+#: of V100s, one GPU per host, and InfiniBand SHARP; and two whose schedules run to many
+#: thousand transfers (hosts of 72 GB200: 20,736 a piece of the tree; NVLS across 16 hosts:
+#: 17 million dependencies at 256 MiB, where the budget affords fewer pieces than wanted).
+ACROSS_HOSTS = ["dgx-h100x2", "dgx-a100x4", "aws-p3dnx2", "pcie-v100x2", "gb200-nvl72x2",
+                "dgx-h100x16"]
 
 
 @pytest.mark.parametrize("preset", ACROSS_HOSTS)
