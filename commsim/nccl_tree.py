@@ -17,7 +17,8 @@ simulated one, so its transfers end at the cap's time.
 
 The composed estimate of the same call (:meth:`~commsim.nccl_composed.ComposedTimer.
 hierarchical`: each phase timed alone, ``max(A, B) + min(A0, B0)``) is its closed form, the
-answer under ``--engine analytic`` and beyond :data:`MAX_TREE_TRANSFERS`.
+answer under ``--engine analytic`` and beyond :data:`MAX_TREE_TRANSFERS` (or
+:data:`MAX_TREE_DEPENDENCIES`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ from commsim.algorithms.pipelined import MAX_PIECES, chained
 from commsim.algorithms.pipelined import NAME as PIPELINED
 from commsim.algorithms.plan import pipeline_chunks
 from commsim.collectives import Collective
+from commsim.engine.batched import BatchedSimulation
+from commsim.engine.des import Timing, simulate_des
 from commsim.engine.evaluate import Evaluation
 from commsim.engine.exact import time_schedule
 from commsim.links import DerivedLinks, LinkColumns, link_values
@@ -47,11 +50,19 @@ from commsim.schedule import Columns, Schedule
 if TYPE_CHECKING:
     from commsim.nccl_composed import PhaseNetworks
 
-#: The most transfers the DES simulates of a pipelined schedule: its pieces contend on every
-#: link they share, at about 0.1 to 1 ms a transfer on two cores (8 pieces of 4 x 8 H100 at
-#: 256 MiB, 5,120 transfers, in 0.8 s; 10,240 of 8 x 8 V100 in 10 s), so this keeps a call
-#: within seconds and lets four hosts of eight GPUs pipeline 8 pieces or more.
-MAX_TREE_TRANSFERS = 8192
+#: The most transfers the DES simulates of a pipelined schedule. Its pieces contend on the
+#: links they share; pieces of one size run in the batched engine (:func:`simulate`), a few
+#: numpy passes per instant. Measured on two busy cores (load 2-3), the simulation alone: 8
+#: pieces of the tree on 2 x 72 GB200 at 256 MiB (165,888 transfers, about 25,000 instants)
+#: in 5-8 s, 64 pieces of it (1.3 million) in 358 s; 64 pieces of the tree on 8 x 8 V100 at
+#: 64 MiB (81,920) in 3.6 s (12 s in the event loop). So hosts of 72 GPUs pipeline their 8
+#: pieces, and 64 x 8 H100 (13,312 transfers a piece of the tree, 70,000 of NVLS) are refused
+#: at 256 MiB without a piece built.
+MAX_TREE_TRANSFERS = 200_000
+#: The most dependencies it simulates: NVLS across hosts waits for every rank's first phase
+#: (16 x 8 H100: over a million a piece of 5,120 transfers). 16 pieces (17.0 million) took
+#: 1.6-2.7 s batched (6.6-12 s in the event loop) and the whole command 0.74 GB of memory.
+MAX_TREE_DEPENDENCIES = 20_000_000
 #: The fewest pieces (where the size has that many, :func:`pieces_wanted`) that pipeline the
 #: phases well enough to stand for NCCL's stream of chunks: 8 pieces of a 2 x 8 H100 tree at
 #: 256 MiB took 1.05 x the composed estimate, 4 pieces 1.15 x. A call that affords fewer is
@@ -81,22 +92,41 @@ def columns_of(call: Call, name: str, groups: list[list[int]]) -> Callable[[int]
 
 def pipelined_schedule(call: Call, name: str, groups: list[list[int]]) -> Schedule | None:
     """The schedule of ``name`` for ``call`` in as many of the :func:`pieces_wanted` as
-    :data:`MAX_TREE_TRANSFERS` affords; None where that is fewer than :data:`MIN_PIECES`
-    (or the pieces wanted) or where hosts share a switch (NVLS)."""
+    :data:`MAX_TREE_TRANSFERS` and :data:`MAX_TREE_DEPENDENCIES` afford; None where that is
+    fewer than :data:`MIN_PIECES` (or the pieces wanted) or where hosts share a switch
+    (NVLS)."""
     ranks = call.ranks
-    per_rank = 2 * len(groups[0]) + 2 * (len(groups) - 1) + 2  # at most, per piece
+    # transfers a piece has per rank, about (165,888 of 2 x 72 GB200's 8 pieces: 170,496 here)
+    per_rank = 2 * len(groups[0]) + 2 * (len(groups) - 1) + 2
     want = pieces_wanted(call.nbytes, ranks)
-    if ranks * per_rank * min(want, MIN_PIECES) > 4 * MAX_TREE_TRANSFERS:
+    fewest = min(want, MIN_PIECES)
+    if ranks * per_rank * fewest > 2 * MAX_TREE_TRANSFERS:
         return None  # far too large: not even a piece is built
     if name == NVLS and call.host_switches is not None and len(
             {call.host_switches[g[0]] for g in groups}) < len(groups):
         return None
     make = columns_of(call, name, groups)
-    afford = MAX_TREE_TRANSFERS // max(len(make(ranks)), 1)  # a piece of a byte per rank
-    if afford < min(want, MIN_PIECES):
+    # the largest piece that may be cut (every piece has its transfers; smaller ones may have
+    # fewer, where a part of a part has no byte)
+    piece = make(max(call.nbytes // fewest, ranks))
+    afford = min(MAX_TREE_TRANSFERS // max(len(piece), 1),
+                 MAX_TREE_DEPENDENCIES // max(len(piece.dep_idx), 1))
+    if afford < fewest:
         return None
-    return chained(name, groups, call.nbytes, min(want, afford), make,
+    pieces = want if afford >= want else even_pieces(call.nbytes, fewest, afford)
+    return chained(name, groups, call.nbytes, pieces, make,
                    0 if name == PIPELINED else endpoints(call))
+
+
+def even_pieces(nbytes: int, fewest: int, most: int) -> int:
+    """The most pieces from ``fewest`` to ``most`` that cut ``nbytes`` into pieces of one
+    size (else ``most``), where the budget affords fewer than wanted: pieces a byte apart would
+    end apart, and every transfer of theirs would be an instant of its own in the DES (9
+    pieces of 2 x 72 GB200 at 256 MiB took 17 s in the event loop, 8 pieces 5.3 s)."""
+    for pieces in range(most, fewest - 1, -1):
+        if nbytes % pieces == 0:
+            return pieces
+    return most
 
 
 def evaluate_tree(model: PhaseNetworks, call: Call, name: str,
@@ -110,7 +140,7 @@ def evaluate_tree(model: PhaseNetworks, call: Call, name: str,
     if schedule is None:
         return None
     net = network_for(call, tree_network(model, schedule, protocol), name)
-    timing = time_schedule(schedule, net, None)
+    timing = time_schedule(schedule, net, None, simulate)
     if name == PIPELINED:
         groups, config = model.hosts(call.ranks), model.config
         cap = tree_cap_Bps(config.version, config.arch, len(groups), protocol.name,
@@ -119,8 +149,20 @@ def evaluate_tree(model: PhaseNetworks, call: Call, name: str,
         capped = call.nbytes * Collective.ALL_REDUCE.busbw_factor(call.ranks) / cap
         if timing.time_s < capped:
             net = paced(net, capped / timing.time_s)
-            timing = time_schedule(schedule, net, None)
+            timing = time_schedule(schedule, net, None, simulate)
     return Evaluation(timing.time_s, schedule.chunks, net, schedule, timing)
+
+
+def simulate(schedule: Schedule, network: Network) -> Timing:
+    """The DES's timing of a pipelined schedule: instant by instant in numpy (the batched
+    engine, the same answer to the bit) where its pieces are of one size, so the transfers
+    alike in every host and piece end at one instant: 16 pieces of NVLS on 16 x 8 H100 at
+    256 MiB in 2.7 s there against 12 s in the event loop, whose Python lists of their 17
+    million dependencies are most of that; 8 pieces of the tree on 2 x 72 GB200 in 5.1 s
+    against 5.3 s. Else the event loop (9 pieces of that tree: 17 s, 118 s batched)."""
+    if schedule.nbytes % schedule.chunks:
+        return simulate_des(schedule, network)
+    return Timing(*BatchedSimulation(schedule.columns, network).run())
 
 
 def host_rings(model: PhaseNetworks, ranks: int) -> list[list[int]]:
@@ -148,7 +190,8 @@ def tree_network(model: PhaseNetworks, schedule: Schedule, protocol: Protocol) -
     family = "tree" if schedule.algorithm == PIPELINED else schedule.algorithm
     scale = model.tree_scale(family, name, nbytes)
     cols = schedule.columns
-    depth = cols.depths()
+    depth = cols.level  # a chained schedule's level is its DAG depth (pipelined._chain)
+    assert depth is not None
     piece = len(cols) // schedule.chunks
     latency = (int(depth[:piece].max()) + 1) / (int(depth.max()) + 1)
     everyone = tuple(range(ranks))
@@ -166,17 +209,18 @@ def tree_network(model: PhaseNetworks, schedule: Schedule, protocol: Protocol) -
     # fabric switch is the rails'
     host_of = np.full(int(max(cols.src.max(), cols.dst.max())) + 1, -1, dtype=np.int64)
     host_of[np.concatenate(groups)] = np.repeat(np.arange(hosts), per_host)
-    across = host_of[cols.src] != host_of[cols.dst]
+    src, dst = cols.src[:piece], cols.dst[:piece]  # every piece has the same transfers
+    across = host_of[src] != host_of[dst]
     if schedule.algorithm == NVLS:
-        across &= (cols.src < ranks) & (cols.dst < ranks)
-    pairs = np.unique(np.stack([cols.src[across], cols.dst[across]]), axis=1)
+        across &= (src < ranks) & (dst < ranks)
+    pairs = np.unique(np.stack([src[across], dst[across]]), axis=1)
     railed = np.zeros(len(rail.links), dtype=bool)
     railed[rail.route_links(pairs[0], pairs[1])] = True
     # a rail from a GPU without a NIC of its own reaches the NIC's GPU over NVLink; NCCL's tree
     # leaves a host from that GPU, its chain to it paid by the host phase: such a relay (an
     # NVLink no transfer inside a host crosses) is a copy at the link's own latency, not a
     # protocol hop (a hop latency of 35.7 us each for the tree's Simple on V100)
-    inside = np.unique(np.stack([cols.src[~across], cols.dst[~across]]), axis=1)
+    inside = np.unique(np.stack([src[~across], dst[~across]]), axis=1)
     hosted = np.zeros(len(rail.links), dtype=bool)
     hosted[rail.route_links(inside[0], inside[1])] = True
     relay = railed & ~hosted & (link_class_codes(model.network) == LINK_CLASSES.index("nvlink"))

@@ -11,20 +11,25 @@ import pytest
 
 import commsim
 from commsim.algorithms.calls import make_call
+from commsim.algorithms.innetwork import network_for
 from commsim.algorithms.pipelined import build
 from commsim.checker import check
 from commsim.engine.analytic import predict
-from commsim.engine.exact import time_schedule
+from commsim.engine.des import _Simulation
+from commsim.engine.exact import exact_timing, time_schedule
 from commsim.errors import ScheduleError
 from commsim.nccl import NcclModel
 from commsim.nccl_caps import tree_cap_Bps
 from commsim.nccl_composed import ComposedTimer
 from commsim.nccl_tree import (
+    MAX_TREE_DEPENDENCIES,
     MAX_TREE_TRANSFERS,
     MIN_PIECES,
+    even_pieces,
     host_rings,
     pieces_wanted,
     pipelined_schedule,
+    simulate,
     tree_network,
 )
 from commsim.topology import load_topology
@@ -40,12 +45,15 @@ HOSTS = [
 
 @pytest.mark.parametrize("groups", HOSTS, ids=lambda g: f"{len(g)}x{len(g[0])}")
 def test_the_checker_proves_every_pipelined_tree(groups: list[list[int]]) -> None:
-    """Even and odd hosts and ranks per host, sizes that do not divide, 1 to 16 pieces."""
+    """Even and odd hosts and ranks per host, sizes that do not divide, 1 to 16 pieces; the
+    level the chain gives every transfer is its depth in the DAG."""
     ranks = sum(map(len, groups))
     for nbytes in (ranks, 7 * ranks + 3, 1000, 1 << 20):
         for pieces in (1, 2, 3, 16):
             if pieces == 1 or nbytes // pieces >= ranks:
-                check(build(groups, nbytes, pieces))
+                schedule = build(groups, nbytes, pieces)
+                check(schedule)
+                assert np.array_equal(schedule.columns.level, schedule.columns.depths())
 
 
 def test_one_piece_is_the_hierarchical_all_reduce_and_its_closed_form() -> None:
@@ -118,22 +126,57 @@ def test_at_the_cap_the_call_runs_paced() -> None:
 
 
 def test_beyond_the_budget_the_composed_estimate_answers() -> None:
-    """A pipelined tree that cannot have :data:`MIN_PIECES` pieces within
-    :data:`MAX_TREE_TRANSFERS` (8 x 8 ranks at 256 MiB) is timed by its composed estimate
-    even under the DES, and asking for its records says why in one line."""
-    net = load_topology("dgx-h100x8")
+    """A pipelined schedule that cannot have :data:`MIN_PIECES` pieces within the budget
+    (NVLS on 64 x 8 H100 at 256 MiB: a piece is about 70,000 transfers, refused before one is
+    built) is timed by its composed estimate even under the DES, and asking for its records
+    says why in one line."""
+    net = load_topology("dgx-h100x64")
     call = make_call("all_reduce", net, 256 << 20)
     model = NcclModel.of(net)
-    done = model.evaluate(call, "hierarchical_pipelined", "Simple", "des")
+    assert pipelined_schedule(call, "nvls", host_rings(model, call.ranks)) is None
+    done = model.evaluate(call, "nvls", "Simple", "des")
     assert done.schedule is None and MIN_PIECES == 8
     composed = ComposedTimer(model, "des").evaluate(call.collective, call.ranks, call.nbytes,
-                                                    "hierarchical_pipelined",
-                                                    model.protocol("Simple"))
+                                                    "nvls", model.protocol("Simple"))
     assert done.time_s == composed.time_s
-    result = commsim.simulate("all_reduce", net, call.nbytes,
-                              algorithm="hierarchical_pipelined", protocol="Simple")
+    result = commsim.simulate("all_reduce", net, call.nbytes, algorithm="nvls",
+                              protocol="Simple")
     with pytest.raises(commsim.CommsimError, match="closed form"):
         result.transfers()
+
+
+def test_a_budget_short_of_the_pieces_wanted_cuts_pieces_of_one_size() -> None:
+    """NVLS on 16 x 8 H100 at 256 MiB wants 64 pieces; its 17 million dependencies afford
+    18, of which it takes 16, the most that cut the buffer evenly (pieces a byte apart end
+    apart: every transfer an instant of its own in the DES)."""
+    net = load_topology("dgx-h100x16")
+    call = make_call("all_reduce", net, 256 << 20)
+    schedule = pipelined_schedule(call, "nvls", host_rings(NcclModel.of(net), call.ranks))
+    assert schedule is not None and pieces_wanted(call.nbytes, call.ranks) == 64
+    assert schedule.chunks == 16 and call.nbytes % schedule.chunks == 0
+    assert len(schedule) <= MAX_TREE_TRANSFERS
+    assert len(schedule.columns.dep_idx) <= MAX_TREE_DEPENDENCIES
+    assert even_pieces(256 << 20, 8, 18) == 16 and even_pieces(3 ** 12, 8, 12) == 9
+    assert even_pieces(1021, 8, 12) == 12  # a prime: none does, the most are taken
+
+
+@pytest.mark.parametrize(("preset", "name", "protocol"), [
+    ("dgx-h100x2", "hierarchical_pipelined", "LL128"), ("dgx-h100x4", "nvls", "Simple"),
+    ("aws-p3dnx2", "hierarchical_pipelined", "Simple")])
+def test_pipelined_schedules_are_timed_as_the_event_loop_times_them(
+        preset: str, name: str, protocol: str) -> None:
+    """The batched engine :func:`~commsim.nccl_tree.simulate` times pieces of one size with
+    gives the event loop's start and end of every transfer, to the bit (and the exact
+    evaluator, which it passes over, finds them contended)."""
+    net = load_topology(preset)
+    model = NcclModel.of(net)
+    for size in (8 << 20, 3 << 20):
+        call = make_call("all_reduce", net, size)
+        schedule = pipelined_schedule(call, name, host_rings(model, call.ranks))
+        assert schedule is not None and schedule.chunks > 1
+        on = network_for(call, tree_network(model, schedule, model.protocol(protocol)), name)
+        assert exact_timing(schedule.columns, on) is None
+        assert simulate(schedule, on) == _Simulation(schedule.columns, on).run()
 
 
 def test_host_rings_follow_each_hosts_nvlinks() -> None:

@@ -65,27 +65,38 @@ def chained(name: str, groups: list[list[int]], nbytes: int, pieces: int,
 
 def _chain(parts: list[Columns], offsets: list[int], name: str) -> Columns:
     """``parts`` one after the other, part ``k``'s bytes at ``offsets[k]``, transfer ``i`` of
-    part ``k`` also waiting for transfer ``i`` of part ``k - 1``."""
+    part ``k`` also waiting for transfer ``i`` of part ``k - 1`` (put first: it is the lower
+    index, so each row's dependencies stay sorted). Its ``level`` is the DAG's depth: a
+    transfer's depth in its part plus ``k`` (a longest path to it is one inside a part after
+    ``k`` steps from part to part, and the parts are one DAG)."""
     first = parts[0]
     m = len(first)
     for part in parts[1:]:
-        if not (np.array_equal(part.src, first.src) and np.array_equal(part.dst, first.dst)):
+        if not (np.array_equal(part.src, first.src) and np.array_equal(part.dst, first.dst)
+                and np.array_equal(part.dep_idx, first.dep_idx)
+                and np.array_equal(part.dep_ptr, first.dep_ptr)):
             raise ScheduleError(f"{name}: pieces with different transfers cannot follow")
-    ptrs, idxs, total = [np.zeros(1, dtype=np.int64)], [], 0
-    for k, part in enumerate(parts):
-        own = np.diff(part.dep_ptr)
-        rows = np.repeat(np.arange(m, dtype=np.int64), own)
-        deps = part.dep_idx + k * m
-        if k:
-            rows = np.concatenate([rows, np.arange(m, dtype=np.int64)])
-            deps = np.concatenate([deps, np.arange(m, dtype=np.int64) + (k - 1) * m])
-            own = own + 1
-        order = np.lexsort((deps, rows))
-        idxs.append(deps[order])
-        ptrs.append(total + np.cumsum(own))
-        total += int(own.sum())
+    counts = np.diff(first.dep_ptr) + 1
+    # part k >= 1: each row's own dependencies shifted by k * m after the previous part's row
+    ptr = np.zeros(m + 1, dtype=np.int64)
+    np.cumsum(counts, out=ptr[1:])
+    chained = np.zeros(int(ptr[-1]), dtype=bool)
+    chained[ptr[:-1]] = True
+    later = np.empty(int(ptr[-1]), dtype=np.int64)
+    later[~chained] = first.dep_idx
+    rows = np.arange(m, dtype=np.int64)
+    idxs = [first.dep_idx]
+    for k in range(1, len(parts)):
+        deps = later + k * m
+        deps[chained] = rows + (k - 1) * m
+        idxs.append(deps)
+    ptrs = [first.dep_ptr[:-1]] + [len(first.dep_idx) + (k - 1) * int(ptr[-1]) + ptr[:-1]
+                                   for k in range(1, len(parts))]
+    total = len(first.dep_idx) + (len(parts) - 1) * int(ptr[-1])
+    depth = first.depths()
     return Columns(
         np.concatenate([p.src for p in parts]), np.concatenate([p.dst for p in parts]),
         np.concatenate([p.offset + off for p, off in zip(parts, offsets, strict=True)]),
         np.concatenate([p.nbytes for p in parts]), np.concatenate([p.reduce for p in parts]),
-        np.concatenate(ptrs), np.concatenate(idxs))
+        np.concatenate([*ptrs, np.array([total], dtype=np.int64)]), np.concatenate(idxs),
+        level=np.concatenate([depth + k for k in range(len(parts))]))

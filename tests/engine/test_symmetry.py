@@ -173,10 +173,12 @@ def test_a_composed_phase_too_large_to_simulate_is_refused(monkeypatch: pytest.M
     """A composed candidate's phases run their DES only up to MAX_PHASE_DES_TRANSFERS each (a
     phase had by symmetry simulates nothing): beyond it the call is refused in one line
     naming the phase, and the closed form still answers. (At 256 MiB on 8 x 8 ranks the
-    call's pipelined schedule is beyond the DES's budget for it: the composed phases answer.)"""
-    from commsim import nccl_composed
+    call's pipelined schedule is beyond a budget of 8,192 transfers: the composed phases
+    answer.)"""
+    from commsim import nccl_composed, nccl_tree
     from commsim.errors import SpecError
 
+    monkeypatch.setattr(nccl_tree, "MAX_TREE_TRANSFERS", 8192)
     net = load_topology("dgx-h100x8")
     call = make_call("all_reduce", net, 256 << 20)
     des = NcclModel(net).evaluate(call, nccl_composed.PIPELINED, "Simple", "des").time_s
