@@ -31,7 +31,7 @@ from commsim.collectives import Collective, parse_collective
 from commsim.engine.evaluate import Evaluation, check_engine, evaluate
 from commsim.errors import ScheduleError, SpecError
 from commsim.nccl import PIPELINED, NcclModel
-from commsim.nccl_tree import MAX_TREE_TRANSFERS
+from commsim.nccl_tree import MAX_TREE_DEPENDENCIES, MAX_TREE_TRANSFERS
 from commsim.network import Network
 from commsim.progress import Progress
 from commsim.results import Result
@@ -131,7 +131,8 @@ class CollectiveCall:
 def _no_schedule(label: str) -> str:
     return (
         f"no transfers for {label}: NCCL's tree, NVLS and CollNet across hosts are simulated as "
-        f"pipelined schedules under --engine des up to {MAX_TREE_TRANSFERS} transfers; this "
+        f"pipelined schedules under --engine des up to {MAX_TREE_TRANSFERS:,} transfers and "
+        f"{MAX_TREE_DEPENDENCIES:,} dependencies; this "
         "call was timed by its closed form, the composed estimate of its phases, which has "
         "none (use --engine des, or fewer ranks)"
     )

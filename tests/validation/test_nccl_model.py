@@ -210,7 +210,7 @@ def test_trees_beyond_two_hosts_carry_the_rail_twice(name: str, engine: str) -> 
     tree's doubled only for two nodes; algorithm bandwidth half the bus bandwidth): each NIC
     carries a rail's bytes twice, so 4 and 8 hosts are no faster than that, while 2 hosts
     can be: by the composed estimate (``analytic``) and by the pipelined schedules the DES
-    runs (4 hosts; 8 are beyond its budget, timed by their composed phases)."""
+    runs (4 and 8 hosts)."""
     size = 4 << 30
     nic = 46e9  # dgx-h100's network port
     times = {}
