@@ -275,7 +275,7 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
     ``factors``: each GPU's compute factor under a what-if)."""
     _check_space(model, gpus, space)
     out: list[_Candidate] = []
-    memo: dict[tuple[object, ...], tuple[Any, ...]] = {}  # per-stage costs (_candidate)
+    memo: dict[tuple[object, ...], Any] = {}  # per-stage costs and bounds (_candidate)
     order = rank_order(model.moe is not None)
     for tp, cp, pp, dp in _layouts(model, gpus, space, result.rejected):
         axes: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
@@ -323,7 +323,7 @@ def _layout_factors(factors: np.ndarray, tpcp: int, pp: int, dp: int,
 
 def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
                stack: Stack, per_stage: tuple[float, ...] | None = None,
-               memo: dict[tuple[object, ...], tuple[Any, ...]] | None = None) -> _Candidate:
+               memo: dict[tuple[object, ...], Any] | None = None) -> _Candidate:
     """A configuration's memory and compute bound; ``memo``: one search's (one model and
     stack) per-stage costs, kept between configurations."""
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
@@ -331,22 +331,32 @@ def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
                       recompute=cfg.recompute, stack=stack, ep=cfg.ep,
                       stage_layers=cfg.stage_layers, memo=memo)
+    # NOTE: the bounds read neither dp (but through k) nor the data parallelism nor the
+    # schedule's name (but through its chunks): one per key, a quarter of the calls
+    # (benchmarks/plan_speed.py: deepseek-v3, 86,525 configurations)
+    bkey = (cfg.tp, cfg.cp, cfg.pp, cfg.micro_batch, cfg.recompute, cfg.ep, cfg.chunks, k)
     if cfg.stage_layers:
-        # NOTE: the split's bound reads neither dp nor the data parallelism: one per key
-        # (benchmarks/plan_speed.py, deepseek-v3 --pp 16)
         factors = per_stage or (1.0,) * cfg.pp
-        key = ("split_bound", cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, cfg.ep,
-               cfg.chunks, cfg.stage_layers, cfg.order, k, factors)
-        stages = memo.get(key) if memo is not None else None
-        if stages is None:
-            stages = split_bound(model, device, cfg, k, stack, factors)
-            if memo is not None:
-                memo[key] = stages
+        stages = _memoised(memo, ("split_bound", *bkey, cfg.stage_layers, cfg.order, factors),
+                           lambda: split_bound(model, device, cfg, k, stack, factors))
         return _Candidate(cfg, k, mem, max(stages), per_stage or (), stages)
     if per_stage is None:
-        return _Candidate(cfg, k, mem, step_bound(model, device, cfg, k, stack))
-    stages = slow_bound(model, device, cfg, k, stack, per_stage)
+        return _Candidate(cfg, k, mem, _memoised(
+            memo, ("step_bound", *bkey), lambda: step_bound(model, device, cfg, k, stack)))
+    stages = _memoised(memo, ("slow_bound", *bkey, per_stage),
+                       lambda: slow_bound(model, device, cfg, k, stack, per_stage))
     return _Candidate(cfg, k, mem, max(stages), per_stage, stages)
+
+
+def _memoised(memo: dict[tuple[object, ...], Any] | None, key: tuple[object, ...],
+              make: Callable[[], Any]) -> Any:
+    """``make()``, kept in ``memo`` under ``key`` (None: not kept)."""
+    if memo is None:
+        return make()
+    out = memo.get(key)
+    if out is None:
+        out = memo[key] = make()
+    return out
 
 
 def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: CollectiveTimer,
