@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from commsim.errors import SpecError
+from commsim.gcpause import paused_gc
 from commsim.network import Network
 from commsim.plan.bounds import (
     comm_bound,
@@ -407,40 +408,44 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
     if gpus > network.ranks:
         raise SpecError(f"--gpus {gpus}: topology {network.name!r} has {network.ranks} ranks")
     result = PlanResult()
-    cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
-                                 space=space, result=result, stack=stack, factors=factors)
-    if not cands:
-        reason = result.rejected[0].reason if result.rejected else "no configuration"
-        raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
-    order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
-    fitting = [c for c in order if c.memory.total <= device.memory_bytes]
-    spill = [c for c in order if c.memory.total > device.memory_bytes]
-    timer = CollectiveTimer(network, engine)
-    if total:
-        total(len(fitting) if fitting else min(len(spill), max(top, 1)))
-    best: list[float] = []  # max-heap (negated) of the top step times
-    timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress,
-                      stack)
-    missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
-    for c in spill:
-        if missing > 0:
-            try:
-                timed.append(_record(model, device, c, timer, global_batch, stack))
-                missing -= 1
-            except SpecError as exc:  # none fits, and this one is past what commsim times
-                result.rejected.append(Rejected(c.config.axes(), f"not timed: {exc}",
+    # NOTE: ~100,000 configurations, each a few objects that live to the end and make no
+    # cycles: the cyclic collector's full collections, each scanning them all, were a tenth
+    # of deepseek-v3's search on dgx-h100x256 (benchmarks/plan_speed.py)
+    with paused_gc():
+        cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
+                                     space=space, result=result, stack=stack, factors=factors)
+        if not cands:
+            reason = result.rejected[0].reason if result.rejected else "no configuration"
+            raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
+        order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
+        fitting = [c for c in order if c.memory.total <= device.memory_bytes]
+        spill = [c for c in order if c.memory.total > device.memory_bytes]
+        timer = CollectiveTimer(network, engine)
+        if total:
+            total(len(fitting) if fitting else min(len(spill), max(top, 1)))
+        best: list[float] = []  # max-heap (negated) of the top step times
+        timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress,
+                          stack)
+        missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
+        for c in spill:
+            if missing > 0:
+                try:
+                    timed.append(_record(model, device, c, timer, global_batch, stack))
+                    missing -= 1
+                except SpecError as exc:  # none fits, and this one is past what commsim times
+                    result.rejected.append(Rejected(c.config.axes(), f"not timed: {exc}",
+                                                    c.memory.total))
+            else:
+                result.rejected.append(Rejected(c.config.axes(), "does not fit: needs "
+                                                f"{c.memory.total / 2**30:.1f} GiB, the GPU has "
+                                                f"{device.memory_bytes / 2**30:.1f} GiB",
                                                 c.memory.total))
-        else:
-            result.rejected.append(Rejected(c.config.axes(), "does not fit: needs "
-                                            f"{c.memory.total / 2**30:.1f} GiB, the GPU has "
-                                            f"{device.memory_bytes / 2**30:.1f} GiB",
-                                            c.memory.total))
-    if not timed:
-        raise SpecError(f"no configuration of {model.name} on {gpus} GPUs could be timed: "
-                        f"{result.rejected[-1].reason}")
-    timed.sort(key=lambda e: (not e.fits, e.record["step_time_s"], e.config.label()))
-    result.configs = timed
-    return result
+        if not timed:
+            raise SpecError(f"no configuration of {model.name} on {gpus} GPUs could be timed: "
+                            f"{result.rejected[-1].reason}")
+        timed.sort(key=lambda e: (not e.fits, e.record["step_time_s"], e.config.label()))
+        result.configs = timed
+        return result
 
 
 def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
