@@ -418,8 +418,10 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
             reason = result.rejected[0].reason if result.rejected else "no configuration"
             raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
         order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
-        fitting = [c for c in order if c.memory.total <= device.memory_bytes]
-        spill = [c for c in order if c.memory.total > device.memory_bytes]
+        fitting: list[_Candidate] = []
+        spill: list[_Candidate] = []
+        for c in order:
+            (fitting if c.memory.total <= device.memory_bytes else spill).append(c)
         timer = CollectiveTimer(network, engine)
         if total:
             total(len(fitting) if fitting else min(len(spill), max(top, 1)))
@@ -427,6 +429,7 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
         timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress,
                           stack)
         missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
+        has = f"the GPU has {device.memory_bytes / 2**30:.1f} GiB"
         for c in spill:
             if missing > 0:
                 try:
@@ -436,10 +439,9 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
                     result.rejected.append(Rejected(c.config.axes(), f"not timed: {exc}",
                                                     c.memory.total))
             else:
+                need = c.memory.total
                 result.rejected.append(Rejected(c.config.axes(), "does not fit: needs "
-                                                f"{c.memory.total / 2**30:.1f} GiB, the GPU has "
-                                                f"{device.memory_bytes / 2**30:.1f} GiB",
-                                                c.memory.total))
+                                                f"{need / 2**30:.1f} GiB, {has}", need))
         if not timed:
             raise SpecError(f"no configuration of {model.name} on {gpus} GPUs could be timed: "
                             f"{result.rejected[-1].reason}")
