@@ -4,8 +4,9 @@ built once per layout.
 A group reads only the layout (the order, TP, CP, PP, DP and EP sizes), which the
 configurations of a search share by the dozen (every micro-batch, schedule, data parallelism
 and recompute): the search's bounds and timing ask for them per configuration, and building
-a data-parallel or expert-parallel group of ~1,000 ranks rank by rank each time was a sixth
-of ``plan deepseek-v3 -t dgx-h100x256``'s search (``benchmarks/plan_speed.py``).
+a data-parallel or expert-parallel group of ~1,000 ranks rank by rank each time was about a
+third of the work of ``plan deepseek-v3 -t dgx-h100x256``'s timing besides the collectives
+themselves (cProfile, the collectives already timed; ``benchmarks/plan_speed.py``).
 """
 
 from __future__ import annotations
