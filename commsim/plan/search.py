@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from commsim.errors import SpecError
-from commsim.gcpause import paused_gc
+from commsim.gcpause import frozen_gc, paused_gc
 from commsim.network import Network
 from commsim.plan.bounds import (
     comm_bound,
@@ -409,8 +409,10 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
         raise SpecError(f"--gpus {gpus}: topology {network.name!r} has {network.ranks} ranks")
     result = PlanResult()
     # NOTE: ~100,000 configurations, each a few objects that live to the end and make no
-    # cycles: the cyclic collector's full collections, each scanning them all, were a tenth
-    # of deepseek-v3's search on dgx-h100x256 (benchmarks/plan_speed.py)
+    # cycles: the cyclic collector's full collections, each scanning them all, were 0.5-0.7 s
+    # of deepseek-v3's search on dgx-h100x256 (benchmarks/plan_speed.py). It is paused while
+    # they are made and sorted; while collectives are timed (the DES makes cycles) it runs,
+    # the configurations frozen out of its scans.
     with paused_gc():
         cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
                                      space=space, result=result, stack=stack, factors=factors)
@@ -418,36 +420,55 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
             reason = result.rejected[0].reason if result.rejected else "no configuration"
             raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
         order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
-        fitting: list[_Candidate] = []
-        spill: list[_Candidate] = []
-        for c in order:
-            (fitting if c.memory.total <= device.memory_bytes else spill).append(c)
-        timer = CollectiveTimer(network, engine)
-        if total:
-            total(len(fitting) if fitting else min(len(spill), max(top, 1)))
-        best: list[float] = []  # max-heap (negated) of the top step times
-        timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress,
-                          stack)
-        missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
-        has = f"the GPU has {device.memory_bytes / 2**30:.1f} GiB"
-        for c in spill:
-            if missing > 0:
-                try:
-                    timed.append(_record(model, device, c, timer, global_batch, stack))
-                    missing -= 1
-                except SpecError as exc:  # none fits, and this one is past what commsim times
-                    result.rejected.append(Rejected(c.config.axes(), f"not timed: {exc}",
-                                                    c.memory.total))
-            else:
-                need = c.memory.total
-                result.rejected.append(Rejected(c.config.axes(), "does not fit: needs "
-                                                f"{need / 2**30:.1f} GiB, {has}", need))
-        if not timed:
-            raise SpecError(f"no configuration of {model.name} on {gpus} GPUs could be timed: "
-                            f"{result.rejected[-1].reason}")
-        timed.sort(key=lambda e: (not e.fits, e.record["step_time_s"], e.config.label()))
-        result.configs = timed
-        return result
+    with frozen_gc():
+        return _rank(model, network, device, order, result, gpus=gpus,
+                     global_batch=global_batch, top=top, progress=progress, total=total,
+                     stack=stack, engine=engine)
+
+
+def _rank(model: ModelSpec, network: Network, device: DeviceSpec, order: list[_Candidate],
+          result: PlanResult, *, gpus: int, global_batch: int, top: int,
+          progress: Callable[[int], Any] | None, total: Callable[[int], Any] | None,
+          stack: Stack, engine: str) -> PlanResult:
+    """Time the configurations in ``order`` (fastest bound first) that fit, pruning; or, if
+    fewer than ``top`` fit, the fastest others too; rank them (see the module)."""
+    fitting: list[_Candidate] = []
+    spill: list[_Candidate] = []
+    for c in order:
+        (fitting if c.memory.total <= device.memory_bytes else spill).append(c)
+    timer = CollectiveTimer(network, engine)
+    if total:
+        total(len(fitting) if fitting else min(len(spill), max(top, 1)))
+    best: list[float] = []  # max-heap (negated) of the top step times
+    timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress,
+                      stack)
+    missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
+    i = 0
+    while i < len(spill) and missing > 0:  # fewer than top fit: the fastest others are timed
+        c, i = spill[i], i + 1
+        try:
+            timed.append(_record(model, device, c, timer, global_batch, stack))
+            missing -= 1
+        except SpecError as exc:  # none fits, and this one is past what commsim times
+            result.rejected.append(Rejected(c.config.axes(), f"not timed: {exc}",
+                                            c.memory.total))
+    with paused_gc():  # objects that make no cycles (deepseek-v3 on dgx-h100x256: 71,796)
+        _reject_unfit(spill[i:], device, result)
+    if not timed:
+        raise SpecError(f"no configuration of {model.name} on {gpus} GPUs could be timed: "
+                        f"{result.rejected[-1].reason}")
+    timed.sort(key=lambda e: (not e.fits, e.record["step_time_s"], e.config.label()))
+    result.configs = timed
+    return result
+
+
+def _reject_unfit(cands: list[_Candidate], device: DeviceSpec, result: PlanResult) -> None:
+    """Reject ``cands`` as not fitting the GPU's memory."""
+    has = f"the GPU has {device.memory_bytes / 2**30:.1f} GiB"
+    for c in cands:
+        need = c.memory.total
+        result.rejected.append(Rejected(c.config.axes(), f"does not fit: needs "
+                                        f"{need / 2**30:.1f} GiB, {has}", need))
 
 
 def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
