@@ -1,6 +1,7 @@
 """How fast ``commsim plan`` searches: configurations considered and timed per second.
 
-Run: ``.venv/bin/python benchmarks/plan_speed.py [--quick]``
+Run: ``.venv/bin/python benchmarks/plan_speed.py [--quick] [MODEL ...]`` (MODEL: only that
+model's cases, e.g. ``deepseek-v3``)
 
 Llama 3 70B over 512 H100 (``dgx-h100x64``, the issue's target: an answer in <= 10 s) with
 the default pruning, its collectives timed by the default closed forms (``--engine
@@ -47,8 +48,17 @@ QUICK = (
 
 
 def main() -> None:
+    models = [a for a in sys.argv[1:] if not a.startswith("--")]
+    known = sorted({case[0] for case in CASES + QUICK})
+    for name in models:
+        if name not in known:
+            print(f"plan_speed.py: no case of {name!r} (cases: {', '.join(known)})",
+                  file=sys.stderr)
+            sys.exit(2)
     for model, preset, batch, top, engine, what_if, *pp in (
             QUICK if "--quick" in sys.argv else CASES):
+        if models and model not in models:
+            continue
         load_topology(preset)  # build (and cache) the network outside the timing
         t0, c0 = time.perf_counter(), time.process_time()
         space = SearchSpace(pp=tuple(pp)) if pp else None

@@ -21,6 +21,7 @@ from functools import lru_cache
 from commsim.plan.compute import LayerTimes, layer_times
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
+from commsim.plan.groups import group
 from commsim.plan.memory import layer_activation_bytes, moe_share, stage_chunk_layers
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_times
@@ -130,11 +131,12 @@ def comm_bound(model: ModelSpec, cfg: PlanConfig, microbatches: int, timer: Coll
         return 0.0
     p = cfg.pp - 1 if stage is None else stage
     tokens = cfg.micro_batch * model.seq // cfg.cp
-    ar = timer.known("all_reduce", cfg.tp_group(p, 0), tokens * model.hidden * 2)
+    ar = timer.known("all_reduce", group(cfg, "tp_group", p, 0), tokens * model.hidden * 2)
     kv = max(model.kv_heads // cfg.tp, 1) * model.head_dim if cfg.tp > 1 else model.kv_hidden
     cp_bytes = 2 * cfg.micro_batch * model.seq * kv * 2
-    cg = timer.known("all_gather", cfg.cp_group(p, 0), cp_bytes)
-    rs = timer.known("reduce_scatter", cfg.cp_group(p, 0), cp_bytes)
+    cps = group(cfg, "cp_group", p, 0)
+    cg = timer.known("all_gather", cps, cp_bytes)
+    rs = timer.known("reduce_scatter", cps, cp_bytes)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
     fwd = cg + 2 * ar
     bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
@@ -160,5 +162,5 @@ def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
         return 0.0, 0.0
     nbytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch,
                             precision=precision)
-    a2a = timer.known("all_to_all", cfg.ep_group(stage, 0), nbytes)
+    a2a = timer.known("all_to_all", group(cfg, "ep_group", stage, 0), nbytes)
     return (6 if cfg.recompute == "full" else 4) * share * a2a, a2a

@@ -40,6 +40,7 @@ from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
 from commsim.plan.evaluate import MoEStage, PipelineCosts, PipelineTiming, evaluate_pipeline
+from commsim.plan.groups import ep_groups, group
 from commsim.plan.memory import layer_ids, moe_share
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_tp_bytes
@@ -150,7 +151,7 @@ def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, 
     grad = stack.grad_bytes
     coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
     for p in range(cfg.pp):
-        timed = _memo(timer, cfg.expert_dp_group(p))
+        timed = _memo(timer, group(cfg, "expert_dp_group", p))
         mine = stage_layers(cfg, model.layers, p)
         per = {i: -(-model.experts_at(i) // (cfg.ep * cfg.tp)) for i in mine if model.is_moe(i)}
         if cfg.data_parallel == "fsdp":
@@ -174,10 +175,10 @@ def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
     reduce: list[dict[int, float]] = []
     final: list[float] = []
     for p in range(cfg.pp):
-        group = cfg.dp_group(p)
+        ranks = group(cfg, "dp_group", p)
         mine = stage_layers(cfg, layers, p)
         if cfg.data_parallel == "fsdp":
-            timed = _memo(timer, group)
+            timed = _memo(timer, ranks)
             gather.append(tuple(timed("all_gather", params(i) * BYTES) for i in mine))
             reduce.append({i: timed("reduce_scatter", params(i) * grad) for i in mine})
             final.append(0.0)
@@ -185,14 +186,14 @@ def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
         coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
         total = sum(params(i) for i in mine)
         gathered = (0.0 if cfg.data_parallel == "ddp"
-                    else timer.collective("all_gather", group, total * BYTES))
+                    else timer.collective("all_gather", ranks, total * BYTES))
         if overlap:
-            reduce.append({i: timer.collective(coll, group, nbytes * grad // BYTES)
+            reduce.append({i: timer.collective(coll, ranks, nbytes * grad // BYTES)
                            for i, nbytes in _buckets(mine, params).items()})
             final.append(gathered)
         else:  # one reduction of the whole gradient buffer after the last backward
             reduce.append({})
-            final.append(timer.collective(coll, group, total * grad) + gathered)
+            final.append(timer.collective(coll, ranks, total * grad) + gathered)
     if model.moe is not None:
         _expert_dp_costs(cfg, model, timer, stack, gather, reduce, final)
     if cfg.dp * cfg.cp < 2:
@@ -252,16 +253,16 @@ def pipeline_costs(
                    | {((p + 1) % cfg.pp, p) for p in range(cfg.pp)})
     pairs = [(a, b) for a, b in pairs if a != b]
     for d in _distinct_replicas(cfg, timer):
-        tp = tuple(timer.collective("all_reduce", cfg.tp_group(p, d), tp_bytes)
+        tp = tuple(timer.collective("all_reduce", group(cfg, "tp_group", p, d), tp_bytes)
                    for p in range(cfg.pp))
-        cg = tuple(timer.collective("all_gather", cfg.cp_group(p, d), cp_bytes)
+        cg = tuple(timer.collective("all_gather", group(cfg, "cp_group", p, d), cp_bytes)
                    for p in range(cfg.pp))
-        rs = tuple(timer.collective("reduce_scatter", cfg.cp_group(p, d), cp_bytes)
+        rs = tuple(timer.collective("reduce_scatter", group(cfg, "cp_group", p, d), cp_bytes)
                    for p in range(cfg.pp))
         send = tuple(timer.send(cfg.rank(0, 0, a, d), cfg.rank(0, 0, b, d), send_bytes)
                      for a, b in pairs)
         # Megatron-LM 2021 sends 1/t of an activation per TP rank and all-gathers it on arrival
-        recv = tuple(timer.collective("all_gather", cfg.tp_group(p, d), tp_bytes)
+        recv = tuple(timer.collective("all_gather", group(cfg, "tp_group", p, d), tp_bytes)
                      for p in range(cfg.pp)) if stack.p2p_blocking and cfg.pp > 1 else ()
         key = (tp, cg, rs, send, recv)
         if key not in seen:
@@ -299,13 +300,14 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
     for p in range(cfg.pp):
         share = moe_share(model, cfg.pp, cfg.chunks, p, cfg.stage_layers)
         # folded groups (Megatron-Core's order): every group, each shape timed once
-        groups = cfg.ep_groups(p) if cfg.megatron else [cfg.ep_group(p, d) for d in starts]
+        groups = (ep_groups(cfg, p) if cfg.megatron
+                  else [group(cfg, "ep_group", p, d) for d in starts])
         a2a = max(timer.collective("all_to_all", g, a2a_bytes) for g in groups)
         bf16 = a2a if bf16_bytes == a2a_bytes else max(
             timer.collective("all_to_all", g, bf16_bytes) for g in groups)
+        tp_ar = timer.collective("all_reduce", group(cfg, "tp_group", p, 0), tp_bytes)
         out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
-                            a2a, timer.collective("all_reduce", cfg.tp_group(p, 0), tp_bytes),
-                            bf16))
+                            a2a, tp_ar, bf16))
     return tuple(out)
 
 

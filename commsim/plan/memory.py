@@ -253,30 +253,35 @@ def peak_memory(
 
     ``memo``: a dict the caller keeps for one ``model`` and ``stack`` (a search's), where the
     stages' states and activations are kept between calls."""
-    where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
-                   microbatches=microbatches, schedule=schedule, chunks=chunks,
-                   data_parallel=data_parallel, recompute=recompute, stack=stack,
-                   split=stage_layers)
     # NOTE: a search sizes ~100,000 configurations (deepseek-v3 --pp 16 on dgx-h100x256: 16
     # stages each); a stage's states do not depend on the micro-batch, schedule or
-    # recompute, nor its activations on dp or the data parallelism, so a search's memo keeps
-    # each per the fields it reads, keyed by plain tuples (hashing the model and stack per
-    # look-up cost as much again; benchmarks/plan_speed.py). The sums are the same integers
-    # as :func:`_stage_memory`'s.
+    # recompute, nor its activations on dp or the data parallelism, nor the buffers on the
+    # schedule or recompute, so a search's memo keeps each per the fields it reads, keyed by
+    # plain tuples (hashing the model and stack per look-up cost as much again; building
+    # the configuration's _Where for each as much again: only on a miss;
+    # benchmarks/plan_speed.py). The sums are the same integers as :func:`_stage_memory`'s.
     dual = stack.moe_overlap == "dualpipe" and model.moe is not None and pp > 1
     stages = range(pp) if stage_layers or dual else sorted({0, pp - 1})
     memo = {} if memo is None else memo
     skey = ("states", tp, cp, pp, dp, ep, microbatches, chunks, data_parallel, stage_layers)
-    held = memo.get(skey)
-    if held is None:
-        held = memo[skey] = tuple(_stage_states(model, where, p) for p in stages)
     key = ("activations", tp, cp, pp, ep, micro_batch, microbatches, schedule, chunks,
            recompute, stage_layers)
-    acts = memo.get(key)
-    if acts is None:
-        sizes = _sizes(where)
-        acts = memo[key] = tuple(_stage_activations(model, where, p, sizes) for p in stages)
-    buffers = _buffers(model, where)
+    bkey = ("buffers", tp, cp, pp, dp, ep, micro_batch, data_parallel)
+    held, acts, bufs = memo.get(skey), memo.get(key), memo.get(bkey)
+    if held is None or acts is None or bufs is None:
+        where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
+                       microbatches=microbatches, schedule=schedule, chunks=chunks,
+                       data_parallel=data_parallel, recompute=recompute, stack=stack,
+                       split=stage_layers)
+        if held is None:
+            held = memo[skey] = tuple(_stage_states(model, where, p) for p in stages)
+        if acts is None:
+            sizes = _sizes(where)
+            acts = memo[key] = tuple(_stage_activations(model, where, p, sizes)
+                                     for p in stages)
+        if bufs is None:
+            bufs = memo[bkey] = (_buffers(model, where),)
+    buffers = bufs[0]
     if dual:  # DualPipe: rank r holds stages r and pp - 1 - r
         mems = [Memory(p, held[i][0], held[i][1], held[i][2], acts[i], buffers)
                 for i, p in enumerate(stages)]

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from commsim.errors import SpecError
+from commsim.gcpause import frozen_gc, paused_gc
 from commsim.network import Network
 from commsim.plan.bounds import (
     comm_bound,
@@ -275,7 +276,7 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
     ``factors``: each GPU's compute factor under a what-if)."""
     _check_space(model, gpus, space)
     out: list[_Candidate] = []
-    memo: dict[tuple[object, ...], tuple[Any, ...]] = {}  # per-stage costs (_candidate)
+    memo: dict[tuple[object, ...], Any] = {}  # per-stage costs and bounds (_candidate)
     order = rank_order(model.moe is not None)
     for tp, cp, pp, dp in _layouts(model, gpus, space, result.rejected):
         axes: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
@@ -323,7 +324,7 @@ def _layout_factors(factors: np.ndarray, tpcp: int, pp: int, dp: int,
 
 def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
                stack: Stack, per_stage: tuple[float, ...] | None = None,
-               memo: dict[tuple[object, ...], tuple[Any, ...]] | None = None) -> _Candidate:
+               memo: dict[tuple[object, ...], Any] | None = None) -> _Candidate:
     """A configuration's memory and compute bound; ``memo``: one search's (one model and
     stack) per-stage costs, kept between configurations."""
     mem = peak_memory(model, tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp,
@@ -331,22 +332,32 @@ def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
                       recompute=cfg.recompute, stack=stack, ep=cfg.ep,
                       stage_layers=cfg.stage_layers, memo=memo)
+    # NOTE: the bounds read neither dp (but through k) nor the data parallelism nor the
+    # schedule's name (but through its chunks): one per key, a quarter of the calls
+    # (benchmarks/plan_speed.py: deepseek-v3, 86,525 configurations)
+    bkey = (cfg.tp, cfg.cp, cfg.pp, cfg.micro_batch, cfg.recompute, cfg.ep, cfg.chunks, k)
     if cfg.stage_layers:
-        # NOTE: the split's bound reads neither dp nor the data parallelism: one per key
-        # (benchmarks/plan_speed.py, deepseek-v3 --pp 16)
         factors = per_stage or (1.0,) * cfg.pp
-        key = ("split_bound", cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, cfg.ep,
-               cfg.chunks, cfg.stage_layers, cfg.order, k, factors)
-        stages = memo.get(key) if memo is not None else None
-        if stages is None:
-            stages = split_bound(model, device, cfg, k, stack, factors)
-            if memo is not None:
-                memo[key] = stages
+        stages = _memoised(memo, ("split_bound", *bkey, cfg.stage_layers, cfg.order, factors),
+                           lambda: split_bound(model, device, cfg, k, stack, factors))
         return _Candidate(cfg, k, mem, max(stages), per_stage or (), stages)
     if per_stage is None:
-        return _Candidate(cfg, k, mem, step_bound(model, device, cfg, k, stack))
-    stages = slow_bound(model, device, cfg, k, stack, per_stage)
+        return _Candidate(cfg, k, mem, _memoised(
+            memo, ("step_bound", *bkey), lambda: step_bound(model, device, cfg, k, stack)))
+    stages = _memoised(memo, ("slow_bound", *bkey, per_stage),
+                       lambda: slow_bound(model, device, cfg, k, stack, per_stage))
     return _Candidate(cfg, k, mem, max(stages), per_stage, stages)
+
+
+def _memoised(memo: dict[tuple[object, ...], Any] | None, key: tuple[object, ...],
+              make: Callable[[], Any]) -> Any:
+    """``make()``, kept in ``memo`` under ``key`` (None: not kept)."""
+    if memo is None:
+        return make()
+    out = memo.get(key)
+    if out is None:
+        out = memo[key] = make()
+    return out
 
 
 def _record(model: ModelSpec, device: DeviceSpec, c: _Candidate, timer: CollectiveTimer,
@@ -397,14 +408,34 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
     if gpus > network.ranks:
         raise SpecError(f"--gpus {gpus}: topology {network.name!r} has {network.ranks} ranks")
     result = PlanResult()
-    cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
-                                 space=space, result=result, stack=stack, factors=factors)
-    if not cands:
-        reason = result.rejected[0].reason if result.rejected else "no configuration"
-        raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
-    order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
-    fitting = [c for c in order if c.memory.total <= device.memory_bytes]
-    spill = [c for c in order if c.memory.total > device.memory_bytes]
+    # NOTE: ~100,000 configurations, each a few objects that live to the end and make no
+    # cycles: the cyclic collector's full collections, each scanning them all, were 0.5-0.7 s
+    # of deepseek-v3's search on dgx-h100x256 (benchmarks/plan_speed.py). It is paused while
+    # they are made and sorted; while collectives are timed (the DES makes cycles) it runs,
+    # the configurations frozen out of its scans.
+    with paused_gc():
+        cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
+                                     space=space, result=result, stack=stack, factors=factors)
+        if not cands:
+            reason = result.rejected[0].reason if result.rejected else "no configuration"
+            raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
+        order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
+    with frozen_gc():
+        return _rank(model, network, device, order, result, gpus=gpus,
+                     global_batch=global_batch, top=top, progress=progress, total=total,
+                     stack=stack, engine=engine)
+
+
+def _rank(model: ModelSpec, network: Network, device: DeviceSpec, order: list[_Candidate],
+          result: PlanResult, *, gpus: int, global_batch: int, top: int,
+          progress: Callable[[int], Any] | None, total: Callable[[int], Any] | None,
+          stack: Stack, engine: str) -> PlanResult:
+    """Time the configurations in ``order`` (fastest bound first) that fit, pruning; or, if
+    fewer than ``top`` fit, the fastest others too; rank them (see the module)."""
+    fitting: list[_Candidate] = []
+    spill: list[_Candidate] = []
+    for c in order:
+        (fitting if c.memory.total <= device.memory_bytes else spill).append(c)
     timer = CollectiveTimer(network, engine)
     if total:
         total(len(fitting) if fitting else min(len(spill), max(top, 1)))
@@ -412,25 +443,32 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
     timed = _time_all(model, device, fitting, timer, global_batch, top, best, result, progress,
                       stack)
     missing = max(top, 1) - len(timed) if top else (0 if fitting else 1)
-    for c in spill:
-        if missing > 0:
-            try:
-                timed.append(_record(model, device, c, timer, global_batch, stack))
-                missing -= 1
-            except SpecError as exc:  # none fits, and this one is past what commsim times
-                result.rejected.append(Rejected(c.config.axes(), f"not timed: {exc}",
-                                                c.memory.total))
-        else:
-            result.rejected.append(Rejected(c.config.axes(), "does not fit: needs "
-                                            f"{c.memory.total / 2**30:.1f} GiB, the GPU has "
-                                            f"{device.memory_bytes / 2**30:.1f} GiB",
+    i = 0
+    while i < len(spill) and missing > 0:  # fewer than top fit: the fastest others are timed
+        c, i = spill[i], i + 1
+        try:
+            timed.append(_record(model, device, c, timer, global_batch, stack))
+            missing -= 1
+        except SpecError as exc:  # none fits, and this one is past what commsim times
+            result.rejected.append(Rejected(c.config.axes(), f"not timed: {exc}",
                                             c.memory.total))
+    with paused_gc():  # objects that make no cycles (deepseek-v3 on dgx-h100x256: 71,796)
+        _reject_unfit(spill[i:], device, result)
     if not timed:
         raise SpecError(f"no configuration of {model.name} on {gpus} GPUs could be timed: "
                         f"{result.rejected[-1].reason}")
     timed.sort(key=lambda e: (not e.fits, e.record["step_time_s"], e.config.label()))
     result.configs = timed
     return result
+
+
+def _reject_unfit(cands: list[_Candidate], device: DeviceSpec, result: PlanResult) -> None:
+    """Reject ``cands`` as not fitting the GPU's memory."""
+    has = f"the GPU has {device.memory_bytes / 2**30:.1f} GiB"
+    for c in cands:
+        need = c.memory.total
+        result.rejected.append(Rejected(c.config.axes(), f"does not fit: needs "
+                                        f"{need / 2**30:.1f} GiB, {has}", need))
 
 
 def _time_all(model: ModelSpec, device: DeviceSpec, cands: list[_Candidate],
