@@ -102,10 +102,19 @@ def _pieces_of(block: np.ndarray, chunks: int) -> list[np.ndarray]:
 
 
 def link_seconds(pairs: PairCosts, src: np.ndarray, dst: np.ndarray,
-                 weights: np.ndarray) -> float:
+                 weights: np.ndarray, key: object = None) -> float:
     """Seconds the busiest link needs for every flow ``src[k] -> dst[k]`` of ``weights[k]``
-    bytes at once."""
+    bytes at once; ``key`` names the flows (``src``, ``dst``) for ``pairs.memo``: when every
+    weight is one positive value, the routes' link counts are kept under it, so the next size
+    (or piece) costs no route look-up."""
     net = pairs.network
+    if key is not None and weights.size and weights.min() == weights.max() > 0:
+        # NOTE: 256-rank all-to-alls (deepseek-v3's planner search): 65,536 routes a size
+        used, count, bandwidth = pairs.memo(("link counts", key),
+                                            lambda: _link_counts(pairs, src, dst))
+        if not used.size:
+            return 0.0
+        return float((count * float(weights[0]) / bandwidth).max())
     keep = (src != dst) & (weights > 0)
     src, dst, weights = src[keep], dst[keep], weights[keep]
     if not src.size:
@@ -124,10 +133,23 @@ def link_seconds(pairs: PairCosts, src: np.ndarray, dst: np.ndarray,
     return float((load[used] / net.link_values(used).bandwidth_Bps).max())
 
 
+def _link_counts(pairs: PairCosts, src: np.ndarray,
+                 dst: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The links the flows ``src[k] -> dst[k]`` cross (a rank to itself: none), how many
+    flows cross each, and each one's bandwidth."""
+    net = pairs.network
+    keep = src != dst
+    links = net.route_links(src[keep], dst[keep]) if keep.any() else np.zeros(0, np.int64)
+    count = np.bincount(links, minlength=len(net.links))
+    used = np.flatnonzero(count)
+    return used, count[used], net.link_values(used).bandwidth_Bps
+
+
 def _at_once(pairs: PairCosts, hop: Hop, src: np.ndarray, dst: np.ndarray,
-             weights: np.ndarray, chunks: int) -> float:
-    """Flows that all start together, cut in ``chunks`` waves of pieces."""
-    return sum(hop.alpha_s + link_seconds(pairs, src, dst, piece)
+             weights: np.ndarray, chunks: int, key: object = None) -> float:
+    """Flows that all start together, cut in ``chunks`` waves of pieces (``key``: the flows'
+    name, :func:`link_seconds`)."""
+    return sum(hop.alpha_s + link_seconds(pairs, src, dst, piece, key)
                for piece in _pieces_of(weights, chunks) if (piece > 0).any())
 
 
@@ -136,7 +158,7 @@ def all_pairs(call: Call, chunks: int, pairs: PairCosts) -> float:
     sizes, _ = _layout(call)
     s, j = np.divmod(np.arange(p * p, dtype=np.int64), p)
     hop = pairs.memo("a2a all pairs", lambda: pairs.hop(s, j))
-    return _at_once(pairs, hop, s, j, sizes[s, j], chunks)
+    return _at_once(pairs, hop, s, j, sizes[s, j], chunks, "a2a all pairs")
 
 
 def pxn(call: Call, chunks: int, pairs: PairCosts) -> float:
@@ -156,7 +178,7 @@ def pxn(call: Call, chunks: int, pairs: PairCosts) -> float:
 
     near, far = pairs.memo("a2a pxn", hops)
     latency = near.alpha_s + (far.alpha_s if via.any() else 0.0)
-    return sum(latency + link_seconds(pairs, src, dst, piece)
+    return sum(latency + link_seconds(pairs, src, dst, piece, "a2a pxn")
                for piece in _pieces_of(weights, chunks) if (piece > 0).any())
 
 
@@ -168,5 +190,5 @@ def axes(call: Call, chunks: int, pairs: PairCosts) -> float:
     for a, part in enumerate(hops.parts):
         src, dst, nbytes = part[0], part[1], part[3]
         hop = pairs.memo(("a2a axes", dims, a), partial(_hop, pairs, src, dst))
-        total += _at_once(pairs, hop, src, dst, nbytes, chunks)
+        total += _at_once(pairs, hop, src, dst, nbytes, chunks, ("a2a axes", dims, a))
     return total
