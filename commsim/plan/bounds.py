@@ -5,8 +5,9 @@ forward has crossed the stages before it and before the last one's backward cros
 back (:func:`step_bound`; per stage under a what-if's compute factors, :func:`slow_bound`; on
 stages of different layers, :func:`split_bound`), a layer costing at most any layer's
 (:func:`layer_bound`: the cheaper of the dense and the MoE MLP half). Communication
-(:func:`comm_bound`): the stage's TP and CP collectives and its MoE all-to-alls
-(:func:`a2a_bound`, timed: one collective that the configuration, if not pruned, times anyway), and those of its TP and CP shapes already timed, which its layers wait for.
+(:func:`comm_bound`): the stage's TP and CP collectives of shapes already timed, and its MoE
+all-to-alls (:func:`a2a_bound`: timed, one collective that the configuration times anyway if
+it is not pruned), which its layers wait for.
 
 Under a ``moe_overlap`` (:mod:`.overlap`) the all-to-alls may hide, so none enters the bound;
 under ``dualpipe`` a rank runs the micro-batches of two stages (``r`` and ``PP - 1 - r``)
