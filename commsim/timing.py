@@ -145,6 +145,7 @@ class Timer:
         self.network = network
         self._groups: dict[tuple[int, ...] | None, Network] = {}
         self._evaluations: dict[tuple[object, ...], Evaluation] = {}
+        self._p2p: tuple[Network, float] | None = None
 
     @classmethod
     def of(cls, network: Network) -> Timer:
@@ -203,13 +204,15 @@ class Timer:
         """(view, launch latency) a send between two ranks runs with: on a machine that runs
         NCCL, its Simple protocol's latency and bandwidth (NCCL's send/recv kernels use
         Simple) and the ring/Simple launch latency, as NCCL's tuner has no entry for
-        point-to-point; elsewhere the network itself, with no launch latency."""
-        if not runs_nccl(self.network, "auto"):
-            return self.network, 0.0
-        model = NcclModel.of(self.network)
-        return model.network_for(self.network.ranks, "send", "Simple"), model.base_s(
-            "ring", "Simple"
-        )
+        point-to-point; elsewhere the network itself, with no launch latency. Made once."""
+        if self._p2p is None:
+            if not runs_nccl(self.network, "auto"):
+                self._p2p = self.network, 0.0
+            else:
+                model = NcclModel.of(self.network)
+                self._p2p = (model.network_for(self.network.ranks, "send", "Simple"),
+                             model.base_s("ring", "Simple"))
+        return self._p2p
 
     # -- candidates -----------------------------------------------------------------------
     def candidates(self, call: CollectiveCall, c: Call, net: Network) -> list[Candidate]:
