@@ -134,7 +134,8 @@ def _no_schedule(label: str) -> str:
         f"pipelined schedules under --engine des up to {MAX_TREE_TRANSFERS:,} transfers and "
         f"{MAX_TREE_DEPENDENCIES:,} dependencies; this "
         "call was timed by its closed form, the composed estimate of its phases, which has "
-        "none (use --engine des, or fewer ranks)"
+        "none (under --engine analytic, use --engine des; beyond that budget, fewer ranks or "
+        "a smaller size)"
     )
 
 
