@@ -105,10 +105,11 @@ def _deepseek_v3() -> MoERow:
     step = tokens * 180e3 * 3600 / 1e12 / cfg.world  # 180K GPU-hours per 1e12 tokens
     return MoERow(DEEPSEEK_V3, "DeepSeek-V3", model, "H800", "hgx-h800x256", cfg, 15360,
                   "180K GPU-h/T tokens", step,
-                  "micro-batch 1 and split 3,4*14,2 not stated; even routing over 8 hosts "
-                  "(report: at most 4 nodes per token); no MTP module; no recompute of the "
-                  "RMSNorms and MLA up-projections; GPU-hours as step time",
-                  Stack(precision="fp8", moe_overlap="dualpipe"))
+                  "micro-batch 1 and split 3,4*14,2 not stated; routing even within a token's 4 "
+                  "of 8 groups (one per host); DeepEP's kernels for the report's dispatch; no "
+                  "MTP module; no recompute of the RMSNorms and MLA up-projections; GPU-hours "
+                  "as step time",
+                  Stack(precision="fp8", moe_overlap="dualpipe", dispatcher="deepep"))
 
 
 def _qwen3_stages(pp: int, vpp: int) -> tuple[int, ...]:
@@ -124,14 +125,15 @@ def _qwen3_stages(pp: int, vpp: int) -> tuple[int, ...]:
 
 
 def _qwen3(tp: int, ep: int, pp: int, vpp: int, dp: int, mbs: int, recompute: str,
-           step_s: float, note: str, *, dispatcher: str = "DeepEP",
+           step_s: float, note: str, *, dispatcher: str = "deepep",
            overlap: str = "none") -> MoERow:
     """A row of the ModelZoo's Qwen3 H100 table: Qwen3-235B-A22B, 256 H100, sequence 4096,
     global batch 2048, CP 1, ETP 1 (``ep`` the published EP, over ETP 1), bf16; the
     distributed optimizer with overlapped gradient reduction (``zero1``) unless FSDP is on
     (``mbs`` 4 row). ``recompute``: the table's column (``norm, act``: the layer norms' and
     the MoE activation's, not charged; ``full``); ``overlap``: ``ep-overlap`` where the
-    table's note says "+1f1b overlap" (Megatron-Core's combined 1F1B)."""
+    table's note says "+1f1b overlap" (Megatron-Core's combined 1F1B); ``dispatcher``: the
+    table's (``deepep``: its DeepEP rows, ``alltoall``: its "A2A" row)."""
     model = catalogue_model("qwen3-235b-a22b")
     cfg = PlanConfig(tp=tp, cp=1, pp=pp, dp=dp, micro_batch=mbs,
                      schedule="interleaved" if vpp > 1 else "1f1b", chunks=vpp,
@@ -141,9 +143,9 @@ def _qwen3(tp: int, ep: int, pp: int, vpp: int, dp: int, mbs: int, recompute: st
     kept = "; norm and MoE-activation recompute not charged" if recompute == "norm, act" else ""
     return MoERow(MOE_ZOO, f"Qwen3-235B-A22B {note}", model, "H100", "dgx-h100x32", cfg, 2048,
                   f"{step_s} s/step", step_s,
-                  f"ETP 1 x EP {ep} as ETP {tp} x EP {ep // tp}; {dispatcher} dispatcher as "
-                  f"NCCL all-to-all; even routing (balance not stated){kept}",
-                  Stack(moe_overlap=overlap))
+                  f"ETP 1 x EP {ep} as ETP {tp} x EP {ep // tp}; even routing (balance not "
+                  f"stated){kept}",
+                  Stack(moe_overlap=overlap, dispatcher=dispatcher))
 
 
 MOE_ROWS = (
@@ -153,6 +155,6 @@ MOE_ROWS = (
     _qwen3(2, 32, 8, 4, 16, 1, "norm, act", 17.6, "EP32 cross-node, 1F1B overlap",
            overlap="ep-overlap"),
     _qwen3(2, 8, 1, 1, 128, 4, "full", 17.6, "EP8 FSDP"),
-    _qwen3(2, 8, 32, 3, 4, 1, "norm, act", 24.2, "EP8 PP32", dispatcher="A2A"),
+    _qwen3(2, 8, 32, 3, 4, 1, "norm, act", 24.2, "EP8 PP32", dispatcher="alltoall"),
     _qwen3(4, 8, 8, 4, 8, 1, "", 29.0, "EP8 TP4"),
 )

@@ -171,10 +171,10 @@ def plan(
     """Search the configurations of ``model`` on ``topology`` (see :mod:`.search`) under the
     software ``stack`` (:mod:`.stack`; default: fused attention, sequence parallelism,
     overlapped gradient reduction; its ``precision``, ``bf16`` or ``fp8``, is each
-    configuration's ``precision``, and MFU stays against the bf16 peak; its
-    ``moe_overlap``, taken as given and not searched, each one's ``moe_overlap``). Collectives are
-    timed by ``engine``: ``analytic`` (the default: the timing layer's closed forms, fast),
-    ``des`` or ``auto`` (as ``replay`` times them: the DES up to 64 ranks).
+    configuration's ``precision``, and MFU stays against the bf16 peak; its ``moe_overlap``
+    and ``dispatcher``, taken as given and not searched, each one's). Collectives are timed by
+    ``engine``: ``analytic`` (the default: the timing layer's closed forms, fast), ``des`` or
+    ``auto`` (as ``replay`` times them: the DES up to 64 ranks).
 
     ``progress`` draws a tqdm bar on stderr (only on a terminal). ``what_if`` (a file, its
     mapping or a parsed :class:`~commsim.topology.what_if.WhatIf`, docs/what-if.md) plans on
@@ -222,6 +222,7 @@ def plan(
     for e in result.configs:
         e.record["precision"] = (stack or Stack()).precision
         e.record["moe_overlap"] = (stack or Stack()).moe_overlap
+        e.record["dispatcher"] = (stack or Stack()).dispatcher
     if parsed is not None:
         beside_healthy(result, spec, device, healthy, engine=engine, stack=stack or Stack(),
                        factors=factors, top=top)

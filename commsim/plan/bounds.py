@@ -22,6 +22,7 @@ from functools import lru_cache
 from commsim.plan.compute import LayerTimes, layer_times
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
+from commsim.plan.dispatch import dispatch_seconds
 from commsim.plan.groups import group
 from commsim.plan.memory import layer_activation_bytes, moe_share, stage_chunk_layers
 from commsim.plan.models import ModelSpec
@@ -150,15 +151,15 @@ def comm_bound(model: ModelSpec, cfg: PlanConfig, microbatches: int, timer: Coll
     fwd = cg + 2 * ar
     bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
     a2a, last = ((0.0, 0.0) if stack.moe_overlap != "none"
-                 else a2a_bound(model, cfg, timer, p, stack.precision))
+                 else a2a_bound(model, cfg, timer, p, stack.precision, stack.dispatcher))
     if cfg.stage_layers:  # every op of n > 0 layers: all but its last all-reduce (combine)
         sizes = stage_chunk_layers(cfg.stage_layers, cfg.chunks)[p]
         return microbatches * sum(n * (fwd + bwd + a2a) - 2 * ar - last for n in sizes if n)
     return microbatches * cfg.chunks * (per_chunk * (fwd + bwd + a2a) - 2 * ar - last)
 
 
-def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
-               stage: int, precision: str = "bf16") -> tuple[float, float]:
+def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer, stage: int,
+              precision: str = "bf16", dispatcher: str = "alltoall") -> tuple[float, float]:
     """(per layer, per op) of a MoE stage's all-to-alls (its first expert-parallel group's,
     timed: a configuration that is not pruned times it anyway, and one all-to-all bounds the
     exposed communication that dominates MoE steps; deepseek-v3 on dgx-h100x256: 444
@@ -173,5 +174,6 @@ def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
         return 0.0, 0.0
     nbytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch,
                             precision=precision)
-    a2a = timer.collective("all_to_all", group(cfg, "ep_group", stage, 0), nbytes)
+    a2a = dispatch_seconds(timer, model.moe, group(cfg, "ep_group", stage, 0), nbytes,
+                           dispatcher)
     return (6 if cfg.recompute == "full" else 4) * share * a2a, a2a

@@ -45,6 +45,7 @@ examples:
   commsim plan mpt-7b --topology dgx-h100 --global-batch 256 --precision fp8
   commsim plan mixtral-8x7b --topology dgx-h100x8 --global-batch 256 --seq 4096 --ep 4,8
   commsim plan deepseek-v3 -t hgx-h800x256 --global-batch 15360 --moe-overlap dualpipe
+  commsim plan qwen3-30b-a3b -t dgx-h100x4 --global-batch 256 --ep 8,16 --dispatcher deepep
   commsim plan llama3-405b --topology dgx-h100x256 --global-batch 512 --pp 16 --tp 8
   commsim plan llama3-405b -t dgx-h100x256 --global-batch 512 --stage-layers 7,8*14,7 --tp 8
   commsim plan llama3-8b -t dgx-h100x2 --global-batch 64 --write-workload 1 best.yaml
@@ -55,7 +56,7 @@ CSV_COLUMNS = (
     "tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage", "data_parallel",
     "recompute", "ep", "stage_layers", "microbatches", "step_time_s", "tokens_per_s",
     "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
-    "peak_memory_bytes", "precision", "moe_overlap", "fits", "reason",
+    "peak_memory_bytes", "precision", "moe_overlap", "dispatcher", "fits", "reason",
 )
 
 
@@ -100,6 +101,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--moe-overlap", metavar="MODE", help="a mixture of experts' all-to-alls: "
                    "none (wait for each; the default), ep-overlap (Megatron-Core's "
                    "--overlap-moe-expert-parallel-comm) or dualpipe (DeepSeek-V3's DualPipe)")
+    p.add_argument("--dispatcher", metavar="D", help="what moves a mixture of experts' routed "
+                   "tokens: alltoall (NCCL's all-to-all of every copy; the default) or deepep "
+                   "(DeepEP: each token once per rank and per host that needs it)")
     p.add_argument("--engine", default="analytic", metavar="ENGINE",
                    help="how collectives are timed: analytic (closed forms; the default), des, "
                    "or auto (as replay: the DES up to 64 ranks)")
@@ -220,7 +224,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         seq=None if args.seq is None else _int(args.seq, "--seq"),
         gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
         space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
-        stack=named_stack(args.stack, args.attention, args.precision, args.moe_overlap),
+        stack=named_stack(args.stack, args.attention, args.precision, args.moe_overlap,
+                          args.dispatcher),
         engine=args.engine.strip().lower(),
         what_if=args.what_if,
     )

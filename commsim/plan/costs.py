@@ -39,6 +39,7 @@ from commsim.errors import SpecError
 from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
+from commsim.plan.dispatch import dispatch_seconds
 from commsim.plan.evaluate import MoEStage, PipelineCosts, PipelineTiming, evaluate_pipeline
 from commsim.plan.groups import ep_groups, group
 from commsim.plan.memory import layer_ids, moe_share
@@ -244,7 +245,7 @@ def pipeline_costs(
         logits_bwd=times.logits_bwd, gather=gather, reduce=reduce, final=final,
         tp_ar=(), cp_gather=(), cp_rs=(), optimizer=optimizer, p2p_blocking=stack.p2p_blocking,
         compute_factor=compute_factor,
-        moe=() if moe is None else _moe_stages(cfg, model, moe, timer),
+        moe=() if moe is None else _moe_stages(cfg, model, moe, timer, stack.dispatcher),
         fsdp_reshard=stack.fsdp_reshard and cfg.data_parallel == "fsdp",
         moe_overlap=stack.moe_overlap if moe is not None else "none",
     )
@@ -286,10 +287,13 @@ def _paired(costs: PipelineCosts, stack: Stack, device: DeviceSpec | None) -> Pi
 
 
 def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
-                timer: CollectiveTimer) -> tuple[MoEStage, ...]:
+                timer: CollectiveTimer, dispatcher: str = "alltoall") -> tuple[MoEStage, ...]:
     """Per stage, its :class:`~commsim.plan.evaluate.MoEStage`: the share of MoE layers, the
     MoE half's compute, its TP collective, and the slowest of the stage's expert-parallel
-    groups' all-to-alls (every group's ranks wait for the busiest)."""
+    groups' dispatches by ``dispatcher`` (:mod:`.dispatch`; every group's ranks wait for the
+    busiest)."""
+    spec = model.moe
+    assert spec is not None
     a2a_bytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
                                micro_batch=cfg.micro_batch, precision=moe.precision)
     bf16_bytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
@@ -302,9 +306,9 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
         # folded groups (Megatron-Core's order): every group, each shape timed once
         groups = (ep_groups(cfg, p) if cfg.megatron
                   else [group(cfg, "ep_group", p, d) for d in starts])
-        a2a = max(timer.collective("all_to_all", g, a2a_bytes) for g in groups)
+        a2a = max(dispatch_seconds(timer, spec, g, a2a_bytes, dispatcher) for g in groups)
         bf16 = a2a if bf16_bytes == a2a_bytes else max(
-            timer.collective("all_to_all", g, bf16_bytes) for g in groups)
+            dispatch_seconds(timer, spec, g, bf16_bytes, dispatcher) for g in groups)
         tp_ar = timer.collective("all_reduce", group(cfg, "tp_group", p, 0), tp_bytes)
         out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
                             a2a, tp_ar, bf16))

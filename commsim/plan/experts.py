@@ -11,10 +11,16 @@ busiest expert-parallel rank's share of the routed tokens, MLA's projections).
     dense_layers       the first layers, with a dense MLP (0)  [first_k_dense_replace]
     capacity_factor    null (dropless, the default) or > 0     [--moe-expert-capacity-factor]
     skew               extra share of the routed tokens the hottest expert gets (0: even)
+    groups             routing groups of consecutive experts (0: none) [--moe-router-num-groups]
+    group_limit        groups a token's experts may come from          [--moe-router-group-topk]
 
 An expert is an MLP of the model's kind (``mlp``: SwiGLU's three matrices, GeLU's two) of
 inner size ``expert_ffn_hidden``; the shared experts are one such MLP of ``shared_experts``
 times that size (DeepSeek-V3's one shared expert of 2048); the router is an ``h x E`` matrix.
+**Group-limited routing** (DeepSeek-V3's, Section 2.1.2: the experts in ``groups`` groups, a
+token's top-k drawn from its best ``group_limit`` groups; its Hugging Face config's
+``n_group`` 8 and ``topk_group`` 4, one group per node, "each token will be sent to at most
+M = 4 nodes") bounds how many hosts a token's copies reach (:mod:`commsim.plan.dispatch`).
 
 ``mla:`` (DeepSeek-V2/V3's multi-head latent attention; the Hugging Face config's names):
 ``q_lora_rank`` (0: queries projected directly), ``kv_lora_rank``, ``qk_nope_head_dim``,
@@ -43,7 +49,7 @@ from commsim.errors import SpecError, describe
 from commsim.replay import fields
 
 MOE_KEYS = ("experts", "top_k", "expert_ffn_hidden", "shared_experts", "dense_layers",
-            "capacity_factor", "skew")
+            "capacity_factor", "skew", "groups", "group_limit")
 MLA_KEYS = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim",
             "v_head_dim")
 
@@ -59,12 +65,15 @@ class MoESpec:
     dense_layers: int = 0
     capacity_factor: float | None = None
     skew: float = 0.0
+    groups: int = 0
+    group_limit: int = 0
 
     def __post_init__(self) -> None:
         for key in ("experts", "top_k", "expert_ffn_hidden"):
             fields.positive_int(getattr(self, key), f"moe.{key}")
-        for key in ("shared_experts", "dense_layers"):
+        for key in ("shared_experts", "dense_layers", "groups", "group_limit"):
             fields.nonnegative_int(getattr(self, key), f"moe.{key}")
+        self._check_groups()
         if self.top_k > self.experts:
             raise SpecError(f"moe.top_k: {self.top_k} is more than the {self.experts} experts")
         cf = self.capacity_factor
@@ -77,6 +86,17 @@ class MoESpec:
             raise SpecError(f"moe.skew: must be a number in [0, experts - 1 = "
                             f"{self.experts - 1}] (the hottest expert's extra share) "
                             f"(got {describe(s)})")
+
+    def _check_groups(self) -> None:
+        g, m = self.groups, self.group_limit
+        if not g and not m:
+            return
+        if not g or self.experts % g:
+            raise SpecError(f"moe.groups: {g} must divide the {self.experts} experts (with "
+                            f"moe.group_limit {m})")
+        if not 1 <= m <= g or m * (self.experts // g) < self.top_k:
+            raise SpecError(f"moe.group_limit: {m} must be 1 to moe.groups ({g}) and its "
+                            f"groups must hold the top_k {self.top_k} experts")
 
     def expert_params(self, hidden: int, mlp: str) -> int:
         """Weights of one routed expert: ``3 h f_e`` (SwiGLU) or ``2 h f_e``."""
@@ -148,7 +168,7 @@ def moe_from_dict(value: object, path: str) -> MoESpec:
     kw: dict[str, Any] = {}
     for key in MOE_KEYS[:3]:
         kw[key] = fields.positive_int(body[key], fields.join(path, key))
-    for key in ("shared_experts", "dense_layers"):
+    for key in ("shared_experts", "dense_layers", "groups", "group_limit"):
         kw[key] = fields.nonnegative_int(body.get(key, 0), fields.join(path, key))
     for key in ("capacity_factor", "skew"):
         v = body.get(key, None if key == "capacity_factor" else 0)

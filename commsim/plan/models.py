@@ -264,11 +264,12 @@ CATALOGUE: Mapping[str, ModelSpec] = {
         _m("mixtral-8x22b", _MIXTRAL22, layers=56, hidden=6144, heads=48, kv_heads=8,
            ffn_hidden=16384, vocab=32768, seq=65536, mlp="swiglu", tied_embeddings=False,
            moe=MoESpec(experts=8, top_k=2, expert_ffn_hidden=16384)),
-        # first_k_dense_replace 3 (dense MLP 18432), one shared expert of 2048; MLA
+        # first_k_dense_replace 3 (dense MLP 18432), one shared expert of 2048; n_group 8,
+        # topk_group 4 (group-limited routing); MLA
         _m("deepseek-v3", _DEEPSEEK, layers=61, hidden=7168, heads=128, ffn_hidden=18432,
            vocab=129280, seq=4096, mlp="swiglu", tied_embeddings=False,
            moe=MoESpec(experts=256, top_k=8, expert_ffn_hidden=2048, shared_experts=1,
-                       dense_layers=3),
+                       dense_layers=3, groups=8, group_limit=4),
            mla=MLASpec(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
                        qk_rope_head_dim=64, v_head_dim=128)),
         _m("qwen3-30b-a3b", _QWEN3, layers=48, hidden=2048, heads=32, kv_heads=4,

@@ -57,7 +57,10 @@ documents, as one :class:`Stack` per run (never fitted per row of a comparison):
   a bidirectional pipeline whose forward and backward chunks run in overlapped pairs, the
   all-to-alls and pipeline sends hidden); while they overlap, the communication kernels hold
   ``comm_sms`` of the device's SMs (DeepSeek-V3, Section 3.2.2: 20 of an H800's 132), which
-  the overlapped compute runs without.
+  the overlapped compute runs without;
+* ``dispatcher``: what moves the routed tokens (:mod:`.dispatch`): ``alltoall`` (Megatron-Core's
+  default, NCCL's all-to-all of every copy) or ``deepep`` (DeepEP's kernels: each token once
+  per rank and once per host that needs it, forwarded over NVLink).
 
 The default is today's stack (fused attention, sequence parallelism, fused weight-gradient
 accumulation, overlapped reductions); :data:`MEGATRON_2021` is the one of Narayanan et al.
@@ -77,6 +80,8 @@ from commsim.errors import SpecError
 ATTENTION = ("fused", "fa2", "fa1", "unfused")
 PRECISIONS = ("bf16", "fp8")
 MOE_OVERLAPS = ("none", "ep-overlap", "dualpipe")
+#: What moves a mixture of experts' routed tokens (:mod:`commsim.plan.dispatch`).
+DISPATCHERS = ("alltoall", "deepep")
 #: SMs the communication kernels hold while they overlap compute: the DeepSeek-V3 report,
 #: Section 3.2.2 ("only 20 SMs are sufficient to fully utilize the bandwidths of IB and
 #: NVLink", of an H800's 132).
@@ -101,6 +106,7 @@ class Stack:
     fsdp_reshard: bool = False
     moe_overlap: str = "none"
     comm_sms: int = COMM_SMS
+    dispatcher: str = "alltoall"
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION:
@@ -112,6 +118,9 @@ class Stack:
         if self.moe_overlap not in MOE_OVERLAPS:
             raise SpecError(f"--moe-overlap {self.moe_overlap!r}: must be one of "
                             f"{', '.join(MOE_OVERLAPS)}")
+        if self.dispatcher not in DISPATCHERS:
+            raise SpecError(f"--dispatcher {self.dispatcher!r}: must be one of "
+                            f"{', '.join(DISPATCHERS)}")
         if isinstance(self.comm_sms, bool) or not isinstance(self.comm_sms, int) \
                 or self.comm_sms < 0:
             raise SpecError(f"stack comm_sms {self.comm_sms!r}: must be an integer >= 0")
@@ -133,7 +142,8 @@ class Stack:
                         + (("loss-scaling",) if self.loss_scaling else ())
                         + (("fsdp-reshard",) if self.fsdp_reshard else ())
                         + ((self.precision,) if self.precision != "bf16" else ())
-                        + ((self.moe_overlap,) if self.moe_overlap != "none" else ()))
+                        + ((self.moe_overlap,) if self.moe_overlap != "none" else ())
+                        + ((self.dispatcher,) if self.dispatcher != "alltoall" else ()))
 
 
 DEFAULT = Stack()
@@ -158,10 +168,12 @@ STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3,
 
 
 def named_stack(name: str, attention: str | None = None,
-                precision: str | None = None, moe_overlap: str | None = None) -> Stack:
+                precision: str | None = None, moe_overlap: str | None = None,
+                dispatcher: str | None = None) -> Stack:
     """The stack called ``name`` (:data:`STACKS`), ``attention`` overriding its attention,
     ``precision`` (``bf16`` or ``fp8``) its precision and ``moe_overlap``
-    (:data:`MOE_OVERLAPS`) its mixture of experts' all-to-all overlap."""
+    (:data:`MOE_OVERLAPS`) its mixture of experts' all-to-all overlap and ``dispatcher``
+    (:data:`DISPATCHERS`) what moves its routed tokens."""
     from dataclasses import replace
 
     stack = STACKS.get(name.strip().lower())
@@ -173,4 +185,6 @@ def named_stack(name: str, attention: str | None = None,
         stack = replace(stack, precision=precision.strip().lower())
     if moe_overlap is not None:
         stack = replace(stack, moe_overlap=moe_overlap.strip().lower())
+    if dispatcher is not None:
+        stack = replace(stack, dispatcher=dispatcher.strip().lower())
     return stack

@@ -13,6 +13,8 @@ point-to-point model, uncontended.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from commsim.collectives import Collective
 from commsim.engine.pairs import touched_ranks
 from commsim.network import Network
@@ -31,6 +33,7 @@ class CollectiveTimer:
         self.network = network
         self.engine = engine
         self._memo: dict[tuple[object, ...], float] = {}
+        self._derived: dict[tuple[object, ...], float] = {}
         self._shapes: dict[tuple[int, ...], tuple[object, ...]] = {}
         self.timed = 0  #: distinct shapes simulated (for benchmarks)
         #: Ranks on hosts a what-if's changed links touch (None: every rank, see the module)
@@ -77,6 +80,17 @@ class CollectiveTimer:
             self._memo[key] = time_s
             self.timed += 1
         return time_s
+
+    def derived(self, key: tuple[object, ...], group: tuple[int, ...],
+                make: Callable[[], float]) -> float:
+        """``make()``, kept per ``key`` and ``group``'s host pattern (as :meth:`collective`
+        keeps a collective's time): for times composed of collectives, such as DeepEP's
+        dispatch (:mod:`commsim.plan.dispatch`)."""
+        k = (key, self._shape(group))
+        out = self._derived.get(k)
+        if out is None:
+            out = self._derived[k] = make()
+        return out
 
     def known(self, collective: Collective | str, group: tuple[int, ...], nbytes: int) -> float:
         """:meth:`collective`'s seconds if that shape has been timed already, else 0 (a lower

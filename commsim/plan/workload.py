@@ -37,7 +37,15 @@ from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.memory import layer_activation_bytes
 from commsim.plan.models import ModelSpec, model_from_dict
 from commsim.plan.moe_layer import dispatch_bytes, moe_tp_bytes
-from commsim.plan.stack import ATTENTION, MOE_OVERLAPS, PRECISIONS, STACKS, Stack, named_stack
+from commsim.plan.stack import (
+    ATTENTION,
+    DISPATCHERS,
+    MOE_OVERLAPS,
+    PRECISIONS,
+    STACKS,
+    Stack,
+    named_stack,
+)
 from commsim.replay import fields
 from commsim.replay.hybrid import (
     BLOCK_DATA_PARALLEL,
@@ -52,7 +60,8 @@ from commsim.replay.transformer import Model
 from commsim.topology import load_topology
 
 #: The choices of a stack's text fields in a workload's ``stack:`` mapping.
-STACK_CHOICES = {"attention": ATTENTION, "precision": PRECISIONS, "moe_overlap": MOE_OVERLAPS}
+STACK_CHOICES = {"attention": ATTENTION, "precision": PRECISIONS, "moe_overlap": MOE_OVERLAPS,
+                 "dispatcher": DISPATCHERS}
 
 #: The model keys of a model file beyond the flat description's five.
 PLAN_MODEL_KEYS = ("kv_heads", "ffn_hidden", "mlp", "tied_embeddings", "name", "head_dim",
@@ -163,6 +172,11 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
         raise SpecError(f"stack.moe_overlap: {stack.moe_overlap} is planned (a closed form) but "
                         "not lowered by the hybrid workload, which runs every all-to-all "
                         "exposed; replay it with moe_overlap none")
+    if stack.dispatcher != "alltoall" and model.moe is not None:
+        raise SpecError(f"stack.dispatcher: {stack.dispatcher} is planned (two all-to-alls "
+                        "overlapped, commsim/plan/dispatch.py) but not lowered by the hybrid "
+                        "workload, which runs NCCL's all-to-all; replay it with dispatcher "
+                        "alltoall")
     return HybridSpec(
         model=Model(layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                     vocab=model.vocab),
