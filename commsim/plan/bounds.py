@@ -162,10 +162,10 @@ def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
     """(per layer, per op) of a MoE stage's all-to-alls (its first expert-parallel group's,
     timed: a configuration that is not pruned times it anyway, and one all-to-all bounds the
     exposed communication that dominates MoE steps; deepseek-v3 on dgx-h100x256: 444
-    configurations timed before, 147 after): the mean layer's dispatches and combines (4, 6 with full recompute),
-    and the forward's last combine that the next op may overlap; (0, 0) without experts (or
-    on a stage of dense layers only); in ``fp8``, every one at the FP8 dispatch's size (the
-    smaller of the two it sends)."""
+    configurations timed before, 147 after): the mean layer's dispatches and combines (4, 6
+    with full recompute), and the forward's last combine that the next op may overlap; (0, 0)
+    without experts (or on a stage of dense layers only); in ``fp8``, every one at the FP8
+    dispatch's size (the smaller of the two it sends)."""
     if model.moe is None or cfg.ep < 2:
         return 0.0, 0.0
     share = moe_share(model, cfg.pp, cfg.chunks, stage, cfg.stage_layers)
