@@ -100,6 +100,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--moe-overlap", metavar="MODE", help="a mixture of experts' all-to-alls: "
                    "none (wait for each; the default), ep-overlap (Megatron-Core's "
                    "--overlap-moe-expert-parallel-comm) or dualpipe (DeepSeek-V3's DualPipe)")
+    p.add_argument("--no-overlap-cost", action="store_true",
+                   help="the gradient reductions that overlap the backward leave its compute "
+                   "unslowed (by default their SMs and HBM traffic slow it; docs/planning.md)")
     p.add_argument("--engine", default="analytic", metavar="ENGINE",
                    help="how collectives are timed: analytic (closed forms; the default), des, "
                    "or auto (as replay: the DES up to 64 ranks)")
@@ -220,7 +223,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         seq=None if args.seq is None else _int(args.seq, "--seq"),
         gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
         space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
-        stack=named_stack(args.stack, args.attention, args.precision, args.moe_overlap),
+        stack=named_stack(args.stack, args.attention, args.precision, args.moe_overlap,
+                          overlap_cost=not args.no_overlap_cost),
         engine=args.engine.strip().lower(),
         what_if=args.what_if,
     )

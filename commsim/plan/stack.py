@@ -57,7 +57,12 @@ documents, as one :class:`Stack` per run (never fitted per row of a comparison):
   a bidirectional pipeline whose forward and backward chunks run in overlapped pairs, the
   all-to-alls and pipeline sends hidden); while they overlap, the communication kernels hold
   ``comm_sms`` of the device's SMs (DeepSeek-V3, Section 3.2.2: 20 of an H800's 132), which
-  the overlapped compute runs without.
+  the overlapped compute runs without;
+* ``overlap_cost``: the data-parallel gradient reductions that overlap the backward (DDP and
+  ZeRO buckets, FSDP's reduce-scatters) slow the compute they overlap by the SMs and HBM
+  bandwidth their kernels take (:mod:`.interference`); on by default (it is the hardware's,
+  not a choice), off to compare with the compute unslowed (the mixture of experts' paired
+  all-to-alls keep their ``comm_sms`` either way).
 
 The default is today's stack (fused attention, sequence parallelism, fused weight-gradient
 accumulation, overlapped reductions); :data:`MEGATRON_2021` is the one of Narayanan et al.
@@ -101,6 +106,7 @@ class Stack:
     fsdp_reshard: bool = False
     moe_overlap: str = "none"
     comm_sms: int = COMM_SMS
+    overlap_cost: bool = True
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION:
@@ -132,6 +138,7 @@ class Stack:
                         + (("fp32-grads",) if self.grad_bytes == 4 else ())
                         + (("loss-scaling",) if self.loss_scaling else ())
                         + (("fsdp-reshard",) if self.fsdp_reshard else ())
+                        + (() if self.overlap_cost else ("no-overlap-cost",))
                         + ((self.precision,) if self.precision != "bf16" else ())
                         + ((self.moe_overlap,) if self.moe_overlap != "none" else ()))
 
@@ -158,10 +165,12 @@ STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3,
 
 
 def named_stack(name: str, attention: str | None = None,
-                precision: str | None = None, moe_overlap: str | None = None) -> Stack:
+                precision: str | None = None, moe_overlap: str | None = None,
+                overlap_cost: bool = True) -> Stack:
     """The stack called ``name`` (:data:`STACKS`), ``attention`` overriding its attention,
-    ``precision`` (``bf16`` or ``fp8``) its precision and ``moe_overlap``
-    (:data:`MOE_OVERLAPS`) its mixture of experts' all-to-all overlap."""
+    ``precision`` (``bf16`` or ``fp8``) its precision, ``moe_overlap``
+    (:data:`MOE_OVERLAPS`) its mixture of experts' all-to-all overlap and ``overlap_cost``
+    False turning its cost of overlapped reductions to compute off."""
     from dataclasses import replace
 
     stack = STACKS.get(name.strip().lower())
@@ -173,4 +182,6 @@ def named_stack(name: str, attention: str | None = None,
         stack = replace(stack, precision=precision.strip().lower())
     if moe_overlap is not None:
         stack = replace(stack, moe_overlap=moe_overlap.strip().lower())
+    if not overlap_cost:
+        stack = replace(stack, overlap_cost=False)
     return stack
