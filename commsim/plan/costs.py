@@ -316,16 +316,29 @@ def _charges(cfg: PlanConfig, model: ModelSpec, costs: PipelineCosts,
              loads: tuple[dict[int, float], ...]) -> tuple[dict[int, float], ...]:
     """Per stage, layer -> the compute seconds its reductions add after its last backward
     (:func:`~commsim.plan.interference.charge`): their time ``a`` at the share ``load / a``
-    against the backward compute left in the op, the layers after it in backward order."""
+    against the backward compute the stage has left once they start. Each layer's last
+    backward comes after those of the stage's layers above it, in every schedule; on that
+    backward's compute, run back to back at healthy pace (the bubbles between a pipeline's
+    ops not counted; the evaluation runs the charges at the stage's ``compute_factor``), a
+    reduction starts when its layer's backward ends or the one before it ends, whichever is
+    later, each one's time ``a`` on the stream."""
     zeros = (0.0,) * cfg.pp
-    bare = replace(costs, tp_ar=zeros, cp_gather=zeros, cp_rs=zeros)
-    first = {i: r.start for r in cfg.vstages(model.layers) for i in r}
+    bare = replace(costs, tp_ar=zeros, cp_gather=zeros, cp_rs=zeros, compute_factor=())
     out = []
     for p in range(cfg.pp):
         per = sum(x for s, x in layer_blocks(bare, p, False) if s == "compute")
-        added = {i: charge(costs.reduce[p][i], held / costs.reduce[p][i], (i - first[i]) * per)
-                 for i, held in loads[p].items() if held and costs.reduce[p].get(i)}
-        out.append({i: x for i, x in added.items() if x > 0})
+        order = sorted(stage_layers(cfg, model.layers, p), reverse=True)
+        total, queue, added = len(order) * per, 0.0, {}
+        for done, i in enumerate(order, 1):
+            a = costs.reduce[p].get(i, 0.0)
+            if not (a and loads[p].get(i)):
+                continue
+            start = max(done * per, queue)
+            queue = start + a
+            extra = charge(a, loads[p][i] / a, max(0.0, total - start))
+            if extra > 0:
+                added[i] = extra
+        out.append(added)
     return tuple(out)
 
 

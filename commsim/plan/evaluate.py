@@ -102,8 +102,8 @@ class PipelineCosts:
     backward of different micro-batches that follow each other on a stage run so.
     ``overlap[stage]`` maps a global layer to the compute seconds that the reductions issued
     after its last backward cost the compute they overlap (:mod:`commsim.plan.interference`),
-    run on the compute stream right after that layer and counted as exposed communication
-    (empty: none).
+    run on the compute stream right after that layer, at the stage's ``compute_factor`` as
+    the replay runs every compute task of a slow rank (empty: none).
     """
 
     schedule: str
@@ -431,10 +431,8 @@ class _Evaluator:
                 ready = _run_layers(st, prog, ready, run)
                 run = 0
                 st.free["dp"] = max(ready, st.free.get("dp", 0.0)) + reduce[layer]
-                if charges.get(layer):  # on the compute stream, counted as communication
-                    ready = st.free["compute"] = max(ready, st.free.get("compute", 0.0)) \
-                        + charges[layer]
-                    st.chain_comm_s += charges[layer]
+                if charges.get(layer):  # a compute task, as slow as the stage's compute
+                    ready = _run(st, "compute", ready, charges[layer] * self.c.factor(stage))
         return _run_layers(st, prog, ready, run) if run else ready
 
     def timing(self) -> PipelineTiming:
