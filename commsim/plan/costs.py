@@ -286,7 +286,7 @@ def pipeline_costs(
         fsdp_reshard=stack.fsdp_reshard and cfg.data_parallel == "fsdp",
         moe_overlap=stack.moe_overlap if moe is not None else "none",
     )
-    if loads:
+    if loads and not base.fsdp_reshard:  # PyTorch FSDP's every-micro-batch ones: not charged
         base = replace(base, overlap=_charges(cfg, model, base, loads))
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
