@@ -13,6 +13,8 @@ ZeRO-1/2 all-gather the stage's updated weights at the end. Gradients travel in 
 optimizer step (:func:`~commsim.plan.compute.optimizer_time` on the parameters it updates:
 all of its own under DDP, ``1/(dp cp)`` of them under ZeRO and FSDP); with a blocking stack
 (Megatron-LM 2021) a received activation is all-gathered over the TP group (``2 T h``).
+Given the device, the reductions issued during the last backward also slow the compute they
+overlap (``Stack.overlap_cost``: :func:`_charges`, :mod:`.interference`).
 
 Data-parallel replicas differ only in where their ranks sit; replicas whose groups and sends
 have the same times are evaluated once.
