@@ -104,6 +104,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--dispatcher", metavar="D", help="what moves a mixture of experts' routed "
                    "tokens: alltoall (NCCL's all-to-all of every copy; the default) or deepep "
                    "(DeepEP: each token once per rank and per host that needs it)")
+    p.add_argument("--no-overlap-cost", action="store_true",
+                   help="the gradient reductions that overlap the backward leave its compute "
+                   "unslowed (by default their SMs and HBM traffic slow it; docs/planning.md)")
     p.add_argument("--engine", default="analytic", metavar="ENGINE",
                    help="how collectives are timed: analytic (closed forms; the default), des, "
                    "or auto (as replay: the DES up to 64 ranks)")
@@ -225,7 +228,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         gpus=None if args.gpus is None else _int(args.gpus, "--gpus"),
         space=space, top=top, gpu_memory=args.gpu_memory, progress=True,
         stack=named_stack(args.stack, args.attention, args.precision, args.moe_overlap,
-                          args.dispatcher),
+                          args.dispatcher, overlap_cost=not args.no_overlap_cost),
         engine=args.engine.strip().lower(),
         what_if=args.what_if,
     )

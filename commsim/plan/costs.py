@@ -13,6 +13,8 @@ ZeRO-1/2 all-gather the stage's updated weights at the end. Gradients travel in 
 optimizer step (:func:`~commsim.plan.compute.optimizer_time` on the parameters it updates:
 all of its own under DDP, ``1/(dp cp)`` of them under ZeRO and FSDP); with a blocking stack
 (Megatron-LM 2021) a received activation is all-gathered over the TP group (``2 T h``).
+Given the device, the reductions issued during the last backward also slow the compute they
+overlap (``Stack.overlap_cost``: :func:`_charges`, :mod:`.interference`).
 
 Data-parallel replicas differ only in where their ranks sit; replicas whose groups and sends
 have the same times are evaluated once.
@@ -40,8 +42,15 @@ from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
 from commsim.plan.dispatch import dispatch_seconds
-from commsim.plan.evaluate import MoEStage, PipelineCosts, PipelineTiming, evaluate_pipeline
+from commsim.plan.evaluate import (
+    MoEStage,
+    PipelineCosts,
+    PipelineTiming,
+    evaluate_pipeline,
+    layer_blocks,
+)
 from commsim.plan.groups import ep_groups, group
+from commsim.plan.interference import charge, hbm_bytes, load
 from commsim.plan.memory import layer_ids, moe_share
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_tp_bytes
@@ -141,9 +150,30 @@ def _memo(timer: CollectiveTimer, group: tuple[int, ...]) -> Callable[[str, int]
     return timed
 
 
+class _Loads:
+    """Per stage, layer -> the ``seconds x share`` of the reductions issued after its last
+    backward (:func:`~commsim.plan.interference.load`); none without a device, or without
+    ``stack.overlap_cost``."""
+
+    def __init__(self, pp: int, stack: Stack, device: DeviceSpec | None) -> None:
+        self.on = device is not None and stack.overlap_cost
+        self.sm = stack.comm_sms / device.sms if device is not None else 0.0
+        self.hbm = device.hbm_Bps if device is not None else 1.0
+        self.by_stage: list[dict[int, float]] = [{} for _ in range(pp)]
+
+    def add(self, stage: int, layer: int, collective: str, nbytes: int, ranks: int,
+            seconds: float) -> float:
+        """Note a reduction of ``seconds`` after ``layer``; returns ``seconds``."""
+        if self.on and seconds > 0:
+            held = self.by_stage[stage]
+            held[layer] = held.get(layer, 0.0) + load(
+                seconds, self.sm, hbm_bytes(collective, nbytes, ranks), self.hbm)
+        return seconds
+
+
 def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, stack: Stack,
                      gather: list[tuple[float, ...]], reduce: list[dict[int, float]],
-                     final: list[float]) -> None:
+                     final: list[float], loads: _Loads) -> None:
     """Add the routed experts' data parallelism to :func:`_dp_costs`' lists: over the expert
     data-parallel group (:meth:`PlanConfig.expert_dp_group`), each MoE layer's ``1/(ep t)``
     of its experts gathered (FSDP) and its gradients reduced after the layer's last backward
@@ -152,7 +182,8 @@ def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, 
     grad = stack.grad_bytes
     coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
     for p in range(cfg.pp):
-        timed = _memo(timer, group(cfg, "expert_dp_group", p))
+        ranks = group(cfg, "expert_dp_group", p)
+        timed = _memo(timer, ranks)
         mine = stage_layers(cfg, model.layers, p)
         per = {i: -(-model.experts_at(i) // (cfg.ep * cfg.tp)) for i in mine if model.is_moe(i)}
         if cfg.data_parallel == "fsdp":
@@ -163,14 +194,19 @@ def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, 
             final[p] += timed("all_gather", total * BYTES)
         if stack.grad_overlap or cfg.data_parallel == "fsdp":
             for i, n in per.items():
-                reduce[p][i] = reduce[p].get(i, 0.0) + timed(coll, n * grad)
+                reduce[p][i] = reduce[p].get(i, 0.0) + loads.add(
+                    p, i, coll, n * grad, len(ranks), timed(coll, n * grad))
         else:
             final[p] += timed(coll, total * grad)
 
 
 def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
-              timer: CollectiveTimer, stack: Stack) -> tuple[tuple, tuple, tuple]:
+              timer: CollectiveTimer, stack: Stack,
+              device: DeviceSpec | None = None) -> tuple[tuple, tuple, tuple, tuple]:
+    """Per stage: FSDP's gathers, the reductions issued after a layer's last backward, the
+    ``final`` ones, and the reductions' loads on the compute they overlap (:class:`_Loads`)."""
     layers = model.layers
+    loads = _Loads(cfg.pp, stack, device)
     overlap, grad = stack.grad_overlap, stack.grad_bytes
     gather: list[tuple[float, ...]] = []
     reduce: list[dict[int, float]] = []
@@ -181,7 +217,9 @@ def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
         if cfg.data_parallel == "fsdp":
             timed = _memo(timer, ranks)
             gather.append(tuple(timed("all_gather", params(i) * BYTES) for i in mine))
-            reduce.append({i: timed("reduce_scatter", params(i) * grad) for i in mine})
+            reduce.append({i: loads.add(p, i, "reduce_scatter", params(i) * grad, len(ranks),
+                                        timed("reduce_scatter", params(i) * grad))
+                           for i in mine})
             final.append(0.0)
             continue
         coll = "all_reduce" if cfg.data_parallel == "ddp" else "reduce_scatter"
@@ -189,17 +227,19 @@ def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
         gathered = (0.0 if cfg.data_parallel == "ddp"
                     else timer.collective("all_gather", ranks, total * BYTES))
         if overlap:
-            reduce.append({i: timer.collective(coll, ranks, nbytes * grad // BYTES)
+            reduce.append({i: loads.add(p, i, coll, nbytes * grad // BYTES, len(ranks),
+                                        timer.collective(coll, ranks, nbytes * grad // BYTES))
                            for i, nbytes in _buckets(mine, params).items()})
             final.append(gathered)
         else:  # one reduction of the whole gradient buffer after the last backward
             reduce.append({})
             final.append(timer.collective(coll, ranks, total * grad) + gathered)
     if model.moe is not None:
-        _expert_dp_costs(cfg, model, timer, stack, gather, reduce, final)
+        _expert_dp_costs(cfg, model, timer, stack, gather, reduce, final, loads)
     if cfg.dp * cfg.cp < 2:
-        return (), (), ()
-    return tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final)
+        return (), (), (), ()
+    return (tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final),
+            tuple(loads.by_stage) if any(loads.by_stage) else ())
 
 
 def layer_bytes(cfg: PlanConfig, model: ModelSpec) -> tuple[int, int]:
@@ -232,7 +272,7 @@ def pipeline_costs(
     params = params or plan_layer_params(model, cfg)
     tp_bytes, cp_bytes = layer_bytes(cfg, model)
     send_bytes = tp_bytes // cfg.tp
-    gather, reduce, final = _dp_costs(cfg, model, params, timer, stack)
+    gather, reduce, final, loads = _dp_costs(cfg, model, params, timer, stack, device)
     optimizer = () if device is None else optimizer_times(cfg, model, params, device, stack)
     base = PipelineCosts(
         schedule=cfg.schedule, pp=cfg.pp, chunks=cfg.chunks, microbatches=microbatches,
@@ -249,6 +289,8 @@ def pipeline_costs(
         fsdp_reshard=stack.fsdp_reshard and cfg.data_parallel == "fsdp",
         moe_overlap=stack.moe_overlap if moe is not None else "none",
     )
+    if loads and not base.fsdp_reshard:  # PyTorch FSDP's every-micro-batch ones: not charged
+        base = replace(base, overlap=_charges(cfg, model, base, loads))
     seen: dict[tuple, PipelineCosts] = {}
     pairs = sorted({(p, (p + 1) % cfg.pp) for p in range(cfg.pp)}
                    | {((p + 1) % cfg.pp, p) for p in range(cfg.pp)})
@@ -271,6 +313,36 @@ def pipeline_costs(
                                         send=dict(zip(pairs, send, strict=True)),
                                         recv_gather=recv), stack, device)
     return list(seen.values())
+
+
+def _charges(cfg: PlanConfig, model: ModelSpec, costs: PipelineCosts,
+             loads: tuple[dict[int, float], ...]) -> tuple[dict[int, float], ...]:
+    """Per stage, layer -> the compute seconds its reductions add after its last backward
+    (:func:`~commsim.plan.interference.charge`): their time ``a`` at the share ``load / a``
+    against the backward compute the stage has left once they start. Each layer's last
+    backward comes after those of the stage's layers above it, in every schedule; on that
+    backward's compute, run back to back at healthy pace (the bubbles between a pipeline's
+    ops not counted; the evaluation runs the charges at the stage's ``compute_factor``), a
+    reduction starts when its layer's backward ends or the one before it ends, whichever is
+    later, each one's time ``a`` on the stream."""
+    zeros = (0.0,) * cfg.pp
+    bare = replace(costs, tp_ar=zeros, cp_gather=zeros, cp_rs=zeros, compute_factor=())
+    out = []
+    for p in range(cfg.pp):
+        per = sum(x for s, x in layer_blocks(bare, p, False) if s == "compute")
+        order = sorted(stage_layers(cfg, model.layers, p), reverse=True)
+        total, queue, added = len(order) * per, 0.0, {}
+        for done, i in enumerate(order, 1):
+            a = costs.reduce[p].get(i, 0.0)
+            if not (a and loads[p].get(i)):
+                continue
+            start = max(done * per, queue)
+            queue = start + a
+            extra = charge(a, loads[p][i] / a, max(0.0, total - start))
+            if extra > 0:
+                added[i] = extra
+        out.append(added)
+    return tuple(out)
 
 
 def _paired(costs: PipelineCosts, stack: Stack, device: DeviceSpec | None) -> PipelineCosts:

@@ -100,6 +100,10 @@ class PipelineCosts:
     forward and backward layer's blocks when a forward and a backward run together, the
     all-to-alls hidden: :mod:`commsim.plan.overlap`): under ``ep-overlap`` a forward and a
     backward of different micro-batches that follow each other on a stage run so.
+    ``overlap[stage]`` maps a global layer to the compute seconds that the reductions issued
+    after its last backward cost the compute they overlap (:mod:`commsim.plan.interference`),
+    run on the compute stream right after that layer, at the stage's ``compute_factor`` as
+    the replay runs every compute task of a slow rank (empty: none).
     """
 
     schedule: str
@@ -132,6 +136,7 @@ class PipelineCosts:
     fsdp_reshard: bool = False
     moe_overlap: str = "none"
     paired: tuple[tuple[tuple[Block, ...], tuple[Block, ...]], ...] = ()
+    overlap: tuple[Mapping[int, float], ...] = ()
 
     def factor(self, stage: int) -> float:
         """The compute factor of ``stage`` (1 without a what-if)."""
@@ -345,6 +350,9 @@ class _Evaluator:
                                     None if forward else self.starts[vstage])
         elif forward and op.microbatch == 0 and gathers:
             ready = self._first_forward(st, blocks, ready, gathers, self.offsets[vstage], n)
+        elif not forward and op.microbatch == c.microbatches - 1 and c.overlap \
+                and c.overlap[stage]:
+            ready = self._charged(st, stage, vstage, blocks, ready)
         else:
             ready = _run_layers(st, blocks, ready, n)
             if not forward and op.microbatch == c.microbatches - 1 and c.reduce:
@@ -409,6 +417,23 @@ class _Evaluator:
             if layer in reduce:
                 done = end - (n - 1 - i) * per
                 st.free["dp"] = max(done, st.free.get("dp", 0.0)) + reduce[layer]
+
+    def _charged(self, st: _Stage, stage: int, vstage: int, prog: _Program,
+                 ready: float) -> float:
+        """Micro-batch k-1's backward with ``overlap`` charges: each reduction issued as its
+        layer ends, its charge on the compute stream right after that layer."""
+        n, lo = self.sizes[vstage], self.starts[vstage]
+        reduce, charges = self.c.reduce[stage], self.c.overlap[stage]
+        run = 0
+        for layer in reversed(range(lo, lo + n)):
+            run += 1
+            if layer in reduce:
+                ready = _run_layers(st, prog, ready, run)
+                run = 0
+                st.free["dp"] = max(ready, st.free.get("dp", 0.0)) + reduce[layer]
+                if charges.get(layer):  # a compute task, as slow as the stage's compute
+                    ready = _run(st, "compute", ready, charges[layer] * self.c.factor(stage))
+        return _run_layers(st, prog, ready, run) if run else ready
 
     def timing(self) -> PipelineTiming:
         c = self.c

@@ -30,7 +30,8 @@ kernels hold ``comm_sms`` of the device's ``sms`` SMs (the report's 20 of 132, S
 3.2.2), so the compute they overlap runs at ``s = 1 - comm_sms/sms`` of its rate; after them,
 at its full rate. A layer pair thus takes ``max(a, C + a comm_sms/sms)``: the compute slowed
 while the all-to-alls run, or the all-to-alls when the compute, slowed throughout, cannot
-hide them (``C <= s a``). The TP and CP collectives stay on the chain.
+hide them (``C <= s a``): :func:`~commsim.plan.interference.charge`, the one rule of every
+overlapped collective's cost to compute. The TP and CP collectives stay on the chain.
 
 >>> from commsim.plan.evaluate import MoEStage, PipelineCosts
 >>> m = MoEStage(1.0, 0.0, 1.0, 0.0, 2.0, 0.5, 0.0)  # experts: 1 s forward, 2 s backward
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 from commsim.plan.config import PlanConfig
 from commsim.plan.evaluate import Block, PipelineCosts, PipelineTiming, layer_blocks
+from commsim.plan.interference import charge
 from commsim.plan.stack import Stack
 
 
@@ -63,7 +65,7 @@ def paired_blocks(costs: PipelineCosts, stage: int,
     comp = [sum(x for s, x in b if s == "compute") for b in ops]
     a2a = sum(x for b in ops for s, x in b if s == "ep")
     total = sum(comp)
-    stretched = min(total + a2a * share, total / (1.0 - share)) if total else 0.0
+    stretched = total + charge(a2a, share, total) if total else 0.0
     exposed = max(0.0, a2a - stretched)
     out = []
     for blocks, c in zip(ops, comp, strict=True):

@@ -60,7 +60,12 @@ documents, as one :class:`Stack` per run (never fitted per row of a comparison):
   the overlapped compute runs without;
 * ``dispatcher``: what moves the routed tokens (:mod:`.dispatch`): ``alltoall`` (Megatron-Core's
   default, NCCL's all-to-all of every copy) or ``deepep`` (DeepEP's kernels: each token once
-  per rank and once per host that needs it, forwarded over NVLink).
+  per rank and once per host that needs it, forwarded over NVLink);
+* ``overlap_cost``: the data-parallel gradient reductions that overlap the backward (DDP and
+  ZeRO buckets, FSDP's reduce-scatters) slow the compute they overlap by the SMs and HBM
+  bandwidth their kernels take (:mod:`.interference`); on by default (it is the hardware's,
+  not a choice), off to compare with the compute unslowed (the mixture of experts' paired
+  all-to-alls keep their ``comm_sms`` either way).
 
 The default is today's stack (fused attention, sequence parallelism, fused weight-gradient
 accumulation, overlapped reductions); :data:`MEGATRON_2021` is the one of Narayanan et al.
@@ -107,6 +112,7 @@ class Stack:
     moe_overlap: str = "none"
     comm_sms: int = COMM_SMS
     dispatcher: str = "alltoall"
+    overlap_cost: bool = True
 
     def __post_init__(self) -> None:
         if self.attention not in ATTENTION:
@@ -141,6 +147,7 @@ class Stack:
                         + (("fp32-grads",) if self.grad_bytes == 4 else ())
                         + (("loss-scaling",) if self.loss_scaling else ())
                         + (("fsdp-reshard",) if self.fsdp_reshard else ())
+                        + (() if self.overlap_cost else ("no-overlap-cost",))
                         + ((self.precision,) if self.precision != "bf16" else ())
                         + ((self.moe_overlap,) if self.moe_overlap != "none" else ())
                         + ((self.dispatcher,) if self.dispatcher != "alltoall" else ()))
@@ -169,11 +176,12 @@ STACKS = {"current": DEFAULT, "megatron-2021": MEGATRON_2021, "llama3": LLAMA3,
 
 def named_stack(name: str, attention: str | None = None,
                 precision: str | None = None, moe_overlap: str | None = None,
-                dispatcher: str | None = None) -> Stack:
+                dispatcher: str | None = None, overlap_cost: bool = True) -> Stack:
     """The stack called ``name`` (:data:`STACKS`), ``attention`` overriding its attention,
-    ``precision`` (``bf16`` or ``fp8``) its precision and ``moe_overlap``
-    (:data:`MOE_OVERLAPS`) its mixture of experts' all-to-all overlap and ``dispatcher``
-    (:data:`DISPATCHERS`) what moves its routed tokens."""
+    ``precision`` (``bf16`` or ``fp8``) its precision, ``moe_overlap``
+    (:data:`MOE_OVERLAPS`) its mixture of experts' all-to-all overlap, ``dispatcher``
+    (:data:`DISPATCHERS`) what moves its routed tokens, and ``overlap_cost`` False turning
+    its cost of overlapped reductions to compute off."""
     from dataclasses import replace
 
     stack = STACKS.get(name.strip().lower())
@@ -187,4 +195,6 @@ def named_stack(name: str, attention: str | None = None,
         stack = replace(stack, moe_overlap=moe_overlap.strip().lower())
     if dispatcher is not None:
         stack = replace(stack, dispatcher=dispatcher.strip().lower())
+    if not overlap_cost:
+        stack = replace(stack, overlap_cost=False)
     return stack

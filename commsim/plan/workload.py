@@ -32,7 +32,7 @@ from commsim.network import Network
 from commsim.plan.bounds import layer_costs, moe_costs
 from commsim.plan.compute import hardware_flops_per_token, model_flops_per_token
 from commsim.plan.config import ORDERS, PlanConfig, rank_order
-from commsim.plan.costs import layer_bytes, optimizer_times, plan_layer_params
+from commsim.plan.costs import layer_bytes, optimizer_times, pipeline_costs, plan_layer_params
 from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.memory import layer_activation_bytes
 from commsim.plan.models import ModelSpec, model_from_dict
@@ -46,6 +46,7 @@ from commsim.plan.stack import (
     Stack,
     named_stack,
 )
+from commsim.plan.timing import CollectiveTimer
 from commsim.replay import fields
 from commsim.replay.hybrid import (
     BLOCK_DATA_PARALLEL,
@@ -125,9 +126,11 @@ def workload_dict(model: ModelSpec, cfg: PlanConfig, global_batch: int,
 
 
 def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
-                stack: Stack) -> BlockTimes:
+                stack: Stack, network: Network | None = None) -> BlockTimes:
     """The planner's compute and sizes of ``cfg`` on ``device`` as the replay's blocks (the
-    functions :func:`~commsim.plan.search` times a configuration with)."""
+    functions :func:`~commsim.plan.search` times a configuration with; on ``network``, what
+    the overlapped gradient reductions cost the compute, the planner's ``overlap`` charges
+    of :func:`~commsim.plan.costs.pipeline_costs`)."""
     t = layer_costs(model, device, cfg.tp, cfg.cp, cfg.micro_batch, cfg.recompute, stack)
     params = plan_layer_params(model, cfg)
     tp_bytes, cp_bytes = layer_bytes(cfg, model)
@@ -144,6 +147,10 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
             expert_params=tuple(-(-model.experts_at(i) // (cfg.ep * cfg.tp))
                                 if model.is_moe(i) else 0 for i in range(model.layers)),
         )
+    overlap: tuple = ()
+    if network is not None and stack.overlap_cost:
+        overlap = pipeline_costs(cfg, model, t, CollectiveTimer(network), 1, params, stack,
+                                 device, moe=moe_costs(model, device, cfg, stack))[0].overlap
     return BlockTimes(
         attn_fwd=t.attn_fwd, mlp_fwd=t.mlp_fwd, attn_bwd=t.attn_bwd, mlp_bwd=t.mlp_bwd,
         attn_recompute=t.attn_recompute, mlp_recompute=t.mlp_recompute,
@@ -158,12 +165,15 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
                          hardware_flops_per_token(model, cfg.recompute)),
         model_params=model.params,
         peak_flops=device.peak_flops, p2p_blocking=stack.p2p_blocking, moe=moe,
+        overlap_s=overlap,
     )
 
 
 def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: DeviceSpec,
-                stack: Stack, algorithm: str = "auto") -> HybridSpec:
-    """The replay's spec of configuration ``cfg``, timed by the planner's compute model."""
+                stack: Stack, algorithm: str = "auto",
+                network: Network | None = None) -> HybridSpec:
+    """The replay's spec of configuration ``cfg``, timed by the planner's compute model
+    (and, on ``network``, its cost of overlapped reductions to compute)."""
     if stack.fsdp_reshard and cfg.data_parallel == "fsdp":
         raise SpecError("stack.fsdp_reshard: PyTorch FSDP's gathers and reductions in every "
                         "micro-batch are planned but not lowered by the hybrid workload (the "
@@ -186,7 +196,7 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
         chunks_per_stage=cfg.chunks, stage_layers=cfg.stage_layers,
         data_parallel=cfg.data_parallel, recompute=cfg.recompute,
         flops=device.peak_flops, efficiency=device.gemm_efficiency, algorithm=algorithm,
-        blocks=block_times(model, cfg, device, stack),
+        blocks=block_times(model, cfg, device, stack, network),
     )
 
 
@@ -285,6 +295,6 @@ def replay_workload(workload: Mapping[str, Any] | str | Path,
         return replay_spec(
             model, cfg, fields.positive_int(data["global_batch"], "global_batch"),
             _device(data, network), _stack(data.get("stack", "current")),
-            fields.algorithm(data.get("algorithm", "auto"), "algorithm"))
+            fields.algorithm(data.get("algorithm", "auto"), "algorithm"), network)
     except SpecError as exc:
         raise SpecError(f"{source}: {exc}" if source else str(exc)) from None

@@ -19,6 +19,7 @@ pipeline (:mod:`commsim.plan.evaluate`):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -73,7 +74,10 @@ class BlockTimes:
     model and hardware FLOPs per token (MFU's numerator); ``model_params``: the model's
     parameters (reported; 0: the flat model's); ``peak_flops``: the GPU's;
     ``p2p_blocking``: a stage's compute waits for each of its pipeline sends, and a received
-    activation is all-gathered over the TP group before use (Megatron-LM 2021).
+    activation is all-gathered over the TP group before use (Megatron-LM 2021);
+    ``overlap_s[stage]``: global layer -> compute seconds run right after its last backward,
+    what the gradient reductions issued there cost the compute they overlap (the planner's
+    :mod:`commsim.plan.interference`; empty: none).
     """
 
     attn_fwd: float
@@ -97,6 +101,7 @@ class BlockTimes:
     peak_flops: float = 0.0
     p2p_blocking: bool = False
     moe: MoEBlocks | None = None
+    overlap_s: tuple[Mapping[int, float], ...] = ()
 
 
 def _dense_fwd(t: BlockTimes, cp: bool, attn: float, mlp: float) -> list[Block]:

@@ -358,6 +358,11 @@ class HybridGraphBuilder:
             self._note_first_use(stage, prev)
         if not forward and op.microbatch == self.k - 1:
             self._reduce(stage, layer, prev)
+            charge = self.t.overlap_s[stage].get(layer, 0.0) if self.t.overlap_s else 0.0
+            if charge:  # what the reductions just issued cost the compute they overlap
+                for r in prev:
+                    prev[r] = [b.compute(r, charge, name=f"{name} overlap cost", phase=phase,
+                                         deps=prev[r])]
         return prev
 
     def _note_first_use(self, stage: int, out: dict[int, list[int]]) -> None:
