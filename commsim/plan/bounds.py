@@ -45,15 +45,17 @@ def moe_costs(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
     precision; None for a dense model."""
     if model.moe is None:
         return None
-    return _moe_times(model, device, cfg.tp, cfg.cp, cfg.ep, cfg.micro_batch, stack.precision)
+    return _moe_times(model, device, cfg.tp, cfg.cp, cfg.ep, cfg.micro_batch, stack.precision,
+                      cfg.etp)
 
 
 @lru_cache(maxsize=4096)
 def _moe_times(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, ep: int, mb: int,
-               precision: str) -> MoETimes:
+               precision: str, etp: int) -> MoETimes:
     """:func:`~commsim.plan.moe_layer.moe_times`, memoised: every bound asks for it (deepseek-v3
     on dgx-h100x256: 22,068 calls, a few hundred distinct)."""
-    return moe_times(model, device, tp=tp, cp=cp, ep=ep, micro_batch=mb, precision=precision)
+    return moe_times(model, device, tp=tp, cp=cp, ep=ep, micro_batch=mb, precision=precision,
+                     etp=None if etp == tp else etp)
 
 
 def layer_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
@@ -162,10 +164,10 @@ def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer,
     """(per layer, per op) of a MoE stage's all-to-alls (its first expert-parallel group's,
     timed: a configuration that is not pruned times it anyway, and one all-to-all bounds the
     exposed communication that dominates MoE steps; deepseek-v3 on dgx-h100x256: 444
-    configurations timed before, 147 after): the mean layer's dispatches and combines (4, 6 with full recompute),
-    and the forward's last combine that the next op may overlap; (0, 0) without experts (or
-    on a stage of dense layers only); in ``fp8``, every one at the FP8 dispatch's size (the
-    smaller of the two it sends)."""
+    configurations timed before, 147 after): the mean layer's dispatches and combines (4, 6
+    with full recompute), and the forward's last combine that the next op may overlap; (0, 0)
+    without experts (or on a stage of dense layers only); in ``fp8``, every one at the FP8
+    dispatch's size (the smaller of the two it sends)."""
     if model.moe is None or cfg.ep < 2:
         return 0.0, 0.0
     share = moe_share(model, cfg.pp, cfg.chunks, stage, cfg.stage_layers)
