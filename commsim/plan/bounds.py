@@ -149,8 +149,11 @@ def comm_bound(model: ModelSpec, cfg: PlanConfig, microbatches: int, timer: Coll
     cg = timer.known("all_gather", cps, cp_bytes)
     rs = timer.known("reduce_scatter", cps, cp_bytes)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd = cg + 2 * ar
-    bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
+    # with an expert TP of its own, a MoE half's TP collectives (over expert TP, or the shared
+    # experts' alone) may be smaller than a dense half's or none: only the attention's counted
+    halves = 2 if model.moe is None or cfg.etp == cfg.tp else 1
+    fwd = cg + halves * ar
+    bwd = rs + halves * ar + (fwd if cfg.recompute == "full" else 0.0)
     a2a, last = ((0.0, 0.0) if stack.moe_overlap != "none"
                  else a2a_bound(model, cfg, timer, p, stack.precision))
     if cfg.stage_layers:  # every op of n > 0 layers: all but its last all-reduce (combine)
