@@ -27,14 +27,10 @@ table of runs, under a FLOP count whose version is not stated); the MoE Parallel
 DeepSeek-V2 report (172.8K GPU-hours per trillion tokens, PP 16, EP 8, ZeRO-1, but no GPU
 count).
 
-Megatron-Core's expert tensor parallelism of 1 under attention TP ``t`` (MoE Parallel Folding,
-``--expert-tensor-parallel-size 1``) is not modelled: commsim splits experts over the
-attention's TP group (:mod:`commsim.plan.moe_layer`). A row with ETP 1, TP ``t`` and EP ``e``
-is evaluated as ETP ``t`` with EP ``e / t``: each GPU holds the same ``1/e`` of a layer's
-expert weights and computes the same expert FLOPs on the same tokens per expert, the expert
-group spans the same hosts (Megatron-Core's rank order), and the routed tokens cross an
-all-to-all over ``e / t`` GPUs plus the TP all-gather and reduce-scatter, instead of one
-all-to-all over ``e`` GPUs (each row's ``assumes`` says so).
+The Qwen3 rows run Megatron-Core's expert tensor parallelism of 1 under attention TP ``t``
+(MoE Parallel Folding, ``--expert-tensor-parallel-size 1``), evaluated as published: ETP 1 x
+the published EP over a stage's ``t x dp`` ranks (:mod:`commsim.plan.config`), the EP groups
+spanning the attention's TP ranks, no expert TP collective.
 """
 
 from __future__ import annotations
@@ -138,13 +134,12 @@ def _qwen3(tp: int, ep: int, pp: int, vpp: int, dp: int, mbs: int, recompute: st
     cfg = PlanConfig(tp=tp, cp=1, pp=pp, dp=dp, micro_batch=mbs,
                      schedule="interleaved" if vpp > 1 else "1f1b", chunks=vpp,
                      data_parallel="fsdp" if pp == 1 else "zero1",
-                     recompute="full" if recompute == "full" else "none", ep=ep // tp,
+                     recompute="full" if recompute == "full" else "none", ep=ep, etp=1,
                      stage_layers=_qwen3_stages(pp, vpp), order=rank_order(has_experts=True))
     kept = "; norm and MoE-activation recompute not charged" if recompute == "norm, act" else ""
     return MoERow(MOE_ZOO, f"Qwen3-235B-A22B {note}", model, "H100", "dgx-h100x32", cfg, 2048,
                   f"{step_s} s/step", step_s,
-                  f"ETP 1 x EP {ep} as ETP {tp} x EP {ep // tp}; even routing (balance not "
-                  f"stated){kept}",
+                  f"even routing (balance not stated){kept}",
                   Stack(moe_overlap=overlap, dispatcher=dispatcher))
 
 

@@ -226,10 +226,10 @@ def _schedule(c: PlanConfig) -> str:
 def moe_table(rows: tuple[MoERow, ...]) -> None:
     """Print the MoE rows: published and predicted step, the step-time error, the median."""
     errors, notes = [], []
-    print("| source | model | GPUs | TP | EP | PP | DP | schedule | MoE overlap, GEMMs "
+    print("| source | model | GPUs | TP | ETP | EP | PP | DP | schedule | MoE overlap, GEMMs "
           "| batch x seq | published | published step | predicted step | error "
           "| commsim assumes |")
-    print("|" + "---|" * 15)
+    print("|" + "---|" * 16)
     for row in rows:
         est = estimate(row)
         step = est.step_time_s
@@ -237,7 +237,8 @@ def moe_table(rows: tuple[MoERow, ...]) -> None:
         errors.append(abs(err))
         c = row.config
         pp = f"{c.pp} ({split_label(c.stage_layers)})" if c.stage_layers else str(c.pp)
-        print(f"| {row.source} | {row.label} | {c.world} {row.gpu} | {c.tp} | {c.ep} | {pp} "
+        print(f"| {row.source} | {row.label} | {c.world} {row.gpu} | {c.tp} | {c.etp} | {c.ep} "
+              f"| {pp} "
               f"| {c.dp} {c.data_parallel} | {_schedule(c)} | {row.stack.moe_overlap}, "
               f"{row.stack.precision} | {row.global_batch} x {row.model.seq} "
               f"| {row.published} | {row.published_step_s:.2f} s | {step:.2f} s "

@@ -23,7 +23,7 @@ def test_row_layout_fills_its_preset(row: MoERow) -> None:
     cfg = row.config
     assert cfg.world == load_topology(row.preset).ranks
     assert row.global_batch % (cfg.micro_batch * cfg.dp) == 0
-    assert cfg.dp % cfg.ep == 0
+    assert (cfg.tp * cfg.cp * cfg.dp) % (cfg.etp * cfg.ep) == 0
     assert row.model.moe is not None and row.model.moe.experts % cfg.ep == 0
     split = cfg.split(row.model.layers)
     assert sum(split) == row.model.layers and len(split) == cfg.pp
@@ -31,11 +31,12 @@ def test_row_layout_fills_its_preset(row: MoERow) -> None:
     assert row.published_step_s > 0
 
 
-def test_qwen3_rows_keep_the_published_expert_share() -> None:
-    """ETP 1 x EP e is evaluated as ETP t x EP e/t: each GPU holds 1/e of a layer's experts,
-    as published (the table's EP: 32, 32, 8, 8, 8)."""
+def test_qwen3_rows_keep_the_published_expert_layout() -> None:
+    """The Qwen3 rows run as published, ETP 1 with the table's EP (32, 32, 8, 8, 8) under
+    TP 2 or 4."""
     rows = [r for r in MOE_ROWS if r.source == MOE_ZOO]
-    assert [r.config.ep * r.config.tp for r in rows] == [32, 32, 8, 8, 8]
+    assert [(r.config.tp, r.config.etp, r.config.ep) for r in rows] == [
+        (2, 1, 32), (2, 1, 32), (2, 1, 8), (2, 1, 8), (4, 1, 8)]
     assert all(r.preset == "dgx-h100x32" and r.model.name == "qwen3-235b-a22b" for r in rows)
 
 

@@ -46,15 +46,17 @@ def moe_costs(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
     precision; None for a dense model."""
     if model.moe is None:
         return None
-    return _moe_times(model, device, cfg.tp, cfg.cp, cfg.ep, cfg.micro_batch, stack.precision)
+    return _moe_times(model, device, cfg.tp, cfg.cp, cfg.ep, cfg.micro_batch, stack.precision,
+                      cfg.etp)
 
 
 @lru_cache(maxsize=4096)
 def _moe_times(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, ep: int, mb: int,
-               precision: str) -> MoETimes:
+               precision: str, etp: int) -> MoETimes:
     """:func:`~commsim.plan.moe_layer.moe_times`, memoised: every bound asks for it (deepseek-v3
     on dgx-h100x256: 22,068 calls, a few hundred distinct)."""
-    return moe_times(model, device, tp=tp, cp=cp, ep=ep, micro_batch=mb, precision=precision)
+    return moe_times(model, device, tp=tp, cp=cp, ep=ep, micro_batch=mb, precision=precision,
+                     etp=None if etp == tp else etp)
 
 
 def layer_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
@@ -148,8 +150,11 @@ def comm_bound(model: ModelSpec, cfg: PlanConfig, microbatches: int, timer: Coll
     cg = timer.known("all_gather", cps, cp_bytes)
     rs = timer.known("reduce_scatter", cps, cp_bytes)
     per_chunk = model.layers // (cfg.pp * cfg.chunks)
-    fwd = cg + 2 * ar
-    bwd = rs + 2 * ar + (fwd if cfg.recompute == "full" else 0.0)
+    # with an expert TP of its own, a MoE half's TP collectives (over expert TP, or the shared
+    # experts' alone) may be smaller than a dense half's or none: only the attention's counted
+    halves = 2 if model.moe is None or cfg.etp == cfg.tp else 1
+    fwd = cg + halves * ar
+    bwd = rs + halves * ar + (fwd if cfg.recompute == "full" else 0.0)
     a2a, last = ((0.0, 0.0) if stack.moe_overlap != "none"
                  else a2a_bound(model, cfg, timer, p, stack.precision, stack.dispatcher))
     if cfg.stage_layers:  # every op of n > 0 layers: all but its last all-reduce (combine)

@@ -44,6 +44,7 @@ examples:
   commsim plan llama3-8b --topology dgx-h100x4 --global-batch 256 --what-if slow-gpu.yaml
   commsim plan mpt-7b --topology dgx-h100 --global-batch 256 --precision fp8
   commsim plan mixtral-8x7b --topology dgx-h100x8 --global-batch 256 --seq 4096 --ep 4,8
+  commsim plan qwen3-235b-a22b -t dgx-h100x32 --global-batch 2048 --tp 2 --pp 8 --etp 1,2
   commsim plan deepseek-v3 -t hgx-h800x256 --global-batch 15360 --moe-overlap dualpipe
   commsim plan qwen3-30b-a3b -t dgx-h100x4 --global-batch 256 --ep 8,16 --dispatcher deepep
   commsim plan llama3-405b --topology dgx-h100x256 --global-batch 512 --pp 16 --tp 8
@@ -54,7 +55,7 @@ examples:
 
 CSV_COLUMNS = (
     "tp", "cp", "pp", "dp", "micro_batch", "schedule", "chunks_per_stage", "data_parallel",
-    "recompute", "ep", "stage_layers", "microbatches", "step_time_s", "tokens_per_s",
+    "recompute", "ep", "etp", "stage_layers", "microbatches", "step_time_s", "tokens_per_s",
     "model_tflops_per_gpu", "hardware_tflops_per_gpu", "mfu", "exposed_comm_s", "bubble_fraction",
     "peak_memory_bytes", "precision", "moe_overlap", "dispatcher", "fits", "reason",
 )
@@ -81,6 +82,9 @@ def add_parser(sub: Any) -> None:
         p.add_argument(f"--{axis}", metavar="LIST", help=f"{axis} values to try")
     p.add_argument("--ep", metavar="LIST", help="expert-parallel sizes to try (mixtures of "
                    "experts; taken from the data-parallel ranks: each divides the experts and dp)")
+    p.add_argument("--etp", metavar="LIST", help="expert tensor-parallel sizes to try (Megatron-"
+                   "Core's --expert-tensor-parallel-size; the MoE layers' own grid over a "
+                   "stage's ranks: etp x ep divides tp x cp x dp); default: the attention's TP")
     p.add_argument("--stage-layers", metavar="LIST",
                    help="layers per pipeline stage, first stage first (7,8*14,7: sums to the "
                    "layers, one entry per stage); default: equal, or lighter first and last "
@@ -215,6 +219,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         or DATA_PARALLEL,
         recompute=_words(args.recompute, "--recompute", RECOMPUTE) or RECOMPUTE,
         ep=_ints(args.ep, "--ep"),
+        etp=_ints(args.etp, "--etp"),
         stage_layers=_split(args.stage_layers),
     )
     top = _int(args.top, "--top", 0)

@@ -13,14 +13,21 @@ Stages hold ``layers / pp`` layers each, or ``stage_layers`` (first stage first;
 :mod:`commsim.replay.stages`).
 
 Expert parallelism (``ep``, mixtures of experts) is carved out of the data-parallel ranks. In
-Megatron-Core's order it is *folded* as Megatron-Core folds it (MoE Parallel Folding, arXiv
-2504.14960; ``parallel_state.py`` builds the expert ranks with the same order over
-``tp-ep-dp-pp``, expert TP = TP): the ``cp dp`` ranks of a stage that share a TP rank,
-numbered ``j = c + cp d``, form EP groups of ``ep`` consecutive ``j``, so with TP 1 and EP 8
-on 8-GPU hosts an EP group is one host. In the Llama 3 order, replicas ``d`` with the same
-``d // ep`` form an EP group (CP rank by CP rank). Either way the ``dp cp / ep`` ranks holding
-the same experts are the expert data-parallel group, over which expert gradients are reduced
-and their optimizer state sharded.
+Megatron-Core's order the MoE layers have a grid of their own over a stage's ``tp cp dp`` ranks,
+``etp x ep x edp`` (MoE Parallel Folding, arXiv 2504.14960; ``parallel_state.py`` builds the
+expert ranks with a ``RankGenerator(tp=expert_tensor_parallel_size, ep=..., dp=world //
+(etp ep pp), pp=pp, cp=1)`` in the same order, i.e. ``tp-ep-dp-pp``, and raises unless
+``etp ep pp`` divides the world): a stage's local rank ``r = et + etp (e + ep ed)``, so expert
+TP groups are ``etp`` consecutive ranks, an EP group the ``ep`` ranks ``etp`` apart with the
+same ``et`` and ``ed``, and the expert data-parallel group the ``edp = tp cp dp / (etp ep)``
+ranks ``etp ep`` apart. Expert TP (``etp``) defaults to the attention's (``etp = tp``,
+Megatron-Core's default): the EP groups are then ``ep`` consecutive ``j = c + cp d`` of the
+ranks sharing a TP rank, so with TP 1 and EP 8 on 8-GPU hosts an EP group is one host; with
+``etp < tp`` an EP group spans the attention's TP ranks (ETP 1, TP 2, EP 4: two replicas' TP
+groups). In the Llama 3 order (expert TP = TP only), replicas ``d`` with the same ``d // ep``
+form an EP group (CP rank by CP rank). Either way the ranks holding the same experts are the
+expert data-parallel group, over which expert gradients are reduced and their optimizer state
+sharded.
 """
 
 from __future__ import annotations
@@ -66,14 +73,36 @@ class PlanConfig:
     ep: int = 1
     stage_layers: tuple[int, ...] = ()
     order: str = LLAMA3_ORDER
+    etp: int = 0  #: expert tensor parallelism; 0: the attention's (``tp``)
 
     def __post_init__(self) -> None:
         if self.order not in ORDERS:
             raise SpecError(f"order: {self.order!r} is not one of {', '.join(ORDERS)}")
+        if self.etp == 0:
+            object.__setattr__(self, "etp", self.tp)
+        elif self.etp != self.tp:
+            self._check_etp()
+
+    def _check_etp(self) -> None:
+        """Megatron-Core's rule for an expert TP of its own (see the module docstring)."""
+        if self.etp < 1:
+            raise SpecError(f"etp {self.etp}: must be >= 1")
+        if not self.megatron:
+            raise SpecError(f"etp {self.etp}: expert TP other than tp ({self.tp}) needs "
+                            f"Megatron-Core's order ({MEGATRON_ORDER})")
+        if (self.tp * self.cp * self.dp) % (self.etp * self.ep):
+            raise SpecError(f"etp {self.etp} x ep {self.ep} = {self.etp * self.ep} does not "
+                            f"divide a stage's tp x cp x dp = {self.tp * self.cp * self.dp} "
+                            "ranks")
 
     @property
     def megatron(self) -> bool:
         return self.order == MEGATRON_ORDER
+
+    @property
+    def expert_dp(self) -> int:
+        """The expert data-parallel size ``tp cp dp / (etp ep)`` (at least 1)."""
+        return max(self.tp * self.cp * self.dp // (self.etp * self.ep), 1)
 
     @property
     def world(self) -> int:
@@ -97,32 +126,41 @@ class PlanConfig:
         """The ranks holding TP rank 0's parameters of stage ``p`` (all replicas, CP ranks)."""
         return tuple(self.rank(0, c, p, d) for d in range(self.dp) for c in range(self.cp))
 
-    def _folded(self, p: int, j: int) -> int:
-        """TP rank 0's rank of folded index ``j = c + cp d`` in stage ``p``."""
-        return self.rank(0, j % self.cp, p, j // self.cp)
+    def _expert(self, p: int, et: int, e: int, ed: int) -> int:
+        """Megatron-Core's order: the rank of expert TP rank ``et``, EP rank ``e`` and expert
+        data-parallel rank ``ed`` in stage ``p``."""
+        return self.tp * self.cp * self.dp * p + et + self.etp * (e + self.ep * ed)
 
     def ep_group(self, p: int, d: int) -> tuple[int, ...]:
-        """TP rank 0's expert-parallel group in stage ``p`` holding replica ``d``'s CP rank 0."""
+        """The expert-parallel group in stage ``p`` holding replica ``d``'s TP and CP rank 0."""
         if self.megatron:
-            first = self.cp * d - self.cp * d % self.ep
-            return tuple(self._folded(p, j) for j in range(first, first + self.ep))
+            local = self.rank(0, 0, p, d) - self.rank(0, 0, p, 0)
+            et, ed = local % self.etp, local // (self.etp * self.ep)
+            return tuple(self._expert(p, et, e, ed) for e in range(self.ep))
         first = d - d % self.ep
         return tuple(self.rank(0, 0, p, e) for e in range(first, first + self.ep))
 
     def ep_groups(self, p: int) -> list[tuple[int, ...]]:
-        """Every expert-parallel group of TP rank 0 in stage ``p``."""
+        """Every expert-parallel group of expert TP rank 0 (TP rank 0) in stage ``p``."""
         if self.megatron:
-            return [tuple(self._folded(p, j) for j in range(first, first + self.ep))
-                    for first in range(0, self.cp * self.dp, self.ep)]
+            return [tuple(self._expert(p, 0, e, ed) for e in range(self.ep))
+                    for ed in range(self.expert_dp)]
         return [tuple(self.rank(0, c, p, e) for e in range(first, first + self.ep))
                 for first in range(0, self.dp, self.ep) for c in range(self.cp)]
 
+    def etp_group(self, p: int) -> tuple[int, ...]:
+        """Stage ``p``'s first expert TP group (Megatron-Core's order; else its TP group)."""
+        if not self.megatron:
+            return self.tp_group(p, 0)
+        return tuple(self._expert(p, et, 0, 0) for et in range(self.etp))
+
     def expert_dp_group(self, p: int) -> tuple[int, ...]:
-        """The ranks holding TP rank 0's experts of EP rank 0 in stage ``p``."""
+        """The ranks holding the experts of expert TP rank 0 and EP rank 0 in stage ``p``."""
         if self.megatron:
-            return tuple(self._folded(p, j) for j in range(0, self.cp * self.dp, self.ep))
+            return tuple(self._expert(p, 0, 0, ed) for ed in range(self.expert_dp))
         return tuple(self.rank(0, c, p, d) for d in range(0, self.dp, self.ep)
                      for c in range(self.cp))
+
     def split(self, layers: int) -> tuple[int, ...]:
         """Layers per stage, first stage first, of a model of ``layers`` layers."""
         return self.stage_layers or even_split(layers, self.pp)
@@ -148,6 +186,7 @@ class PlanConfig:
             "data_parallel": self.data_parallel,
             "recompute": self.recompute,
             "ep": self.ep,
+            "etp": self.etp,
             **({"stage_layers": list(self.stage_layers)} if self.stage_layers else {}),
             **({"order": self.order} if self.megatron else {}),
         }
@@ -155,11 +194,12 @@ class PlanConfig:
     def label(self) -> str:
         """``tp8 cp1 pp16[7,8*14,7] dp8 mb1 1f1b fsdp none``: the stages' layers shown only
         when they differ (runs of equal stages as ``n*count``); ``ep8`` after ``dp`` when
-        ``ep > 1``."""
+        ``ep > 1``, then ``etp1`` when expert TP is not ``tp``."""
         pp = f"pp{self.pp}"
         if self.stage_layers:
             pp += f"[{split_label(self.stage_layers)}]"
         ep = f" ep{self.ep}" if self.ep > 1 else ""
+        ep += f" etp{self.etp}" if self.etp != self.tp else ""
         return (
             f"tp{self.tp} cp{self.cp} {pp} dp{self.dp}{ep} mb{self.micro_batch} "
             f"{self.schedule_label} {self.data_parallel} {self.recompute}"

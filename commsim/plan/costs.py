@@ -53,7 +53,7 @@ from commsim.plan.groups import ep_groups, group
 from commsim.plan.interference import charge, hbm_bytes, load
 from commsim.plan.memory import layer_ids, moe_share
 from commsim.plan.models import ModelSpec
-from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_tp_bytes
+from commsim.plan.moe_layer import MoETimes, dispatch_bytes, moe_tp_collectives
 from commsim.plan.overlap import evaluate_dualpipe, paired_blocks
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
@@ -175,7 +175,7 @@ def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, 
                      gather: list[tuple[float, ...]], reduce: list[dict[int, float]],
                      final: list[float], loads: _Loads) -> None:
     """Add the routed experts' data parallelism to :func:`_dp_costs`' lists: over the expert
-    data-parallel group (:meth:`PlanConfig.expert_dp_group`), each MoE layer's ``1/(ep t)``
+    data-parallel group (:meth:`PlanConfig.expert_dp_group`), each MoE layer's ``1/(ep etp)``
     of its experts gathered (FSDP) and its gradients reduced after the layer's last backward
     (its own bucket), or all of the stage's after the backward without overlap; ZeRO's
     all-gather of the updated weights."""
@@ -185,7 +185,7 @@ def _expert_dp_costs(cfg: PlanConfig, model: ModelSpec, timer: CollectiveTimer, 
         ranks = group(cfg, "expert_dp_group", p)
         timed = _memo(timer, ranks)
         mine = stage_layers(cfg, model.layers, p)
-        per = {i: -(-model.experts_at(i) // (cfg.ep * cfg.tp)) for i in mine if model.is_moe(i)}
+        per = {i: -(-model.experts_at(i) // (cfg.ep * cfg.etp)) for i in mine if model.is_moe(i)}
         if cfg.data_parallel == "fsdp":
             gather[p] = tuple(g + timed("all_gather", per.get(i, 0) * BYTES)
                               for g, i in zip(gather[p], mine, strict=True))
@@ -236,7 +236,7 @@ def _dp_costs(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
             final.append(timer.collective(coll, ranks, total * grad) + gathered)
     if model.moe is not None:
         _expert_dp_costs(cfg, model, timer, stack, gather, reduce, final, loads)
-    if cfg.dp * cfg.cp < 2:
+    if cfg.dp * cfg.cp < 2 and (model.moe is None or cfg.expert_dp < 2):
         return (), (), (), ()
     return (tuple(gather) if cfg.data_parallel == "fsdp" else (), tuple(reduce), tuple(final),
             tuple(loads.by_stage) if any(loads.by_stage) else ())
@@ -370,7 +370,8 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
                                micro_batch=cfg.micro_batch, precision=moe.precision)
     bf16_bytes = dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
                                 micro_batch=cfg.micro_batch)
-    tp_bytes = moe_tp_bytes(model, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
+    tp_colls = moe_tp_collectives(model, tp=cfg.tp, etp=cfg.etp, cp=cfg.cp, ep=cfg.ep,
+                                  micro_batch=cfg.micro_batch)
     starts = _distinct_replicas(cfg, timer, cfg.ep) if not cfg.megatron else ()
     out = []
     for p in range(cfg.pp):
@@ -381,7 +382,9 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
         a2a = max(dispatch_seconds(timer, spec, g, a2a_bytes, dispatcher) for g in groups)
         bf16 = a2a if bf16_bytes == a2a_bytes else max(
             dispatch_seconds(timer, spec, g, bf16_bytes, dispatcher) for g in groups)
-        tp_ar = timer.collective("all_reduce", group(cfg, "tp_group", p, 0), tp_bytes)
+        tp_ar = sum(timer.collective("all_reduce", group(cfg, "tp_group", p, 0) if g == "tp"
+                                     else group(cfg, "etp_group", p), nbytes)
+                    for g, nbytes in tp_colls)
         out.append(MoEStage(share, moe.pre_fwd, moe.experts_fwd, moe.pre_bwd, moe.experts_bwd,
                             a2a, tp_ar, bf16))
     return tuple(out)
@@ -390,14 +393,14 @@ def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
 def optimizer_times(cfg: PlanConfig, model: ModelSpec, params: Callable[[int], int],
                device: DeviceSpec, stack: Stack) -> tuple[float, ...]:
     """Per stage, the optimizer step of one rank: its parameters, or its ``1/(dp cp)`` shard
-    of them under ZeRO and FSDP (its routed experts': ``1/(dp cp / ep)``)."""
+    of them under ZeRO and FSDP (its routed experts': ``1/edp``, :attr:`PlanConfig.expert_dp`)."""
     sharded = cfg.data_parallel != "ddp"
     shards = cfg.dp * cfg.cp if sharded else 1
-    expert_shards = max(shards // cfg.ep, 1)
+    expert_shards = cfg.expert_dp if sharded else 1
     out = []
     for p in range(cfg.pp):
         mine = stage_layers(cfg, model.layers, p)
-        experts = sum(model.experts_at(i) for i in mine) // (cfg.ep * cfg.tp)
+        experts = sum(model.experts_at(i) for i in mine) // (cfg.ep * cfg.etp)
         out.append(optimizer_time(device, -(-sum(params(i) for i in mine) // shards)
                                   + -(-experts // expert_shards), stack))
     return tuple(out)

@@ -53,9 +53,10 @@ is sized, its chunks in flight weighted by their own layers (walked from the sch
 its chunks differ), and the heaviest decides.
 
 **Mixtures of experts** (:mod:`.moe_layer`): a stage's routed experts, ``E/ep`` per MoE layer
-split ``t`` ways, have their states sharded over the expert data-parallel ranks,
-``dp cp / ep`` (:mod:`.config`), the rest (attention, router, shared experts, dense layers,
-embeddings) over ``dp cp`` as above; a MoE layer's MLP activations are the routed tokens'
+split ``etp`` ways (expert TP; the attention's ``t`` by default), have their states sharded
+over the expert data-parallel ranks, ``edp = t cp dp / (etp ep)`` (:mod:`.config`), the
+rest (attention, router, shared experts, dense layers, embeddings) over ``dp cp`` as above;
+a MoE layer's MLP activations are the routed tokens'
 (:func:`~commsim.plan.moe_layer.moe_activation_bytes`, the busiest rank's), and a stage's
 per-layer activations are the mean over its layers, dense and MoE.
 
@@ -209,7 +210,8 @@ def stage_params(model: ModelSpec, *, tp: int, pp: int, stage: int, chunks: int 
 @lru_cache(maxsize=4096)
 def stage_expert_params(model: ModelSpec, *, tp: int, pp: int, ep: int, stage: int,
                         chunks: int = 1, split: tuple[int, ...] = ()) -> int:
-    """Routed-expert parameters one rank of ``stage`` holds: ``1/(ep t)`` of its MoE layers'."""
+    """Routed-expert parameters one rank of ``stage`` holds: ``1/(ep t)`` of its MoE layers'
+    (``tp``: the expert TP)."""
     ids = layer_ids(model.layers, pp, chunks, stage, split)
     return math.ceil(sum(model.experts_at(i) for i in ids) / (ep * tp))
 
@@ -246,13 +248,14 @@ def peak_memory(
     ep: int = 1,
     stage_layers: tuple[int, ...] = (),
     memo: dict[tuple[object, ...], tuple[Any, ...]] | None = None,
+    etp: int = 0,
 ) -> Memory:
     """The :class:`Memory` of the stage that needs the most (see the module docstring): the
     first (most in flight, the embedding) or the last (logits, the output layer); with
     ``stage_layers`` (stages that differ), every stage is sized and the heaviest decides.
 
     ``memo``: a dict the caller keeps for one ``model`` and ``stack`` (a search's), where the
-    stages' states and activations are kept between calls."""
+    stages' states and activations are kept between calls. ``etp``: expert TP (0: ``tp``)."""
     # NOTE: a search sizes ~100,000 configurations (deepseek-v3 --pp 16 on dgx-h100x256: 16
     # stages each); a stage's states do not depend on the micro-batch, schedule or
     # recompute, nor its activations on dp or the data parallelism, nor the buffers on the
@@ -263,13 +266,15 @@ def peak_memory(
     dual = stack.moe_overlap == "dualpipe" and model.moe is not None and pp > 1
     stages = range(pp) if stage_layers or dual else sorted({0, pp - 1})
     memo = {} if memo is None else memo
-    skey = ("states", tp, cp, pp, dp, ep, microbatches, chunks, data_parallel, stage_layers)
-    key = ("activations", tp, cp, pp, ep, micro_batch, microbatches, schedule, chunks,
+    etp = etp or tp
+    skey = ("states", tp, cp, pp, dp, ep, etp, microbatches, chunks, data_parallel,
+            stage_layers)
+    key = ("activations", tp, cp, pp, ep, etp, micro_batch, microbatches, schedule, chunks,
            recompute, stage_layers)
-    bkey = ("buffers", tp, cp, pp, dp, ep, micro_batch, data_parallel)
+    bkey = ("buffers", tp, cp, pp, dp, ep, etp, micro_batch, data_parallel)
     held, acts, bufs = memo.get(skey), memo.get(key), memo.get(bkey)
     if held is None or acts is None or bufs is None:
-        where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, micro_batch=micro_batch,
+        where = _Where(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, micro_batch=micro_batch,
                        microbatches=microbatches, schedule=schedule, chunks=chunks,
                        data_parallel=data_parallel, recompute=recompute, stack=stack,
                        split=stage_layers)
@@ -315,6 +320,7 @@ class _Where:
     pp: int
     dp: int
     ep: int
+    etp: int
     micro_batch: int
     microbatches: int
     schedule: str
@@ -351,9 +357,10 @@ def _stage_states(model: ModelSpec, w: _Where, stage: int) -> tuple[int, int, in
                    + FSDP_GATHERED * WEIGHT_BYTES * math.ceil(model.layer_params / tp))
         grads = math.ceil(stack.grad_bytes * params / shards)
     if model.moe is not None:
-        experts = states(stage_expert_params(model, tp=w.tp, pp=w.pp, ep=w.ep, stage=stage,
+        expert_dp = max(w.tp * shards // (w.etp * w.ep), 1)
+        experts = states(stage_expert_params(model, tp=w.etp, pp=w.pp, ep=w.ep, stage=stage,
                                              chunks=w.chunks, split=w.split),
-                         w.data_parallel, max(shards // w.ep, 1), w.microbatches,
+                         w.data_parallel, expert_dp, w.microbatches,
                          w.stack.grad_bytes)
         weights, grads, optim = weights + experts[0], grads + experts[1], optim + experts[2]
     return weights, grads, optim
@@ -369,7 +376,7 @@ def _stage_activations(model: ModelSpec, w: _Where, stage: int,
         per_layer = layer_activation_bytes(model, w.micro_batch, tp, cp, w.recompute, stack)
     else:
         per_layer = _mean_layer_bytes(model, w.micro_batch, tp, cp, w.ep, w.recompute, stack,
-                                      (pp, w.chunks, stage, w.split))
+                                      (pp, w.chunks, stage, w.split), w.etp)
     if sizes is not None:
         held = held_layers(w.schedule, pp, w.microbatches, sizes[stage], stage)
     else:
@@ -397,7 +404,11 @@ def _buffers(model: ModelSpec, w: _Where) -> int:
         last = model.layers - 1
         largest = max(model.layer_params,
                       model.dense_params_at(last) + math.ceil(model.experts_at(last) / w.ep))
-        buffers += math.ceil(largest / tp) * WEIGHT_BYTES * stack.grad_bytes // WEIGHT_BYTES
+        held = math.ceil(largest / tp)
+        if w.etp != tp:  # the MoE layer's experts split over expert TP instead
+            held = max(math.ceil(model.layer_params / tp), math.ceil(
+                model.dense_params_at(last) / tp + model.experts_at(last) / (w.ep * w.etp)))
+        buffers += held * WEIGHT_BYTES * stack.grad_bytes // WEIGHT_BYTES
     elif shards > 1:
         buffers += 2 * DEFAULT_BUCKET_BYTES
     return math.ceil(buffers)
@@ -406,19 +417,22 @@ def _buffers(model: ModelSpec, w: _Where) -> int:
 def _fp8_layer_params(model: ModelSpec, w: _Where, stage: int) -> float:
     """The linear weights of a layer whose fp8 copies one rank keeps in flight: a dense
     layer's, or (a mixture of experts) the mean over the stage's layers of what the rank
-    holds of each, its ``1/ep`` of the routed experts and the rest whole."""
+    holds of each, its ``1/ep`` of the routed experts (in ``tp / etp`` the TP shares: the
+    caller divides by ``tp``) and the rest whole."""
     if model.moe is None:
         return float(model.layer_params)
     ids = layer_ids(model.layers, w.pp, w.chunks, stage, w.split)
     if not ids:
         return 0.0
-    return sum(model.dense_params_at(i) + model.experts_at(i) / w.ep for i in ids) / len(ids)
+    scale = 1.0 if w.etp == w.tp else w.tp / w.etp
+    return sum(model.dense_params_at(i) + model.experts_at(i) / w.ep * scale
+               for i in ids) / len(ids)
 
 
 @lru_cache(maxsize=4096)
 def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: int,
                       recompute: str, stack: Stack,
-                      where: tuple[int, int, int, tuple[int, ...]]) -> float:
+                      where: tuple[int, int, int, tuple[int, ...]], etp: int = 0) -> float:
     """The mean over the layers of a stage (``where``: pp, chunks, stage, split) of a layer's
     activations: a MoE layer's MLP half replaced by the routed tokens'
     (:func:`~commsim.plan.moe_layer.moe_activation_bytes`)."""
@@ -427,7 +441,8 @@ def _mean_layer_bytes(model: ModelSpec, micro_batch: int, tp: int, cp: int, ep: 
         return dense
     mlp = _mlp_bytes(model, micro_batch * model.seq / cp) / tp
     moe = dense - mlp + moe_activation_bytes(model, tp=tp, cp=cp, ep=ep,
-                                             micro_batch=micro_batch, recompute=recompute)
+                                             micro_batch=micro_batch, recompute=recompute,
+                                             etp=None if etp in (0, tp) else etp)
     share = moe_share(model, *where)
     return share * moe + (1 - share) * dense
 

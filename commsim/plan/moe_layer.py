@@ -2,12 +2,14 @@
 the bytes of its all-to-alls and TP collectives, and the activations it keeps.
 
 The layout is Megatron-Core's (``--expert-model-parallel-size``, the alltoall token
-dispatcher, ``--moe-grouped-gemm``) with its default expert tensor parallelism, the attention's
-(``expert_tensor_parallel_size = tensor_model_parallel_size``): the ``E`` experts of a layer
-are spread over the ``EP`` ranks of an expert-parallel group (``E/EP`` each, every expert's
-matrices split ``t`` ways like the dense MLP's), the group taken from the data-parallel ranks
-(:meth:`commsim.plan.config.PlanConfig.ep_group`). Per micro-batch a TP rank holds ``T/t``
-tokens (``T = b s / c``, sequence parallel), and per MoE layer it:
+dispatcher, ``--moe-grouped-gemm``, ``--expert-tensor-parallel-size``): the ``E`` experts of a
+layer are spread over the ``EP`` ranks of an expert-parallel group (``E/EP`` each, every
+expert's matrices split ``u`` ways over the expert TP group, ``u = etp``; by default the
+attention's ``t``), the groups from the expert grid
+(:meth:`commsim.plan.config.PlanConfig.ep_group`). Per micro-batch a rank holds ``T/t``
+tokens (``T = b s / c``, sequence parallel over the attention's TP), and per MoE layer it
+(``MoEAlltoAllTokenDispatcher``: permute, all-to-all over EP, all-gather over expert TP; then
+reduce-scatter over expert TP, all-to-all over EP, un-permute):
 
 1. runs the router (a ``T/t x h`` by ``h x E`` GEMM) and permutes its ``k T/t`` routed copies
    (read and written once at HBM bandwidth);
@@ -16,14 +18,16 @@ tokens (``T = b s / c``, sequence parallel), and per MoE layer it:
    (:meth:`~commsim.plan.experts.MoESpec.load`): the all-to-all is timed as an even one in
    which every rank receives what the busiest receives (an upper bound on the uneven
    all-to-allv, and its time wherever the busiest rank's receive sets it);
-3. all-gathers the received tokens over the TP group, runs its local experts as a grouped
-   GEMM (the hottest expert's ``(1 + skew) n`` tokens, the ``E/EP - 1`` others' ``n`` each,
-   ``n = k T EP / E`` their even share, times the shares of
+3. all-gathers the received tokens over the expert TP group, runs its local experts as a
+   grouped GEMM (the hottest expert's ``(1 + skew) n`` tokens, the ``E/EP - 1`` others' ``n``
+   each, ``n = k T EP u / (t E)`` their even share, times the shares of
    :meth:`~commsim.plan.experts.MoESpec.shares`), each expert an MLP of the model's kind
-   split ``t`` ways, and reduce-scatters the outputs: the TP traffic of the routed tokens,
-   timed as one all-reduce of their ``k L T h`` bf16 values (as the dense halves' all-gather
-   and reduce-scatter are); the shared experts are a dense MLP of ``shared x f_e`` on the
-   ``T`` tokens, whose TP traffic (``T h``) joins it;
+   split ``u`` ways, and reduce-scatters the outputs: the expert TP traffic of the routed
+   tokens, timed as one all-reduce of their ``k L T u / t h`` bf16 values (as the dense
+   halves' all-gather and reduce-scatter are; none for ``u = 1``); the shared experts are a
+   dense MLP of ``shared x f_e`` on the ``T`` tokens split over the attention's TP group
+   (Megatron-Core's ``SharedExpertMLP``), whose TP traffic (``T h``) joins it when ``u = t``
+   and is its own all-reduce over the TP group otherwise;
 4. **combines** the outputs by a second all-to-all of the same size, and un-permutes them.
 
 The backward runs the two all-to-alls again in reverse (4 per layer and micro-batch; 6 with
@@ -93,21 +97,41 @@ def moe_tp_bytes(model: ModelSpec, *, cp: int, ep: int, micro_batch: int) -> int
     return int((model.moe.top_k * model.moe.load(ep) * t + shared) * model.hidden * BF16)
 
 
+def moe_tp_collectives(model: ModelSpec, *, tp: int, etp: int, cp: int, ep: int,
+                       micro_batch: int) -> tuple[tuple[str, int], ...]:
+    """The MoE half's TP all-reduces as (group, bytes), the group ``"tp"`` (the attention's)
+    or ``"etp"`` (expert TP): :func:`moe_tp_bytes` over TP when ``etp = tp``; else the routed
+    tokens' ``k L T etp / t h`` values over expert TP (none for ``etp = 1``) and the shared
+    experts' ``T h`` over TP."""
+    assert model.moe is not None
+    if etp == tp:
+        return (("tp", moe_tp_bytes(model, cp=cp, ep=ep, micro_batch=micro_batch)),)
+    t = tokens(model, micro_batch, cp)
+    routed = int(model.moe.top_k * model.moe.load(ep) * t * etp / tp * model.hidden * BF16)
+    out = [("etp", routed)] if etp > 1 else []
+    if model.moe.shared_experts:
+        out.append(("tp", t * model.hidden * BF16))
+    return tuple(out)
+
+
 @lru_cache(maxsize=4096)
 def moe_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int, ep: int,
-              micro_batch: int, precision: str = "bf16") -> MoETimes:
+              micro_batch: int, precision: str = "bf16", etp: int | None = None) -> MoETimes:
     """The :class:`MoETimes` of ``model`` (see the module docstring; ``precision`` the
-    expert and shared-expert GEMMs', the router's stays bf16)."""
+    expert and shared-expert GEMMs', the router's stays bf16; ``etp``: expert TP, None: ``tp``)."""
     moe = model.moe
     assert moe is not None
     h, t = model.hidden, tp
+    u = t if etp is None else etp
     n_tok = tokens(model, micro_batch, cp)
     local = n_tok // t  # sequence parallel
     router = _fwd_bwd(device, local, moe.experts, h)
     permute = 2.0 * moe.top_k * local * h * BF16 / device.hbm_Bps  # read and write once
     ups = 2 if model.mlp == "swiglu" else 1
-    fe = moe.expert_ffn_hidden // t
+    fe = moe.expert_ffn_hidden // u
     even = moe.top_k * n_tok * ep / moe.experts  # tokens per local expert, even routing
+    gathered = 1.0 if u == t else u / t  # the expert TP group's share of the T tokens
+    even *= gathered
     hot, other = moe.shares(ep)
     per = moe.experts // ep
     fwd = bwd = 0.0
@@ -117,8 +141,8 @@ def moe_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int, ep: int
             down = _fwd_bwd(device, n, h, fe, precision, batch=count)
             fwd += up[0] + down[0]
             bwd += up[1] + down[1]
-    routed = moe.load(ep) * moe.top_k * n_tok
-    # the activation function reads (ups) and writes one f_e/t row per routed token
+    routed = moe.load(ep) * moe.top_k * n_tok * gathered
+    # the activation function reads (ups) and writes one f_e/u row per routed token
     act = routed * (ups + 1) * fe * BF16 / device.hbm_Bps
     shared = (0.0, 0.0)
     if moe.shared_experts:
@@ -138,20 +162,23 @@ def moe_times(model: ModelSpec, device: DeviceSpec, *, tp: int, cp: int, ep: int
 
 @lru_cache(maxsize=4096)
 def moe_activation_bytes(model: ModelSpec, *, tp: int, cp: int, ep: int, micro_batch: int,
-                         recompute: str) -> float:
+                         recompute: str, etp: int | None = None) -> float:
     """Bytes a MoE layer's MLP half keeps for its backward on the busiest rank, in place of
     the dense MLP's: the router's fp32 logits (``4 E T/t``), each routed
-    token's gathered input (``2 h``) and SwiGLU's (GeLU's) ``6 f_e/t`` (``4 f_e/t``) of the
-    expert MLP, times ``k L T``, and the shared experts' as a dense MLP (``6 T f_s / t``).
-    Full recompute keeps only the layer's input (counted by the caller)."""
+    token's gathered input (``2 h``) and SwiGLU's (GeLU's) ``6 f_e/u`` (``4 f_e/u``) of the
+    expert MLP, times ``k L T u / t`` (``u``: expert TP, None: ``t``), and the shared experts'
+    as a dense MLP (``6 T f_s / t``). Full recompute keeps only the layer's input (counted by
+    the caller)."""
     moe = model.moe
     assert moe is not None
     if recompute == "full":
         return 0.0
     n_tok = tokens(model, micro_batch, cp)
     per_f = 6 if model.mlp == "swiglu" else 4
-    routed = moe.top_k * moe.load(ep) * n_tok * (2 * model.hidden
-                                                 + per_f * moe.expert_ffn_hidden / tp)
+    u = tp if etp is None else etp
+    gathered = 1.0 if u == tp else u / tp
+    routed = moe.top_k * moe.load(ep) * n_tok * gathered * (2 * model.hidden
+                                                            + per_f * moe.expert_ffn_hidden / u)
     shared = per_f * n_tok * moe.shared_experts * moe.expert_ffn_hidden / tp
     base = 3 * n_tok * model.hidden / tp  # the half's input and dropout mask
     return base + 4.0 * moe.experts * n_tok / tp + routed + shared

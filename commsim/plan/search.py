@@ -1,7 +1,8 @@
 """The planner's search: every configuration of the axes, checked, sized, pruned and timed.
 
-1. **Enumerate** TP x CP x PP (DP is what remains of the GPUs) x EP (mixtures of experts:
-   every EP dividing the experts and DP) x micro-batch x schedule x data parallelism x
+1. **Enumerate** (:mod:`.candidates`) TP x CP x PP (DP is what remains of the GPUs) x EP
+   (mixtures of experts: every EP dividing the experts and DP; with ``--etp``, expert TP x EP
+   dividing a stage's ranks) x micro-batch x schedule x data parallelism x
    recompute. An axis the user lists is checked on its own first (a value
    that cannot divide what it splits is a one-line error); an omitted axis takes every value
    that divides (TP: the heads and the GPUs, CP: the sequence, PP: the layers; micro-batch:
@@ -24,8 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,54 +42,26 @@ from commsim.plan.bounds import (
     split_bound,
     step_bound,
 )
-from commsim.plan.compute import RECOMPUTE, hardware_flops_per_token, model_flops_per_token
+from commsim.plan.candidates import (
+    Rejected,
+    SearchSpace,
+    check_space,
+    divisors,
+    expert_axes,
+    layouts,
+    schedules,
+    stage_split,
+    unplaced,
+)
+from commsim.plan.compute import hardware_flops_per_token, model_flops_per_token
 from commsim.plan.config import PlanConfig, rank_order
 from commsim.plan.costs import estimate_step, pipeline_costs, stage_factors
 from commsim.plan.device import DeviceSpec
-from commsim.plan.memory import DATA_PARALLEL, Memory, peak_memory, stage_chunk_layers
+from commsim.plan.memory import Memory, peak_memory
 from commsim.plan.models import ModelSpec
 from commsim.plan.overlap import unfit
 from commsim.plan.stack import DEFAULT, Stack
 from commsim.plan.timing import CollectiveTimer
-from commsim.replay.graph import MAX_TASKS
-from commsim.replay.pipeline import pipeline_ops
-from commsim.replay.stages import check_split, is_even, search_split
-
-
-def divisors(n: int) -> list[int]:
-    """The divisors of ``n`` in increasing order (pairs up to its square root).
-
-    >>> divisors(12), divisors(1), divisors(49)
-    ([1, 2, 3, 4, 6, 12], [1], [1, 7, 49])
-    """
-    low = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return low + [n // d for d in reversed(low) if d * d != n]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SearchSpace:
-    """The values to try per axis; None: every value that divides (see the module)."""
-
-    tp: tuple[int, ...] | None = None
-    cp: tuple[int, ...] | None = None
-    pp: tuple[int, ...] | None = None
-    micro_batch: tuple[int, ...] | None = None
-    schedule: tuple[tuple[str, int | None], ...] | None = None  #: (name, V or None: search)
-    data_parallel: tuple[str, ...] = DATA_PARALLEL
-    recompute: tuple[str, ...] = RECOMPUTE
-    ep: tuple[int, ...] | None = None
-    #: layers per stage, first stage first (None: equal stages where pp divides the layers,
-    #: else the split :func:`~commsim.replay.stages.search_split` finds)
-    stage_layers: tuple[int, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Rejected:
-    """A configuration not timed (partial ones name only the axes they fixed), and why."""
-
-    axes: dict[str, Any]
-    reason: str
-    peak_memory_bytes: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,162 +95,16 @@ class _Candidate:
     stage_bounds: tuple[float, ...] = ()
 
 
-def _check_axis(name: str, values: Sequence[int] | None, of: int, what: str) -> None:
-    for v in values or ():
-        if v < 1 or of % v:
-            raise SpecError(f"--{name} {v}: does not divide {what} ({of})")
-
-
-def _check_space(model: ModelSpec, gpus: int, space: SearchSpace) -> None:
-    _check_axis("tp", space.tp, model.heads, "the model's heads")
-    for t in space.tp or ():
-        if model.kv_heads % t and t % model.kv_heads:
-            raise SpecError(f"--tp {t}: neither divides nor is a multiple of the "
-                            f"{model.kv_heads} key/value heads")
-    _check_axis("tp", space.tp, gpus, "the GPUs")
-    _check_axis("cp", space.cp, model.seq, "the sequence length")
-    _check_axis("cp", space.cp, gpus, "the GPUs")
-    for p in space.pp or ():
-        if p > model.layers:
-            raise SpecError(f"--pp {p}: more stages than the model's {model.layers} layers")
-    _check_axis("pp", space.pp, gpus, "the GPUs")
-    if space.stage_layers is not None:
-        for p in space.pp or (len(space.stage_layers),):
-            check_split(space.stage_layers, model.layers, p, "--stage-layers")
-    for mb in space.micro_batch or ():
-        if mb < 1:
-            raise SpecError(f"--micro-batch {mb}: must be >= 1")
-    for ep in space.ep or ():
-        if model.moe is None and ep != 1:
-            raise SpecError(f"--ep {ep}: {model.name} has no experts (only --ep 1)")
-    if model.moe is not None:
-        _check_axis("ep", space.ep, model.moe.experts, "the model's experts")
-        _check_axis("ep", space.ep, gpus, "the GPUs")
-
-
-def _eps(model: ModelSpec, dp: int, space: SearchSpace, axes: dict[str, Any],
-         rejected: list[Rejected]) -> list[int]:
-    """The EP sizes of a layout: those asked for (rejected where they do not divide dp), or
-    every divisor of the experts that divides dp."""
-    if model.moe is None:
-        return [1]
-    if space.ep is None:
-        return [e for e in divisors(model.moe.experts) if dp % e == 0]
-    for e in space.ep:
-        if dp % e:
-            rejected.append(Rejected({**axes, "ep": e}, f"ep {e} does not divide dp ({dp}): "
-                                     "the expert-parallel ranks are data-parallel ranks"))
-    return [e for e in space.ep if dp % e == 0]
-
-
-def _layouts(model: ModelSpec, gpus: int, space: SearchSpace,
-             rejected: list[Rejected]) -> list[tuple[int, int, int, int]]:
-    """(tp, cp, pp, dp) whose product is the GPUs (others rejected)."""
-    tps = space.tp or [t for t in divisors(gpus) if model.heads % t == 0
-                       and (model.kv_heads % t == 0 or t % model.kv_heads == 0)]
-    cps = space.cp or [c for c in divisors(gpus) if model.seq % c == 0]
-    pps = space.pp or ([len(space.stage_layers)] if space.stage_layers is not None
-                       else [p for p in divisors(gpus) if model.layers % p == 0])
-    out = []
-    for tp in tps:
-        for cp in cps:
-            for pp in pps:
-                if gpus % (tp * cp * pp):
-                    rejected.append(Rejected({"tp": tp, "cp": cp, "pp": pp},
-                                             f"tp x cp x pp = {tp * cp * pp} does not divide "
-                                             f"the {gpus} GPUs"))
-                    continue
-                out.append((tp, cp, pp, gpus // (tp * cp * pp)))
-    return out
-
-
-def _schedules(model: ModelSpec, pp: int, k: int, space: SearchSpace,
-               axes: dict[str, Any], rejected: list[Rejected],
-               splits: Sequence[tuple[int, ...]] = ()) -> list[tuple[str, int]]:
-    """The schedules to try (rejections into ``rejected``); ``splits``: the stages' layers
-    when they differ (the chunk counts that place on any of them; each configuration is
-    checked against its own in :func:`_unplaced`)."""
-    wanted = space.schedule
-    if wanted is None:
-        wanted = (("1f1b", 1),) if pp == 1 else (("1f1b", 1), ("gpipe", 1), ("interleaved", None))
-    out = []
-    for name, v in wanted:
-        if name != "interleaved":
-            if _too_many_ops(pp, k, 1, {**axes, "schedule": name}, rejected):
-                continue
-            out.append((name, 1))
-            continue
-        per = model.layers // pp
-        chunks = [v] if v is not None else [c for c in divisors(per) if c > 1]
-        if splits and v is None:
-            chunks = [c for c in range(2, max(map(max, splits)) + 2)
-                      if any(_unplaced(sp, c) is None for sp in splits)]
-        for c in chunks:
-            why = ""
-            if pp == 1:
-                why = "interleaved needs pp > 1"
-            elif not splits and per % c:
-                why = f"{c} chunks do not divide the stage's {per} layers"
-            elif k % pp:
-                why = f"interleaved needs micro-batches ({k}) divisible by pp ({pp})"
-            at = {**axes, "schedule": name, "chunks_per_stage": c}
-            if why:
-                rejected.append(Rejected(at, why))
-            elif not _too_many_ops(pp, k, c, at, rejected):
-                out.append((name, c))
-    return out
-
-
-def _unplaced(split: tuple[int, ...], chunks: int) -> str | None:
-    """Why ``split``'s stages do not split into ``chunks`` model chunks (None: they do)."""
-    try:
-        stage_chunk_layers(split, chunks)
-    except SpecError as exc:
-        return str(exc)
-    return None
-
-
-def _split(model: ModelSpec, device: DeviceSpec, space: SearchSpace, stack: Stack,
-           tp: int, cp: int, pp: int, mb: int, recompute: str) -> tuple[int, ...]:
-    """A configuration's stage layers where they differ (empty: equal stages):
-    ``--stage-layers``, or, where pp does not divide the layers,
-    :func:`~commsim.replay.stages.search_split` on the configuration's compute per
-    micro-batch (a layer's forward, backward and recompute; the output layer and loss on the
-    last stage)."""
-    if space.stage_layers is not None:
-        return () if is_even(space.stage_layers) else space.stage_layers
-    if model.layers % pp == 0:
-        return ()
-    t = layer_costs(model, device, tp, cp, mb, recompute, stack)
-    layer = (t.attn_fwd + t.mlp_fwd + t.attn_bwd + t.mlp_bwd + t.attn_recompute
-             + t.mlp_recompute)
-    return search_split(model.layers, pp, layer, t.logits_fwd + t.logits_bwd)
-
-
-def _too_many_ops(pp: int, k: int, v: int, axes: dict[str, Any],
-                  rejected: list[Rejected]) -> bool:
-    """Whether a pipeline of ``pp`` stages, ``k`` micro-batches and ``v`` chunks per stage has
-    more ops than a step graph may (:data:`~commsim.replay.graph.MAX_TASKS`): it is then
-    rejected, as its evaluation would walk every op (a larger micro-batch has fewer)."""
-    ops = pipeline_ops(pp, k, v)
-    if ops <= MAX_TASKS:
-        return False
-    rejected.append(Rejected(axes, f"{k} micro-batches make {ops} pipeline ops (2 x pp x "
-                                   f"micro-batches x chunks), more than the {MAX_TASKS} a step "
-                                   "graph may have"))
-    return True
-
-
 def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, global_batch: int,
                          space: SearchSpace, result: PlanResult, stack: Stack = DEFAULT,
                          factors: np.ndarray | None = None) -> list[_Candidate]:
     """Every configuration that divides, sized and bounded (rejections into ``result``;
     ``factors``: each GPU's compute factor under a what-if)."""
-    _check_space(model, gpus, space)
+    check_space(model, gpus, space)
     out: list[_Candidate] = []
     memo: dict[tuple[object, ...], Any] = {}  # per-stage costs and bounds (_candidate)
     order = rank_order(model.moe is not None)
-    for tp, cp, pp, dp in _layouts(model, gpus, space, result.rejected):
+    for tp, cp, pp, dp in layouts(model, gpus, space, result.rejected):
         axes: dict[str, Any] = {"tp": tp, "cp": cp, "pp": pp, "dp": dp}
         per_stage = (None if factors is None
                      else _layout_factors(factors, tp * cp, pp, dp, order))
@@ -293,17 +119,19 @@ def enumerate_candidates(model: ModelSpec, device: DeviceSpec, *, gpus: int, glo
                                                 f"the global batch ({global_batch})"))
                 continue
             k = global_batch // (mb * dp)
-            eps = _eps(model, dp, space, {**axes, "micro_batch": mb}, result.rejected)
-            splits = {rc: _split(model, device, space, stack, tp, cp, pp, mb, rc)
+            eps = expert_axes(model, tp, cp, dp, space, {**axes, "micro_batch": mb},
+                              result.rejected)
+            splits = {rc: stage_split(model, device, space, stack, tp, cp, pp, mb, rc)
                       for rc in space.recompute}
             uneven = sorted({sp for sp in splits.values() if sp})
-            for name, v in _schedules(model, pp, k, space, {**axes, "micro_batch": mb},
-                                      result.rejected, uneven):
-                for dpm, rc, ep in itertools.product(space.data_parallel, space.recompute, eps):
+            for name, v in schedules(model, pp, k, space, {**axes, "micro_batch": mb},
+                                     result.rejected, uneven):
+                for dpm, rc, (ep, etp) in itertools.product(space.data_parallel,
+                                                            space.recompute, eps):
                     cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=mb, schedule=name,
                                      chunks=v, data_parallel=dpm, recompute=rc, ep=ep,
-                                     stage_layers=splits[rc], order=order)
-                    why = _unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
+                                     etp=etp, stage_layers=splits[rc], order=order)
+                    why = unplaced(cfg.stage_layers, v) if cfg.stage_layers else None
                     if model.moe is not None:  # --moe-overlap: nothing for a dense model
                         why = why or unfit(cfg, k, stack)
                     if why:
@@ -331,11 +159,12 @@ def _candidate(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig, k: int,
                       micro_batch=cfg.micro_batch, microbatches=k, schedule=cfg.schedule,
                       chunks=cfg.chunks, data_parallel=cfg.data_parallel,
                       recompute=cfg.recompute, stack=stack, ep=cfg.ep,
-                      stage_layers=cfg.stage_layers, memo=memo)
+                      stage_layers=cfg.stage_layers, memo=memo, etp=cfg.etp)
     # NOTE: the bounds read neither dp (but through k) nor the data parallelism nor the
     # schedule's name (but through its chunks): one per key, a quarter of the calls
     # (benchmarks/plan_speed.py: deepseek-v3, 86,525 configurations)
-    bkey = (cfg.tp, cfg.cp, cfg.pp, cfg.micro_batch, cfg.recompute, cfg.ep, cfg.chunks, k)
+    bkey = (cfg.tp, cfg.cp, cfg.pp, cfg.micro_batch, cfg.recompute, cfg.ep, cfg.etp,
+            cfg.chunks, k)
     if cfg.stage_layers:
         factors = per_stage or (1.0,) * cfg.pp
         stages = _memoised(memo, ("split_bound", *bkey, cfg.stage_layers, cfg.order, factors),

@@ -4,7 +4,9 @@ planner as a ``hybrid`` workload, and such a workload timed by the planner's com
 A ``hybrid`` workload without a flat ``compute:`` block is the planner's description: its
 ``model:`` takes every key of a model file (:mod:`.models`: ``kv_heads``, ``ffn_hidden``,
 ``mlp``, ``tied_embeddings``, ``head_dim``, ``moe``, ``mla``), ``parallel:`` takes ``ep`` (the
-expert-parallel size), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
+expert-parallel size) and ``etp`` (expert TP: written by ``--write-workload`` where it is not
+``tp``, but refused on replay in one line, as ``stack.moe_overlap`` is: the replay's MoE layers
+split experts over the TP group), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
 ``selective``, and ``stack:`` names the software stack (:mod:`.stack`: ``current``,
 ``megatron-2021``, ``llama3``, or a mapping of its fields). The topology's ``device:`` block
 times every block (:mod:`.compute`'s shape-aware GEMMs, :mod:`.moe_layer`'s router, grouped
@@ -115,7 +117,7 @@ def workload_dict(model: ModelSpec, cfg: PlanConfig, global_batch: int,
         "kind": "hybrid",
         "model": model_dict(model),
         "parallel": {"tp": cfg.tp, "cp": cfg.cp, "pp": cfg.pp, "dp": cfg.dp, "ep": cfg.ep,
-                     "order": cfg.order},
+                     **({"etp": cfg.etp} if cfg.etp != cfg.tp else {}), "order": cfg.order},
         "micro_batch": cfg.micro_batch,
         "global_batch": global_batch,
         "pipeline": pipeline,
@@ -187,6 +189,10 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
                         "overlapped, commsim/plan/dispatch.py) but not lowered by the hybrid "
                         "workload, which runs NCCL's all-to-all; replay it with dispatcher "
                         "alltoall")
+    if cfg.etp != cfg.tp:
+        raise SpecError(f"parallel.etp: {cfg.etp} (expert TP other than tp {cfg.tp}) is planned "
+                        "but not lowered by the hybrid workload, whose MoE layers split experts "
+                        "over the TP group; replay it with etp = tp")
     return HybridSpec(
         model=Model(layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                     vocab=model.vocab),
@@ -228,7 +234,7 @@ def _stack(value: object) -> Stack:
 
 def _config(data: Mapping[str, Any], model: ModelSpec) -> PlanConfig:
     par = fields.mapping(data["parallel"], "parallel")
-    fields.check_keys(par, (), ("tp", "cp", "pp", "dp", "ep", "order"), "parallel")
+    fields.check_keys(par, (), ("tp", "cp", "pp", "dp", "ep", "etp", "order"), "parallel")
     pipe = fields.mapping(data.get("pipeline", {}), "pipeline")
     fields.check_keys(pipe, (), ("schedule", "chunks_per_stage", "stage_layers"), "pipeline")
     tp, cp, pp, dp, ep = (fields.positive_int(par.get(k, 1), f"parallel.{k}") for k in
@@ -242,8 +248,9 @@ def _config(data: Mapping[str, Any], model: ModelSpec) -> PlanConfig:
         raise SpecError(f"parallel.ep: {ep} does not divide the {model.moe.experts} experts")
     if model.moe is None and ep != 1:
         raise SpecError(f"parallel.ep: {ep} without model.moe (a dense model)")
+    etp = fields.positive_int(par.get("etp", tp), "parallel.etp")
     return PlanConfig(
-        tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, order=order,
+        tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, order=order,
         micro_batch=fields.positive_int(data["micro_batch"], "micro_batch"),
         schedule=fields.choice(pipe.get("schedule", "1f1b"), "pipeline.schedule", SCHEDULES),
         chunks=fields.positive_int(pipe.get("chunks_per_stage", 1),

@@ -112,15 +112,16 @@ def test_memoised_peak_memory_is_every_stage_sized(stack):
     checked = 0
     for model, split, pp in cases:
         stages = range(pp) if split else (0, pp - 1)
-        for (schedule, chunks), dpm, rc, (tp, dp, ep), mb in itertools.product(
+        for (schedule, chunks), dpm, rc, (tp, dp, ep, etp), mb in itertools.product(
                 [("1f1b", 1), ("gpipe", 1), ("interleaved", 2)],
                 ["ddp", "zero1", "zero2", "fsdp"], ["none", "selective", "full"],
-                [(1, 8, 8), (2, 4, 1)], [1, 2]):
+                [(1, 8, 8, 1), (2, 4, 1, 2), (2, 4, 8, 1)], [1, 2]):
             k = 2 * pp
             kw = dict(tp=tp, cp=1, pp=pp, dp=dp, micro_batch=mb, microbatches=k,
                       schedule=schedule, chunks=chunks, data_parallel=dpm, recompute=rc,
-                      stack=stack, ep=ep if model.moe else 1, stage_layers=split)
-            where = _Where(tp=tp, cp=1, pp=pp, dp=dp, ep=kw["ep"], micro_batch=mb,
+                      stack=stack, ep=ep if model.moe else 1, stage_layers=split,
+                      etp=etp if model.moe else tp)
+            where = _Where(tp=tp, cp=1, pp=pp, dp=dp, ep=kw["ep"], etp=kw["etp"], micro_batch=mb,
                            microbatches=k, schedule=schedule, chunks=chunks,
                            data_parallel=dpm, recompute=rc, stack=stack, split=split)
             try:

@@ -1,0 +1,181 @@
+"""Expert tensor parallelism of its own (``etp``, Megatron-Core's MoE Parallel Folding): the MoE
+layers' ``tp-ep-dp-pp`` grid over a stage's ranks, what it changes in a step (groups, the
+all-to-all, the expert GEMMs, the expert TP collectives, memory), and ``--etp``."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from commsim.cli import main
+from commsim.errors import SpecError
+from commsim.plan import SearchSpace, plan, replay_workload, workload_dict
+from commsim.plan.compute import BF16, _fwd_bwd
+from commsim.plan.config import LLAMA3_ORDER, MEGATRON_ORDER, PlanConfig
+from commsim.plan.costs import pipeline_costs
+from commsim.plan.device import network_device
+from commsim.plan.experts import MoESpec
+from commsim.plan.memory import WEIGHT_BYTES, peak_memory, stage_params
+from commsim.plan.models import ModelSpec
+from commsim.plan.moe_layer import dispatch_bytes, moe_times
+from commsim.plan.search import layer_costs
+from commsim.plan.stack import DEFAULT
+from commsim.plan.timing import CollectiveTimer
+from commsim.topology import load_topology
+
+TINY = ModelSpec(name="tiny-moe", layers=4, hidden=1024, heads=16, kv_heads=4, ffn_hidden=2816,
+                 vocab=32000, seq=2048, mlp="swiglu", tied_embeddings=False,
+                 moe=MoESpec(experts=8, top_k=2, expert_ffn_hidden=1408))
+#: One stage of 16 GPUs (dgx-h100x2): TP 2 x DP 8; one micro-batch of 2048 tokens.
+FIXED = dict(tp=(2,), cp=(1,), pp=(1,), micro_batch=(1,), schedule=(("1f1b", 1),),
+             data_parallel=("zero1",), recompute=("none",))
+
+
+def _cfg(**kw) -> PlanConfig:
+    base = dict(tp=2, cp=1, pp=1, dp=8, micro_batch=1, schedule="1f1b", chunks=1,
+                data_parallel="zero1", recompute="none", ep=4, order=MEGATRON_ORDER)
+    return PlanConfig(**{**base, **kw})
+
+
+def test_default_is_the_attention_tp_and_searching_it_changes_nothing():
+    """``etp`` defaults to ``tp`` (the same configuration, groups and label); ``--etp`` with
+    only the TP's value ranks the same records as no ``--etp``."""
+    assert _cfg() == _cfg(etp=2) and _cfg().etp == 2 and "etp" not in _cfg().label()
+    assert _cfg().ep_groups(0) == _cfg(etp=2).ep_groups(0) == [(0, 2, 4, 6), (8, 10, 12, 14)]
+    net = load_topology("dgx-h100x2")
+    default = plan(TINY, net, global_batch=8, space=SearchSpace(**FIXED), top=0)
+    explicit = plan(TINY, net, global_batch=8, space=SearchSpace(**FIXED, etp=(2,)), top=0)
+    assert [e.record for e in default.result.configs] == \
+        [e.record for e in explicit.result.configs]
+    assert {e.record["etp"] for e in default.result.configs} == {2}
+
+
+def test_etp1_folds_ep_over_the_attention_tp_ranks():
+    """TP 2, ETP 1, EP 8 on 16 GPUs (one stage): a stage's local rank is ``et + etp (e + ep
+    ed)``, so an EP group is 8 consecutive GPUs (TP ranks 0 and 1 of replicas 0-3: one host),
+    the expert-DP group ``edp = 2 x 8 / (1 x 8) = 2`` ranks 8 apart, each expert TP group one
+    rank; as ETP 2 x EP 4 it was TP rank 0 of four replicas."""
+    new, old = _cfg(ep=8, etp=1), _cfg(ep=4)
+    assert new.label() == "tp2 cp1 pp1 dp8 ep8 etp1 mb1 1f1b zero1 none"
+    assert new.ep_group(0, 0) == tuple(range(8)) and new.ep_group(0, 5) == tuple(range(8, 16))
+    assert new.ep_groups(0) == [tuple(range(8)), tuple(range(8, 16))]
+    assert new.expert_dp_group(0) == (0, 8) and new.expert_dp == 2
+    assert new.etp_group(0) == (0,) and old.etp_group(0) == (0, 1)
+    assert old.ep_group(0, 0) == (0, 2, 4, 6) and old.expert_dp_group(0) == (0, 8)
+    # ETP 1 x EP 4: four EP groups of 4 consecutive ranks, an expert-DP group of 4
+    quarter = _cfg(ep=4, etp=1)
+    assert quarter.ep_groups(0) == [tuple(range(i, i + 4)) for i in range(0, 16, 4)]
+    assert quarter.expert_dp_group(0) == (0, 4, 8, 12)
+
+
+def test_etp1_step_pieces_by_hand():
+    """The all-to-all is the timing layer's over ranks 0-7, of each rank's own ``k (T/t) h``
+    bf16 values (2 x 1024 x 1024 x 2 bytes); no expert TP collective (ETP 1, no shared
+    experts); the busiest rank's one expert (8 / EP 8) runs the whole ``f_e`` on
+    ``n = k T EP etp / (t E) = 2 x 2048 x 8 / (2 x 8) = 2048`` tokens."""
+    net = load_topology("dgx-h100x2")
+    dev = network_device(net, None)
+    cfg = _cfg(ep=8, etp=1)
+    nbytes = dispatch_bytes(TINY, tp=2, cp=1, ep=8, micro_batch=1)
+    assert nbytes == 2 * 1024 * 1024 * 2
+    moe = moe_times(TINY, dev, tp=2, cp=1, ep=8, micro_batch=1, etp=1)
+    timer = CollectiveTimer(net, "analytic")
+    stage = pipeline_costs(cfg, TINY, layer_costs(TINY, dev, 2, 1, 1, "none"), timer, 1,
+                           device=dev, moe=moe)[0].moe[0]
+    assert stage.a2a == timer.collective("all_to_all", tuple(range(8)), nbytes) > 0
+    assert stage.tp == 0.0
+    up = _fwd_bwd(dev, 2048, 2 * 1408, 1024, "bf16", batch=1)
+    down = _fwd_bwd(dev, 2048, 1024, 1408, "bf16", batch=1)
+    act = 2048 * 3 * 1408 * BF16 / dev.hbm_Bps  # SwiGLU reads 2 f_e rows, writes 1
+    unpermute = 2.0 * 2 * 1024 * 1024 * BF16 / dev.hbm_Bps  # k T/t tokens, read and write
+    assert moe.experts_fwd == pytest.approx(up[0] + down[0] + act + unpermute, rel=1e-12)
+    # ETP 2 x EP 4 all-reduces the k T h routed values over the TP pair instead
+    old = pipeline_costs(_cfg(ep=4), TINY, layer_costs(TINY, dev, 2, 1, 1, "none"), timer, 1,
+                         device=dev, moe=moe_times(TINY, dev, tp=2, cp=1, ep=4,
+                                                   micro_batch=1))[0].moe[0]
+    assert old.tp == timer.collective("all_reduce", (0, 1), 2 * 2048 * 1024 * BF16) > 0
+
+
+def test_etp1_expert_memory_by_hand():
+    """A rank holds ``1/(ep etp)`` of the routed experts (ETP 1 x EP 8 and ETP 2 x EP 4 both
+    1/8; ETP 1 x EP 4, 1/4) in bf16, its Adam states (12 bytes) over the ``edp`` expert-DP
+    ranks under ZeRO-1, the rest ``1/t`` sharded over ``dp``."""
+    expert = TINY.moe.experts * TINY.expert_params * TINY.layers  # every layer is MoE
+    dense = stage_params(TINY, tp=2, pp=1, stage=0)
+    for ep, etp, share, edp in ((8, 1, 8, 2), (4, 2, 8, 2), (4, 1, 4, 4)):
+        mem = peak_memory(TINY, tp=2, cp=1, pp=1, dp=8, micro_batch=1, microbatches=1,
+                          schedule="1f1b", chunks=1, data_parallel="zero1", recompute="none",
+                          ep=ep, etp=etp)
+        assert mem.weights == WEIGHT_BYTES * (dense + expert // share)
+        assert mem.optimizer == math.ceil(12 * dense / 8) + math.ceil(12 * (expert // share)
+                                                                      / edp)
+
+
+def test_pruned_search_keeps_the_best_with_etp():
+    """The bounds stay lower bounds with an expert TP of its own: the pruned search (top 1)
+    finds the configuration the exhaustive one ranks first; ETP 1 configurations are
+    searched beside ETP 2 ones, EP up to the stage's 16 ranks."""
+    net = load_topology("dgx-h100x2")
+    space = SearchSpace(**FIXED, etp=(1, 2))
+    every = plan(TINY, net, global_batch=8, space=space, top=0).result.configs
+    best = plan(TINY, net, global_batch=8, space=space, top=1).result.configs[0]
+    assert best.record == every[0].record
+    pairs = {(e.config.etp, e.config.ep) for e in every}
+    assert {(1, 8), (2, 4), (2, 8)} <= pairs and (2, 16) not in pairs
+
+
+def _run(capsys, *argv):
+    code = main(["plan", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("argv,needle", [
+    (["mixtral-8x7b", "--etp", "3"], "--etp 3: does not divide the experts' FFN size (14336)"),
+    (["mixtral-8x7b", "--etp", "0"], "--etp '0': must be >= 1"),
+    (["mixtral-8x7b", "--etp", "x"], "--etp 'x': not an integer"),
+    (["llama2-7b", "--etp", "1"], "--etp 1: llama2-7b has no experts"),
+])
+def test_bad_etp_is_one_line_exit_2(capsys, argv, needle):
+    code, out, err = _run(capsys, *argv, "--topology", "dgx-h100", "--global-batch", "8")
+    assert code == 2 and needle in err and err.count("\n") == 1 and not out
+
+
+def test_impossible_splits():
+    """``etp x ep`` must divide a stage's ``tp cp dp`` ranks (Megatron-Core's rule) and an
+    expert TP of its own needs Megatron-Core's order: one-line errors naming the values; in
+    a search, listed values that do not divide are rejected with the reason."""
+    with pytest.raises(SpecError, match=r"etp 4 x ep 8 = 32 does not divide a stage's "
+                                        r"tp x cp x dp = 16 ranks"):
+        _cfg(ep=8, etp=4)
+    with pytest.raises(SpecError, match="etp 1: expert TP other than tp"):
+        _cfg(ep=8, etp=1, order=LLAMA3_ORDER)
+    with pytest.raises(SpecError, match="etp -1: must be >= 1"):
+        _cfg(etp=-1)
+
+
+def test_etp_rejections_in_json(capsys):
+    """A listed ETP x EP that does not divide a stage's ranks is rejected with the reason;
+    the JSON configs carry ``etp``."""
+    code, out, _ = _run(capsys, "mixtral-8x7b", "--topology", "dgx-h100", "--global-batch",
+                        "8", "--seq", "4096", "--tp", "2", "--cp", "1", "--pp", "2",
+                        "--micro-batch", "1", "--data-parallel", "zero1", "--recompute", "full",
+                        "--schedule", "1f1b", "--ep", "2,8", "--etp", "1,2", "--json")
+    data = json.loads(out)
+    assert code == 0 and {(c["etp"], c["ep"]) for c in data["configs"]} == {(1, 2), (2, 2)}
+    assert any(r.get("etp") == 1 and r.get("ep") == 8
+               and "etp x ep = 8 does not divide a stage's tp x cp x dp = 4 ranks" in r["reason"]
+               for r in data["rejected"])
+
+
+def test_replay_refuses_etp_other_than_tp():
+    """``--write-workload`` writes ``parallel.etp`` where it is not ``tp``; the ``hybrid``
+    replay refuses it in one line naming the key (its MoE layers split experts over TP)."""
+    data = workload_dict(TINY, _cfg(ep=8, etp=1), 64, DEFAULT)
+    assert data["parallel"]["etp"] == 1
+    assert "etp" not in workload_dict(TINY, _cfg(), 64, DEFAULT)["parallel"]
+    with pytest.raises(SpecError, match=r"parallel.etp: 1 \(expert TP other than tp 2\)") as e:
+        replay_workload(data, "dgx-h100x2")
+    assert "\n" not in str(e.value)
