@@ -46,17 +46,8 @@ def moe_costs(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
     precision; None for a dense model."""
     if model.moe is None:
         return None
-    return _moe_times(model, device, cfg.tp, cfg.cp, cfg.ep, cfg.micro_batch, stack.precision,
-                      cfg.etp)
-
-
-@lru_cache(maxsize=4096)
-def _moe_times(model: ModelSpec, device: DeviceSpec, tp: int, cp: int, ep: int, mb: int,
-               precision: str, etp: int) -> MoETimes:
-    """:func:`~commsim.plan.moe_layer.moe_times`, memoised: every bound asks for it (deepseek-v3
-    on dgx-h100x256: 22,068 calls, a few hundred distinct)."""
-    return moe_times(model, device, tp=tp, cp=cp, ep=ep, micro_batch=mb, precision=precision,
-                     etp=None if etp == tp else etp)
+    return moe_times(model, device, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch,
+                     precision=stack.precision, etp=None if cfg.etp == cfg.tp else cfg.etp)
 
 
 def layer_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
