@@ -4,9 +4,10 @@ planner as a ``hybrid`` workload, and such a workload timed by the planner's com
 A ``hybrid`` workload without a flat ``compute:`` block is the planner's description: its
 ``model:`` takes every key of a model file (:mod:`.models`: ``kv_heads``, ``ffn_hidden``,
 ``mlp``, ``tied_embeddings``, ``head_dim``, ``moe``, ``mla``), ``parallel:`` takes ``ep`` (the
-expert-parallel size) and ``etp`` (expert TP: written by ``--write-workload`` where it is not
-``tp``, but refused on replay in one line, as ``stack.moe_overlap`` is: the replay's MoE layers
-split experts over the TP group), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
+expert-parallel size) and ``etp`` (expert TP, written by ``--write-workload`` where it is not
+``tp``: the MoE layers' own grid, :class:`~commsim.replay.hybrid_graph.Parallel`; a planned
+``stack.moe_overlap`` or ``stack.dispatcher`` other than the defaults is refused on replay in
+one line), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
 ``selective``, and ``stack:`` names the software stack (:mod:`.stack`: ``current``,
 ``megatron-2021``, ``llama3``, or a mapping of its fields). The topology's ``device:`` block
 times every block (:mod:`.compute`'s shape-aware GEMMs, :mod:`.moe_layer`'s router, grouped
@@ -38,7 +39,7 @@ from commsim.plan.costs import layer_bytes, optimizer_times, pipeline_costs, pla
 from commsim.plan.device import DeviceSpec, network_device
 from commsim.plan.memory import layer_activation_bytes
 from commsim.plan.models import ModelSpec, model_from_dict
-from commsim.plan.moe_layer import dispatch_bytes, moe_tp_bytes
+from commsim.plan.moe_layer import dispatch_bytes, moe_tp_collectives
 from commsim.plan.stack import (
     ATTENTION,
     DISPATCHERS,
@@ -137,22 +138,23 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
     params = plan_layer_params(model, cfg)
     tp_bytes, cp_bytes = layer_bytes(cfg, model)
     moe = None
-    m = moe_costs(model, device, cfg)
+    m = moe_costs(model, device, cfg, stack)
     if m is not None:
+        sizes: dict[str, Any] = dict(tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
         moe = MoEBlocks(
             layers=frozenset(i for i in range(model.layers) if model.is_moe(i)),
             pre_fwd=m.pre_fwd, experts_fwd=m.experts_fwd, pre_bwd=m.pre_bwd,
             experts_bwd=m.experts_bwd,
-            dispatch_bytes=dispatch_bytes(model, tp=cfg.tp, cp=cfg.cp, ep=cfg.ep,
-                                          micro_batch=cfg.micro_batch),
-            tp_bytes=moe_tp_bytes(model, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch),
-            expert_params=tuple(-(-model.experts_at(i) // (cfg.ep * cfg.tp))
+            to_experts_bytes=dispatch_bytes(model, **sizes, precision=m.precision),
+            from_experts_bytes=dispatch_bytes(model, **sizes),
+            tp_collectives=moe_tp_collectives(model, etp=cfg.etp, **sizes),
+            expert_params=tuple(-(-model.experts_at(i) // (cfg.ep * cfg.etp))
                                 if model.is_moe(i) else 0 for i in range(model.layers)),
         )
     overlap: tuple = ()
     if network is not None and stack.overlap_cost:
         overlap = pipeline_costs(cfg, model, t, CollectiveTimer(network), 1, params, stack,
-                                 device, moe=moe_costs(model, device, cfg, stack))[0].overlap
+                                 device, moe=m)[0].overlap
     return BlockTimes(
         attn_fwd=t.attn_fwd, mlp_fwd=t.mlp_fwd, attn_bwd=t.attn_bwd, mlp_bwd=t.mlp_bwd,
         attn_recompute=t.attn_recompute, mlp_recompute=t.mlp_recompute,
@@ -189,14 +191,10 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
                         "overlapped, commsim/plan/dispatch.py) but not lowered by the hybrid "
                         "workload, which runs NCCL's all-to-all; replay it with dispatcher "
                         "alltoall")
-    if cfg.etp != cfg.tp:
-        raise SpecError(f"parallel.etp: {cfg.etp} (expert TP other than tp {cfg.tp}) is planned "
-                        "but not lowered by the hybrid workload, whose MoE layers split experts "
-                        "over the TP group; replay it with etp = tp")
     return HybridSpec(
         model=Model(layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                     vocab=model.vocab),
-        parallel=Parallel(tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep,
+        parallel=Parallel(tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep, etp=cfg.etp,
                           order=cfg.order),
         micro_batch=cfg.micro_batch, global_batch=global_batch, schedule=cfg.schedule,
         chunks_per_stage=cfg.chunks, stage_layers=cfg.stage_layers,

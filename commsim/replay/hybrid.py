@@ -247,7 +247,7 @@ class HybridSpec:
         shards = self.parallel.dp * self.parallel.cp
         moe = self.blocks.moe if self.blocks is not None else None
         experts = sum(moe.expert_params[i] for i in mine) if moe is not None else 0
-        held = (params, shards), (experts, max(shards // self.parallel.ep, 1) if moe else 1)
+        held = (params, shards), (experts, self.parallel.expert_dp if moe else 1)
         bpp, out = self.bytes_per_param, 0
         for n, k in held:
             sharded = {"ddp": 0, "zero1": OPTIMIZER_BYTES_PER_PARAM,

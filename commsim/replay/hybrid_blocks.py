@@ -11,8 +11,9 @@ pipeline (:mod:`commsim.plan.evaluate`):
   its backward ``MLP' [tp] attention' [cp reduce-scatter] [tp]``, the recompute added to each
   half (selective: the attention core), or, with full recompute, the forward's blocks run
   again first, collectives and all;
-* a mixture-of-experts layer's MLP half is ``router ep:dispatch experts [tp] ep:combine``
-  (the all-to-alls over the expert-parallel group, the TP collective of the routed tokens),
+* a mixture-of-experts layer's MLP half is ``router ep:dispatch experts [etp] [tp]
+  ep:combine`` (the all-to-alls over the expert-parallel group, the TP collectives of the
+  routed tokens and the shared experts),
   backward ``ep:combine' experts' [tp] ep:dispatch'`` with the router's backward joining the
   attention's.
 """
@@ -25,8 +26,8 @@ from typing import NamedTuple
 
 
 class Block(NamedTuple):
-    """``kind`` ``compute`` (``amount``: seconds) or a group kind, ``tp``, ``cp`` or ``ep``,
-    whose ``collective`` moves ``amount`` bytes."""
+    """``kind`` ``compute`` (``amount``: seconds) or a group kind, ``tp``, ``cp``, ``ep`` or
+    ``etp``, whose ``collective`` moves ``amount`` bytes."""
 
     kind: str
     collective: str
@@ -43,8 +44,11 @@ class MoEBlocks:
     """The mixture-of-experts layers of a step (seconds per micro-batch on the busiest rank).
 
     ``layers``: the global layers with experts (their expert-parallel groups those of
-    :class:`~commsim.replay.hybrid_graph.Parallel`); ``dispatch_bytes``: one all-to-all's send
-    buffer per rank; ``tp_bytes``: the MoE half's TP all-reduce; ``expert_params``: per
+    :class:`~commsim.replay.hybrid_graph.Parallel`); one all-to-all's send buffer per rank,
+    ``to_experts_bytes`` for what goes to the experts (the forward's dispatch, the backward's
+    gradient of the combine: FP8 where the GEMMs are) and ``from_experts_bytes`` for what comes
+    back (the forward's combine, the backward's gradient of the dispatch); ``tp_collectives``:
+    the MoE half's all-reduces as (group kind ``tp`` or ``etp``, bytes); ``expert_params``: per
     global layer, one rank's routed-expert parameters (0 on a dense layer), gathered and
     reduced over the expert data-parallel group.
     """
@@ -54,9 +58,15 @@ class MoEBlocks:
     experts_fwd: float
     pre_bwd: float
     experts_bwd: float
-    dispatch_bytes: int
-    tp_bytes: int
+    to_experts_bytes: int
+    from_experts_bytes: int
+    tp_collectives: tuple[tuple[str, int], ...]
     expert_params: tuple[int, ...]
+
+    def tp_blocks(self) -> list[Block]:
+        """The MoE half's TP collectives, in order."""
+        return [Block(kind, "all_reduce", nbytes, "experts allreduce")
+                for kind, nbytes in self.tp_collectives]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -117,10 +127,10 @@ def _moe_fwd(t: BlockTimes, cp: bool) -> list[Block]:
     return out + [_c(t.attn_fwd, "attn"),
                   Block("tp", "all_reduce", t.tp_bytes, "attn allreduce"),
                   _c(m.pre_fwd, "router"),
-                  Block("ep", "all_to_all", m.dispatch_bytes, "dispatch"),
+                  Block("ep", "all_to_all", m.to_experts_bytes, "dispatch"),
                   _c(m.experts_fwd, "experts"),
-                  Block("tp", "all_reduce", m.tp_bytes, "experts allreduce"),
-                  Block("ep", "all_to_all", m.dispatch_bytes, "combine")]
+                  *m.tp_blocks(),
+                  Block("ep", "all_to_all", m.from_experts_bytes, "combine")]
 
 
 def layer_blocks(t: BlockTimes, layer: int, forward: bool, cp: bool) -> list[Block]:
@@ -138,10 +148,10 @@ def layer_blocks(t: BlockTimes, layer: int, forward: bool, cp: bool) -> list[Blo
     if moe:
         m = t.moe
         assert m is not None
-        out += [Block("ep", "all_to_all", m.dispatch_bytes, "combine"),
+        out += [Block("ep", "all_to_all", m.to_experts_bytes, "combine"),
                 _c(m.experts_bwd, "experts"),
-                Block("tp", "all_reduce", m.tp_bytes, "experts allreduce"),
-                Block("ep", "all_to_all", m.dispatch_bytes, "dispatch"),
+                *m.tp_blocks(),
+                Block("ep", "all_to_all", m.from_experts_bytes, "dispatch"),
                 _c(attn + m.pre_bwd, "router+attn")]
     else:
         out += [_c(t.mlp_bwd + (0.0 if rc else t.mlp_recompute), "mlp"),

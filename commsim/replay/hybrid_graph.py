@@ -33,16 +33,21 @@ from commsim.replay.transformer import Model
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Parallel:
-    """Group sizes: tensor, context, pipeline and data parallel; the expert-parallel size
-    (its groups ``ep`` consecutive of the ``j = c + cp d`` of a stage's TP rank in
-    Megatron-Core's order, of the replicas ``d`` with the same ``d // ep`` in Llama 3's);
-    the rank ``order``."""
+    """Group sizes: tensor, context, pipeline and data parallel; the expert-parallel size and
+    the expert TP (``etp``, 0: ``tp``); the rank ``order``.
+
+    The MoE layers' grid (:mod:`commsim.plan.config` says why): in Megatron-Core's order a
+    stage's local rank ``r = et + etp (e + ep ed)`` (expert TP rank ``et``, EP rank ``e``,
+    expert data-parallel rank ``ed``), so with ``etp = tp`` an EP group is ``ep`` consecutive
+    ``j = c + cp d`` of a stage's TP rank; in Llama 3's order (``etp = tp`` only) the replicas
+    ``d`` with the same ``d // ep``."""
 
     tp: int = 1
     cp: int = 1
     pp: int = 1
     dp: int = 1
     ep: int = 1
+    etp: int = 0
     order: str = ORDERS[0]
 
     def __post_init__(self) -> None:
@@ -51,6 +56,18 @@ class Parallel:
         if self.order not in ORDERS:
             raise SpecError(f"parallel.order: must be one of {', '.join(ORDERS)} (got "
                             f"{self.order!r})")
+        if self.etp == 0:
+            object.__setattr__(self, "etp", self.tp)
+        fields.positive_int(self.etp, "parallel.etp")
+        if self.etp != self.tp and not self.megatron:
+            raise SpecError(f"parallel.etp: {self.etp} (expert TP other than tp {self.tp}) "
+                            f"needs order {MEGATRON_ORDER}")
+        if self.etp != self.tp:
+            ranks, what, size = self.tp * self.cp * self.dp, "tp x cp x dp", self.etp * self.ep
+            if ranks % size:
+                raise SpecError(f"parallel.etp: etp x ep = {size} does not divide the {ranks} "
+                                f"ranks of a stage ({what})")
+            return
         ranks = self.cp * self.dp if self.megatron else self.dp
         if ranks % self.ep:
             raise SpecError(f"parallel.ep: {self.ep} does not divide the {ranks} ranks it is "
@@ -64,6 +81,11 @@ class Parallel:
     def megatron(self) -> bool:
         return self.order == MEGATRON_ORDER
 
+    @property
+    def expert_dp(self) -> int:
+        """The expert data-parallel size, ``tp cp dp / (etp ep)``."""
+        return self.tp * self.cp * self.dp // (self.etp * self.ep)
+
     def rank(self, t: int, c: int, p: int, d: int) -> int:
         """Global rank of TP rank ``t``, CP rank ``c``, stage ``p``, replica ``d``."""
         return layout_rank(self.order, self.tp, self.cp, self.pp, self.dp, t=t, c=c, p=p, d=d)
@@ -76,7 +98,11 @@ class Parallel:
         """Replica counts ``B < dp`` (divisors of ``dp``, smallest first) whose blocks of
         replicas hold whole expert-parallel groups and shift onto each other with the
         expert data-parallel groups: candidates of a replica fold."""
-        unit = self.ep if not self.megatron else self.ep // math.gcd(self.ep, self.cp)
+        if self.megatron:  # B replicas are B tp cp consecutive local ranks: whole EP groups
+            span = self.etp * self.ep
+            unit = span // math.gcd(span, self.tp * self.cp)
+        else:
+            unit = self.ep
         return [b for b in range(1, self.dp) if self.dp % b == 0 and b % unit == 0]
 
     def replica_shift(self, replicas: int) -> tuple[list[int], list[int]]:
@@ -89,24 +115,41 @@ class Parallel:
             block.append(d // replicas)
         return shift, block
 
-    def expert_rank(self, c: int, d: int) -> int:
-        """The EP rank of CP rank ``c`` of replica ``d`` (its place in its EP group)."""
-        return (c + self.cp * d) % self.ep if self.megatron else d % self.ep
+    def _expert(self, p: int, et: int, e: int, ed: int) -> int:
+        """Megatron-Core's order: the rank of expert TP rank ``et``, EP rank ``e`` and expert
+        data-parallel rank ``ed`` in stage ``p``."""
+        return self.rank(0, 0, p, 0) + et + self.etp * (e + self.ep * ed)
 
-    def ep_groups(self, t: int, p: int) -> list[list[int]]:
-        """The expert-parallel groups of TP rank ``t`` in stage ``p``."""
+    def expert_coords(self, rank: int) -> tuple[int, int]:
+        """``(et, e)``: the expert TP rank and EP rank of ``rank``."""
+        t, c, p, d = self.coords(rank)
+        if not self.megatron:
+            return t, d % self.ep
+        local = rank - self.rank(0, 0, p, 0)
+        return local % self.etp, local // self.etp % self.ep
+
+    def ep_groups(self, et: int, p: int) -> list[list[int]]:
+        """The expert-parallel groups of expert TP rank ``et`` in stage ``p``."""
         if self.megatron:
-            return [[self.rank(t, j % self.cp, p, j // self.cp) for j in range(f, f + self.ep)]
-                    for f in range(0, self.cp * self.dp, self.ep)]
-        return [[self.rank(t, c, p, d) for d in range(f, f + self.ep)]
+            return [[self._expert(p, et, e, ed) for e in range(self.ep)]
+                    for ed in range(self.expert_dp)]
+        return [[self.rank(et, c, p, d) for d in range(f, f + self.ep)]
                 for f in range(0, self.dp, self.ep) for c in range(self.cp)]
 
-    def expert_dp_group(self, t: int, p: int, e: int) -> list[int]:
-        """The ranks holding the experts of TP rank ``t``, EP rank ``e`` of stage ``p``."""
+    def etp_groups(self, p: int) -> list[list[int]]:
+        """Stage ``p``'s expert TP groups (its TP groups where ``etp = tp``)."""
+        if self.etp == self.tp:
+            return [[self.rank(t, c, p, d) for t in range(self.tp)]
+                    for d in range(self.dp) for c in range(self.cp)]
+        return [[self._expert(p, et, e, ed) for et in range(self.etp)]
+                for ed in range(self.expert_dp) for e in range(self.ep)]
+
+    def expert_dp_group(self, et: int, p: int, e: int) -> list[int]:
+        """The ranks holding the experts of expert TP rank ``et``, EP rank ``e`` of stage
+        ``p``."""
         if self.megatron:
-            return [self.rank(t, j % self.cp, p, j // self.cp)
-                    for j in range(e, self.cp * self.dp, self.ep)]
-        return [self.rank(t, c, p, d) for d in range(e, self.dp, self.ep)
+            return [self._expert(p, et, e, ed) for ed in range(self.expert_dp)]
+        return [self.rank(et, c, p, d) for d in range(e, self.dp, self.ep)
                 for c in range(self.cp)]
 
 
@@ -176,8 +219,9 @@ class HybridGraphBuilder:
         self.k = spec.microbatches
         # FSDP: (stage, t) -> first-forward-done tasks per layer in order of first use
         self.first_use: dict[tuple[int, int], list[list[int]]] = {}
-        self.gathers: dict[tuple[int, int], int] = {}  # (layer, t) -> all-gather task
-        self.expert_gathers: dict[tuple[int, int, int], int] = {}  # (layer, t, e) -> task
+        self.gathers: dict[tuple[int, int], int | None] = {}  # (layer, t) -> all-gather
+        self.expert_gathers: dict[tuple[int, int, int], int] = {}  # (layer, et, e) -> task
+        self._owned: dict[tuple[int, int], list[tuple[int, int, list[int], list[int]]]] = {}
         self.buckets = {p: self._buckets(p) for p in range(par.pp)}
         self.vstages = vstage_layers(spec.split, spec.chunks_per_stage)
         self.last_op: dict[int, list[int]] = {}  # rank -> its stage's last op's end
@@ -185,7 +229,8 @@ class HybridGraphBuilder:
 
     # groups (lists of global ranks)
     def _groups(self, kind: str, stage: int) -> list[list[int]]:
-        """Every group of ``kind`` (``tp``, ``cp``, ``ep``) among ``stage``'s ranks."""
+        """Every group of ``kind`` (``tp``, ``cp``, ``ep``, ``etp``) among ``stage``'s
+        ranks."""
         par, rank = self.par, self.par.rank
         if kind == "tp":
             return [[rank(t, c, stage, d) for t in range(par.tp)]
@@ -193,14 +238,12 @@ class HybridGraphBuilder:
         if kind == "cp":
             return [[rank(t, c, stage, d) for c in range(par.cp)]
                     for d in range(self.replicas) for t in range(par.tp)]
-        return [g for t in range(par.tp) for g in par.ep_groups(t, stage)
-                if self.built.issuperset(g)]
+        groups = (par.ep_groups(et, stage) for et in range(par.etp)) if kind == "ep" else (
+            [par.etp_groups(stage)])
+        return [g for gs in groups for g in gs if self.built.issuperset(g)]
 
     def _dp_group(self, t: int, p: int) -> list[int]:
         return [self.par.rank(t, c, p, d) for d in range(self.par.dp) for c in range(self.par.cp)]
-
-    def _expert_dp_group(self, t: int, p: int, e: int) -> list[int]:
-        return self.par.expert_dp_group(t, p, e)
 
     def _expert_params(self, layer: int) -> int:
         m = self.t.moe
@@ -383,34 +426,49 @@ class HybridGraphBuilder:
         experts', over its expert data-parallel group), issued one layer ahead (none when the
         DP x CP group is one rank: nothing is sharded)."""
         par = self.par
-        if par.dp * par.cp == 1:
+        if par.dp * par.cp == par.expert_dp == 1:
             return []
-        t, c, _, d = par.coords(rank)
-        e = par.expert_rank(c, d)
+        t = par.coords(rank)[0]
         if (layer, t) not in self.gathers:
-            used = self.first_use.get((stage, t), [])
-            deps = used[-2] if len(used) >= 2 else []
+            used = {tt: self.first_use.get((stage, tt), []) for tt in range(par.tp)}
+            deps = {tt: u[-2] if len(u) >= 2 else [] for tt, u in used.items()}
             bpp = self.spec.bytes_per_param
             weights = self.spec.layer_params(layer) * bpp
             self.gathers[(layer, t)] = self.b.collective(
                 self._dp_group(t, stage), "all_gather", weights, algorithm=self.spec.algorithm,
-                name=f"allgather L{layer}", phase="forward", deps=deps, stream="dp_gather",
-                mem_start=weights)
-            for ee in range(self.par.ep if self._expert_params(layer) else 0):
-                task = self._expert_collective(t, stage, ee, "all_gather",
-                                               self._expert_params(layer) * bpp,
-                                               f"allgather experts L{layer}", "forward", deps,
-                                               "dp_gather")
+                name=f"allgather L{layer}", phase="forward", deps=deps[t], stream="dp_gather",
+                mem_start=weights) if par.dp * par.cp > 1 else None
+            experts = self._expert_params(layer) * bpp
+            for et, e, group, tps in self._expert_groups(stage, t) if experts else ():
+                task = self._expert_collective(group, "all_gather", experts,
+                                               f"allgather experts L{layer}", "forward",
+                                               [x for tt in tps for x in deps[tt]], "dp_gather")
                 if task is not None:
-                    self.expert_gathers[(layer, t, ee)] = task
-        expert = self.expert_gathers.get((layer, t, e))
-        return [self.gathers[(layer, t)]] + ([] if expert is None else [expert])
+                    self.expert_gathers[(layer, et, e)] = task
+        expert = self.expert_gathers.get((layer, *par.expert_coords(rank)))
+        return [x for x in (self.gathers[(layer, t)], expert) if x is not None]
 
-    def _expert_collective(self, t: int, stage: int, e: int, collective: str, nbytes: int,
-                           name: str, phase: str, deps: list[int], stream: str) -> int | None:
-        """``collective`` over the expert data-parallel group of TP rank ``t``, EP rank ``e``
-        (None: a group of one rank)."""
-        group = self._expert_dp_group(t, stage, e)
+    def _expert_groups(self, stage: int, t: int) -> list[tuple[int, int, list[int], list[int]]]:
+        """``(et, e, group, TP ranks)`` of the expert data-parallel groups of ``stage`` whose
+        members' lowest TP rank is ``t`` (with ``etp = tp``: those of expert TP rank ``t``),
+        the TP ranks their members hold: they are issued with TP rank ``t``'s data-parallel
+        collectives, after those members' work."""
+        if (stage, t) in self._owned:
+            return self._owned[(stage, t)]
+        par = self.par
+        out = self._owned[(stage, t)] = []
+        for et in range(par.etp):
+            for e in range(par.ep):
+                group = par.expert_dp_group(et, stage, e)
+                tps = sorted({par.coords(r)[0] for r in group})
+                if tps[0] == t:
+                    out.append((et, e, group, tps))
+        return out
+
+    def _expert_collective(self, group: list[int], collective: str, nbytes: int, name: str,
+                           phase: str, deps: list[int], stream: str) -> int | None:
+        """``collective`` over an expert data-parallel ``group`` (None: a group of one
+        rank)."""
         if len(group) == 1:
             return None
         return self.b.collective(group, collective, nbytes, algorithm=self.spec.algorithm,
@@ -429,12 +487,13 @@ class HybridGraphBuilder:
         coll = "all_reduce" if spec.data_parallel == "ddp" else "reduce_scatter"
         if not (fsdp or self.t.grad_overlap):
             return
-        for t in range(par.tp):
-            group = self._dp_group(t, stage)
-            deps = [x for r in group if r in self.built for x in out[r]]
+        groups = {t: self._dp_group(t, stage) for t in range(par.tp)}
+        ready = {t: [x for r in g if r in self.built for x in out[r]] for t, g in groups.items()}
+        for t, group in groups.items():
+            deps = ready[t]
             if len(group) == 1:
-                continue
-            if fsdp:
+                pass
+            elif fsdp:
                 self.b.collective(group, "reduce_scatter", self._grad(weights),
                                   algorithm=spec.algorithm, name=f"reducescatter L{layer}",
                                   phase="gradient", deps=deps, stream="dp", mem_end=-weights)
@@ -444,36 +503,39 @@ class HybridGraphBuilder:
                                   name=f"{coll.replace('_', '')} bucket{bucket}",
                                   phase="gradient", deps=deps, stream="dp")
             experts = self._expert_params(layer) * spec.bytes_per_param
-            if experts:
-                for e in range(self.par.ep):
-                    self._expert_collective(t, stage, e, coll, self._grad(experts),
-                                            f"{coll.replace('_', '')} experts L{layer}",
-                                            "gradient", deps, "dp")
+            for _, _, egroup, tps in self._expert_groups(stage, t) if experts else ():
+                self._expert_collective(egroup, coll, self._grad(experts),
+                                        f"{coll.replace('_', '')} experts L{layer}",
+                                        "gradient", [x for tt in tps for x in ready[tt]], "dp")
 
     def _final(self, stage: int) -> None:
         """After the stage's last op and reduction: without overlap, DDP's (ZeRO's) one
         reduction of the whole gradient; ZeRO's all-gather of the updated weights."""
         spec, par = self.spec, self.par
         dp = spec.data_parallel
-        if dp == "fsdp" or par.dp * par.cp == 1:
+        if dp == "fsdp" or par.dp * par.cp == par.expert_dp == 1:
             return
         coll = "all_reduce" if dp == "ddp" else "reduce_scatter"
         bpp = spec.bytes_per_param
         mine = spec.layers_of(stage)
         dense = sum(spec.layer_params(i) for i in mine) * bpp
         experts = sum(self._expert_params(i) for i in mine) * bpp
-        for t in range(par.tp):
-            group = self._dp_group(t, stage)
-            deps = [x for r in group if r in self.built for x in self.last_op[r]]
+        groups = {t: self._dp_group(t, stage) for t in range(par.tp)}
+        ready = {t: [x for r in g if r in self.built for x in self.last_op[r]]
+                 for t, g in groups.items()}
+        for t, group in groups.items():
+            deps = ready[t]
             steps = [] if self.t.grad_overlap else [(coll, self._grad(dense), experts and
                                                      self._grad(experts))]
             if dp != "ddp":
                 steps.append(("all_gather", dense, experts))
             for collective, nbytes, expert_bytes in steps:
-                self.b.collective(group, collective, nbytes, algorithm=spec.algorithm,
-                                  name=f"{collective.replace('_', '')} stage{stage}",
-                                  phase="gradient", deps=deps, stream="dp")
-                for e in range(self.par.ep if expert_bytes else 0):
-                    self._expert_collective(t, stage, e, collective, expert_bytes,
+                if len(group) > 1:
+                    self.b.collective(group, collective, nbytes, algorithm=spec.algorithm,
+                                      name=f"{collective.replace('_', '')} stage{stage}",
+                                      phase="gradient", deps=deps, stream="dp")
+                for _, _, egroup, tps in self._expert_groups(stage, t) if expert_bytes else ():
+                    self._expert_collective(egroup, collective, expert_bytes,
                                             f"{collective.replace('_', '')} experts "
-                                            f"stage{stage}", "gradient", deps, "dp")
+                                            f"stage{stage}", "gradient",
+                                            [x for tt in tps for x in ready[tt]], "dp")

@@ -138,6 +138,23 @@ def test_fp8_is_replayed_as_planned():
     assert full == pytest.approx(best.record["step_time_s"], rel=1e-9)
 
 
+def test_fp8_experts_are_replayed_as_planned():
+    """A mixture of experts in fp8 replays the planner's step to rounding: its expert GEMMs
+    at the fp8 peak, and FP8 all-to-alls toward the experts (the forward's dispatch, the
+    backward's gradient of the combine) beside bf16 ones back (one replica: no DP traffic)."""
+    stack = named_stack("current", None, "fp8")
+    out = plan("qwen3-30b-a3b", "dgx-h100", global_batch=8, seq=2048, top=1, engine="auto",
+               stack=stack, space=SearchSpace(tp=(2,), etp=(1,), ep=(2,), pp=(4,),
+                                              micro_batch=(1,), schedule=(("1f1b", 1),),
+                                              recompute=("none",)))
+    best = out.result.configs[0]
+    spec = replay_workload(workload_dict(out.model, best.config, 8, out.stack), "dgx-h100")
+    moe = spec.block_times().moe
+    assert moe is not None and moe.to_experts_bytes < moe.from_experts_bytes
+    full = replay(spec, "dgx-h100").step_time_s
+    assert full == pytest.approx(best.record["step_time_s"], rel=1e-9)
+
+
 def test_experts_are_all_to_alls_over_the_ep_groups_in_the_one_des():
     """A MoE layer's dispatch and combine are all-to-alls among the expert-parallel group
     (4 per layer and micro-batch), timed in the step's DES; skew makes the step slower."""
