@@ -30,11 +30,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from math import comb
 
 from commsim.plan.experts import MoESpec
 from commsim.plan.stack import DISPATCHERS
 from commsim.plan.timing import CollectiveTimer
+
+#: A subgroup of an expert-parallel group and the bytes each of its ranks sends in one
+#: all-to-all among them.
+Leg = tuple[tuple[int, ...], int]
 
 
 def hit_probability(*, experts: int, top_k: int, held: int) -> float:
@@ -78,20 +83,33 @@ def dispatch_seconds(timer: CollectiveTimer, moe: MoESpec, group: tuple[int, ...
                          lambda: _deepep(timer, moe, group, nbytes))
 
 
-def _deepep(timer: CollectiveTimer, moe: MoESpec, group: tuple[int, ...], nbytes: int) -> float:
+def deepep_legs(moe: MoESpec, group: tuple[int, ...], host_of: Callable[[int], object],
+                nbytes: int) -> tuple[list[Leg], list[Leg]]:
+    """DeepEP's two legs of one dispatch over ``group`` whose all-to-all would send ``nbytes``
+    per rank (see the module docstring), each an all-to-all of a subgroup and its bytes per
+    rank, as nccl-tests counts them: across hosts, one per local index, among the group's
+    ranks of that index on each host; within each host, among the group's ranks there."""
     hosts: dict[object, list[int]] = {}
     for r in group:
-        hosts.setdefault(timer.network.host_of(r), []).append(r)
+        hosts.setdefault(host_of(r), []).append(r)
     ep, n = len(group), len(hosts)
-    local = next(iter(hosts.values()))
-    width = len(local)
+    width = len(next(iter(hosts.values())))
     per_copy = nbytes / moe.top_k
     across = per_copy * (n - 1) * hit(moe, ep, width)
     within = per_copy * (ep - n) * hit(moe, ep, 1)
-    rdma = nvlink = 0.0
-    if n > 1:   # each rank's bytes to the n - 1 others of its local index, as nccl-tests counts
-        rail = tuple(ranks[0] for ranks in hosts.values())
-        rdma = timer.collective("all_to_all", rail, int(across * n / (n - 1)))
-    if width > 1:
-        nvlink = timer.collective("all_to_all", tuple(local), int(within * width / (width - 1)))
-    return max(rdma, nvlink)
+    rails: list[Leg] = []
+    if n > 1:   # each rank's bytes to the n - 1 others of its local index
+        rails = [(rail, int(across * n / (n - 1))) for i in range(width)
+                 if len(rail := tuple(ranks[i] for ranks in hosts.values() if i < len(ranks)))
+                 > 1]
+    local = [(tuple(ranks), int(within * width / (width - 1))) for ranks in hosts.values()
+             if len(ranks) > 1] if width > 1 else []
+    return rails, local
+
+
+def _deepep(timer: CollectiveTimer, moe: MoESpec, group: tuple[int, ...], nbytes: int) -> float:
+    """The longer of the two legs, each timed by its first subgroup (the others are its
+    shape on other GPUs)."""
+    rails, local = deepep_legs(moe, group, timer.network.host_of, nbytes)
+    return max([timer.collective("all_to_all", *legs[0]) for legs in (rails, local) if legs],
+               default=0.0)

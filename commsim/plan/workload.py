@@ -6,8 +6,8 @@ A ``hybrid`` workload without a flat ``compute:`` block is the planner's descrip
 ``mlp``, ``tied_embeddings``, ``head_dim``, ``moe``, ``mla``), ``parallel:`` takes ``ep`` (the
 expert-parallel size) and ``etp`` (expert TP, written by ``--write-workload`` where it is not
 ``tp``: the MoE layers' own grid, :class:`~commsim.replay.hybrid_graph.Parallel`; a planned
-``stack.moe_overlap`` or ``stack.dispatcher`` other than the defaults is refused on replay in
-one line), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
+``stack.moe_overlap`` other than ``none`` is refused on replay in one line, ``stack.dispatcher:
+deepep`` runs DeepEP's two legs), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
 ``selective``, and ``stack:`` names the software stack (:mod:`.stack`: ``current``,
 ``megatron-2021``, ``llama3``, or a mapping of its fields). The topology's ``device:`` block
 times every block (:mod:`.compute`'s shape-aware GEMMs, :mod:`.moe_layer`'s router, grouped
@@ -37,6 +37,7 @@ from commsim.plan.compute import hardware_flops_per_token, model_flops_per_token
 from commsim.plan.config import ORDERS, PlanConfig, rank_order
 from commsim.plan.costs import layer_bytes, optimizer_times, pipeline_costs, plan_layer_params
 from commsim.plan.device import DeviceSpec, network_device
+from commsim.plan.dispatch import deepep_legs
 from commsim.plan.memory import layer_activation_bytes
 from commsim.plan.models import ModelSpec, model_from_dict
 from commsim.plan.moe_layer import dispatch_bytes, moe_tp_collectives
@@ -141,12 +142,15 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
     m = moe_costs(model, device, cfg, stack)
     if m is not None:
         sizes: dict[str, Any] = dict(tp=cfg.tp, cp=cfg.cp, ep=cfg.ep, micro_batch=cfg.micro_batch)
+        to_experts = dispatch_bytes(model, **sizes, precision=m.precision)
+        from_experts = dispatch_bytes(model, **sizes)
         moe = MoEBlocks(
             layers=frozenset(i for i in range(model.layers) if model.is_moe(i)),
             pre_fwd=m.pre_fwd, experts_fwd=m.experts_fwd, pre_bwd=m.pre_bwd,
             experts_bwd=m.experts_bwd,
-            to_experts_bytes=dispatch_bytes(model, **sizes, precision=m.precision),
-            from_experts_bytes=dispatch_bytes(model, **sizes),
+            to_experts_bytes=to_experts, from_experts_bytes=from_experts,
+            legs=_deepep_legs(model, cfg, network, {to_experts, from_experts})
+            if stack.dispatcher == "deepep" else {},
             tp_collectives=moe_tp_collectives(model, etp=cfg.etp, **sizes),
             expert_params=tuple(-(-model.experts_at(i) // (cfg.ep * cfg.etp))
                                 if model.is_moe(i) else 0 for i in range(model.layers)),
@@ -173,6 +177,32 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
     )
 
 
+def _parallel(cfg: PlanConfig) -> Parallel:
+    return Parallel(tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep, etp=cfg.etp,
+                    order=cfg.order)
+
+
+def _deepep_legs(model: ModelSpec, cfg: PlanConfig, network: Network | None,
+                 sizes: set[int]) -> dict[tuple[tuple[int, ...], int],
+                                          tuple[tuple[tuple[int, ...], int, int], ...]]:
+    """Every expert-parallel group's DeepEP legs (:func:`~commsim.plan.dispatch.deepep_legs`:
+    the rails across hosts in lane 0, each host's ranks in lane 1) for an all-to-all of each of
+    ``sizes`` bytes, on ``network``'s hosts."""
+    assert model.moe is not None
+    if network is None:
+        raise SpecError("stack.dispatcher: deepep needs the topology's hosts to lay out its "
+                        "legs")
+    par, out = _parallel(cfg), {}
+    for p in range(cfg.pp):
+        for et in range(par.etp):
+            for group in map(tuple, par.ep_groups(et, p)):
+                for nbytes in sorted(sizes):
+                    rails, local = deepep_legs(model.moe, group, network.host_of, nbytes)
+                    out[(group, nbytes)] = tuple((r, b, 0) for r, b in rails) + tuple(
+                        (r, b, 1) for r, b in local)
+    return out
+
+
 def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: DeviceSpec,
                 stack: Stack, algorithm: str = "auto",
                 network: Network | None = None) -> HybridSpec:
@@ -186,16 +216,10 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
         raise SpecError(f"stack.moe_overlap: {stack.moe_overlap} is planned (a closed form) but "
                         "not lowered by the hybrid workload, which runs every all-to-all "
                         "exposed; replay it with moe_overlap none")
-    if stack.dispatcher != "alltoall" and model.moe is not None:
-        raise SpecError(f"stack.dispatcher: {stack.dispatcher} is planned (two all-to-alls "
-                        "overlapped, commsim/plan/dispatch.py) but not lowered by the hybrid "
-                        "workload, which runs NCCL's all-to-all; replay it with dispatcher "
-                        "alltoall")
     return HybridSpec(
         model=Model(layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                     vocab=model.vocab),
-        parallel=Parallel(tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep, etp=cfg.etp,
-                          order=cfg.order),
+        parallel=_parallel(cfg),
         micro_batch=cfg.micro_batch, global_batch=global_batch, schedule=cfg.schedule,
         chunks_per_stage=cfg.chunks, stage_layers=cfg.stage_layers,
         data_parallel=cfg.data_parallel, recompute=cfg.recompute,

@@ -21,7 +21,7 @@ pipeline (:mod:`commsim.plan.evaluate`):
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 
@@ -50,7 +50,11 @@ class MoEBlocks:
     back (the forward's combine, the backward's gradient of the dispatch); ``tp_collectives``:
     the MoE half's all-reduces as (group kind ``tp`` or ``etp``, bytes); ``expert_params``: per
     global layer, one rank's routed-expert parameters (0 on a dense layer), gathered and
-    reduced over the expert data-parallel group.
+    reduced over the expert data-parallel group; ``legs``: (an expert-parallel group, the bytes
+    of its all-to-all) -> the all-to-alls over subgroups that run together in its place, each
+    with its bytes and its lane (a rank's subgroups are in different lanes, its ``ep``
+    stream's and ``ep #2``'s: DeepEP's two legs, :mod:`commsim.plan.dispatch`; empty: NCCL's
+    all-to-all), the group's ranks waiting for every one of them.
     """
 
     layers: frozenset[int]
@@ -62,6 +66,8 @@ class MoEBlocks:
     from_experts_bytes: int
     tp_collectives: tuple[tuple[str, int], ...]
     expert_params: tuple[int, ...]
+    legs: Mapping[tuple[tuple[int, ...], int], tuple[tuple[tuple[int, ...], int, int], ...]] = (
+        field(default_factory=dict))
 
     def tp_blocks(self) -> list[Block]:
         """The MoE half's TP collectives, in order."""

@@ -388,15 +388,19 @@ class HybridGraphBuilder:
                                          mem_end=(act if forward else -act)
                                          if i == computes[-1] else 0)]
                 continue
+            legs = self.t.moe.legs if self.t.moe is not None and blk.kind == "ep" else {}
             for group in self._groups(blk.kind, stage):
                 if len(group) == 1:
                     continue
-                task = b.collective(group, blk.collective, int(blk.amount),
-                                    algorithm=spec.algorithm, name=f"{name} {blk.label}",
-                                    phase=phase, deps=[x for r in group for x in prev[r]],
-                                    stream=blk.kind)
+                parts = legs.get((tuple(group), int(blk.amount)),
+                                 ((tuple(group), int(blk.amount), 0),))
+                tasks = [b.collective(list(ranks), blk.collective, nbytes,
+                                      algorithm=spec.algorithm, name=f"{name} {blk.label}",
+                                      phase=phase, deps=[x for r in ranks for x in prev[r]],
+                                      stream=blk.kind + (f" #{lane + 1}" if lane else ""))
+                         for ranks, nbytes, lane in parts]
                 for r in group:
-                    prev[r] = [task]
+                    prev[r] = list(tasks)
         if forward and op.microbatch == 0 and fsdp:
             self._note_first_use(stage, prev)
         if not forward and op.microbatch == self.k - 1:

@@ -16,7 +16,8 @@ from commsim.plan.dispatch import dispatch_seconds, hit
 from commsim.plan.experts import MoESpec
 from commsim.plan.models import catalogue_model
 from commsim.plan.timing import CollectiveTimer
-from commsim.plan.workload import replay_spec
+from commsim.plan.workload import replay_spec, replay_workload, workload_dict
+from commsim.replay import replay
 from commsim.topology import load_topology
 
 
@@ -123,11 +124,30 @@ def test_bad_dispatcher_and_routing_groups_are_one_line(
         MoESpec(experts=16, top_k=4, expert_ffn_hidden=1, groups=8, group_limit=1)
 
 
-def test_the_hybrid_workload_refuses_deepep_in_one_line() -> None:
-    """The replay runs NCCL's all-to-all: a DeepEP plan is not written as a workload."""
-    model = catalogue_model("qwen3-30b-a3b")
-    out = plan(model, "dgx-h100x2", global_batch=64, top=1,
-               stack=Stack(dispatcher="deepep"))
+def test_the_hybrid_workload_lowers_deepep_as_its_two_legs() -> None:
+    """``replay`` of a DeepEP plan runs each dispatch and combine as DeepEP's two legs at once
+    in the one DES: an all-to-all among the group's ranks of each local index across the two
+    hosts (lane ``ep``) and one among each host's 8 (lane ``ep #2``), each rank waiting for its
+    group's legs; the step is the planner's within 1% (the replay also sees the dense
+    replicas' ZeRO traffic share links with them), never below it. Without the topology's
+    hosts there are no legs to lay out: one line."""
+    model = replace(catalogue_model("qwen3-30b-a3b"), layers=2, seq=2048)
+    stack = Stack(dispatcher="deepep")
+    out = plan(model, "dgx-h100x2", global_batch=2, top=1, engine="auto", stack=stack,
+               space=SearchSpace(tp=(8,), etp=(1,), ep=(16,), pp=(1,), micro_batch=(1,),
+                                 recompute=("none",), data_parallel=("zero1",)))
     best = out.result.configs[0]
-    with pytest.raises(SpecError, match="stack.dispatcher: deepep"):
-        replay_spec(model, best.config, 64, out.device, out.stack)
+    spec = replay_workload(workload_dict(out.model, best.config, 2, out.stack), "dgx-h100x2")
+    moe = spec.block_times().moe
+    assert moe is not None
+    legs = moe.legs[(tuple(range(16)), moe.to_experts_bytes)]
+    assert sorted(ranks for ranks, _, lane in legs if lane == 0) == [(i, i + 8) for i in range(8)]
+    assert [ranks for ranks, _, lane in legs if lane == 1] == [tuple(range(8)),
+                                                               tuple(range(8, 16))]
+    result = replay(spec, "dgx-h100x2")
+    dispatches = [t for t in result.graph.tasks if t.name.endswith("fwd L1 mb0 dispatch")]
+    assert sorted(t.stream for t in dispatches) == ["ep"] * 8 + ["ep #2"] * 2
+    planned = best.record["step_time_s"]
+    assert planned * (1 - 1e-9) <= result.step_time_s <= planned * 1.01
+    with pytest.raises(SpecError, match="deepep needs the topology's hosts"):
+        replay_spec(out.model, best.config, 2, out.device, out.stack)
