@@ -16,11 +16,17 @@ H800, A100):
   ``best_practice/qwen3/readme.md``, table "Performance Results / H100" (256 H100, NVLink 4,
   InfiniBand 8 x 50 GB/s per host): every row, each with TP, CP, EP, PP, ETP, VPP, DP, MBS,
   GBS, recompute and step time. Its Qwen3-Next-80B-A3B row is out of scope: that model's Gated
-  DeltaNet linear-attention layers are not modelled (:data:`OUT_OF_SCOPE`).
+  DeltaNet linear-attention layers are not modelled (:data:`OUT_OF_SCOPE`);
+* the same file's "Long Context" table for H100 (256 H100, Qwen3-235B-A22B, DeepEP, bf16; TP,
+  CP, PP 8, VPP 4, EP 8, GBS 256 and the recompute in its command): its four "forced balance"
+  TFLOP/s (the dropless ones route unevenly by an amount not stated: out of scope). The table
+  names no FLOP count; the short table above pins it: its five rows' TFLOP/s x step time give
+  147.3-148.2 GFLOP per token, Megatron-LM's count with causal attention
+  (:func:`zoo_flops`) 148.0, the 2024 count with full ``s x s`` attention 166.9
+  (:func:`zoo_flop_check`, printed by the benchmark).
 
-Left out by the rule, and why (docs/planning.md lists them): the same file's "Long Context"
-table (TFLOP/s under a Megatron-LM FLOP count whose version it does not state) and its
-GB200/GB300 tables (no preset); the TFLOP/s in the ModelZoo's run scripts' comments (Mixtral
+Left out by the rule, and why (docs/planning.md lists them): the same file's GB200/GB300
+tables (no preset); the TFLOP/s in the ModelZoo's run scripts' comments (Mixtral
 8x22B "around 455TFLOPS", Qwen3-235B "320 TFLOPS": approximate figures beside a command, not a
 table of runs, under a FLOP count whose version is not stated); the MoE Parallel Folding paper
 (arXiv 2504.14960, Table 1: the layout of each row is "found by tuning", not stated); the
@@ -63,21 +69,45 @@ class MoERow:
 MCORE_MOE = "Megatron-Core MoE README (H100)"
 DEEPSEEK_V3 = "DeepSeek-V3 report 2024 (H800)"
 MOE_ZOO = "Megatron-MoE-ModelZoo Qwen3 (H100)"
+MOE_ZOO_LONG = "Megatron-MoE-ModelZoo Qwen3 long context (H100)"
 
 #: Rows the rule selects that commsim cannot evaluate: (source, row, why).
 OUT_OF_SCOPE = (
     (MOE_ZOO, "Qwen3-Next-80B-A3B, 128 H100, TP1 EP32 PP4 VPP3, 2.2 s",
      "Gated DeltaNet linear attention (3 of 4 layers) and gated attention not modelled"),
+    (MOE_ZOO_LONG, "the four dropless TFLOP/s (237, 277, 320, 357)",
+     "uneven routing by an amount the table does not state"),
 )
 
 
-def _megatron_flops(m: ModelSpec, batch: int) -> float:
-    """Megatron-LM's FLOPs of a step (2024 form; ``f`` the expert's size, ``k`` top-k)."""
+def _megatron_flops(m: ModelSpec, batch: int, causal: bool = False) -> float:
+    """Megatron-LM's FLOPs of a step (2024 form; ``f`` the expert's size, ``k`` top-k), or
+    with causal attention (half the ``s x s`` scores: its later form)."""
     assert m.moe is not None
     h, s, lay = m.hidden, m.seq, m.layers
-    attn = (1 + m.kv_heads / m.heads + s / h) * m.q_hidden / h
+    attn = (1 + m.kv_heads / m.heads + s / (2 * h if causal else h)) * m.q_hidden / h
     mlp = m.moe.expert_ffn_hidden / h * m.moe.top_k * (1.5 if m.mlp == "swiglu" else 1.0)
     return 12 * batch * s * lay * h * h * (attn + mlp + m.vocab / (2 * lay * h))
+
+
+def zoo_flops(m: ModelSpec, batch: int) -> float:
+    """The FLOPs of a step the ModelZoo's Qwen3 tables count (Megatron-LM's, causal)."""
+    return _megatron_flops(m, batch, causal=True)
+
+
+#: The ModelZoo's short H100 table: (step seconds, TFLOP/s per GPU) of its five
+#: Qwen3-235B rows, 256 GPUs, 2048 x 4096 tokens a step.
+ZOO_STEPS_AND_TFLOPS = ((19.7, 245), (17.6, 276), (17.6, 276), (24.2, 200), (29.0, 167))
+
+
+def zoo_flop_check() -> tuple[list[float], float, float]:
+    """(GFLOP per token each short-table row implies, the causal count's, the full-attention
+    count's) for Qwen3-235B at sequence 4096."""
+    model = catalogue_model("qwen3-235b-a22b")
+    tokens = 2048 * model.seq
+    implied = [tf * 1e12 * 256 * step / tokens / 1e9 for step, tf in ZOO_STEPS_AND_TFLOPS]
+    return (implied, zoo_flops(model, 2048) / tokens / 1e9,
+            _megatron_flops(model, 2048) / tokens / 1e9)
 
 
 def _mixtral() -> MoERow:
@@ -143,6 +173,24 @@ def _qwen3(tp: int, ep: int, pp: int, vpp: int, dp: int, mbs: int, recompute: st
                   Stack(moe_overlap=overlap, dispatcher=dispatcher))
 
 
+def _qwen3_long(seq: int, cp: int, tflops: int) -> MoERow:
+    """A "forced balance" row of the ModelZoo's H100 long-context table: Qwen3-235B-A22B on
+    256 H100, TP 4, PP 8, VPP 4, EP 8 (ETP 1, the model file's), global batch 256, DeepEP, no
+    all-to-all overlap, recompute of the layer norms and the MoE layers (``moe``; the norms'
+    not charged), the step from its TFLOP/s under :func:`zoo_flops`."""
+    model = replace(catalogue_model("qwen3-235b-a22b"), seq=seq)
+    cfg = PlanConfig(tp=4, cp=cp, pp=8, dp=256 // (4 * cp * 8), micro_batch=1,
+                     schedule="interleaved", chunks=4, data_parallel="zero1", recompute="moe",
+                     ep=8, etp=1, stage_layers=_qwen3_stages(8, 4),
+                     order=rank_order(has_experts=True))
+    step = zoo_flops(model, 256) / (tflops * 1e12 * cfg.world)
+    return MoERow(MOE_ZOO_LONG, f"Qwen3-235B-A22B seq {seq // 1024}k CP {cp}", model, "H100",
+                  "dgx-h100x32", cfg, 256, f"{tflops} TFLOP/s/GPU", step,
+                  "micro-batch 1 not stated; forced balance as even routing; norm recompute "
+                  "not charged; TFLOP/s under the causal count the short table pins",
+                  Stack(dispatcher="deepep"))
+
+
 MOE_ROWS = (
     _mixtral(),
     _deepseek_v3(),
@@ -152,4 +200,8 @@ MOE_ROWS = (
     _qwen3(2, 8, 1, 1, 128, 4, "full", 17.6, "EP8 FSDP"),
     _qwen3(2, 8, 32, 3, 4, 1, "norm, act", 24.2, "EP8 PP32", dispatcher="alltoall"),
     _qwen3(4, 8, 8, 4, 8, 1, "", 29.0, "EP8 TP4"),
+    _qwen3_long(16384, 1, 295),
+    _qwen3_long(32768, 2, 335),
+    _qwen3_long(65536, 4, 368),
+    _qwen3_long(131072, 8, 389),
 )

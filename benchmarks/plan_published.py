@@ -65,7 +65,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _foundry_rows import ATTENTION as FOUNDRY_ATTENTION  # noqa: E402
 from _foundry_rows import TABLES as FOUNDRY_TABLES  # noqa: E402
 from _fp8_ratios import linear_ratios, torchtitan_ratios  # noqa: E402
-from _moe_rows import MOE_ROWS, OUT_OF_SCOPE, MoERow  # noqa: E402
+from _moe_rows import (  # noqa: E402
+    MOE_ROWS,
+    MOE_ZOO_LONG,
+    OUT_OF_SCOPE,
+    MoERow,
+    zoo_flop_check,
+)
 
 from commsim.plan import SearchSpace, plan  # noqa: E402
 from commsim.plan.bounds import moe_costs  # noqa: E402
@@ -249,6 +255,12 @@ def moe_table(rows: tuple[MoERow, ...]) -> None:
     print()
     print("\n".join(notes))
     _moe_medians(rows, errors)
+    if any(r.source == MOE_ZOO_LONG for r in rows):
+        implied, causal, full = zoo_flop_check()
+        print(f"{MOE_ZOO_LONG}: the short table's TFLOP/s x step time give "
+              f"{min(implied):.1f}-{max(implied):.1f} GFLOP per token at sequence 4096; "
+              f"Megatron-LM's count with causal attention {causal:.1f}, with full attention "
+              f"{full:.1f}")
     _moe_settings(rows)
 
 

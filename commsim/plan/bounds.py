@@ -60,6 +60,8 @@ def layer_bound(model: ModelSpec, device: DeviceSpec, cfg: PlanConfig,
         f, b = m.pre_fwd + m.experts_fwd, m.pre_bwd + m.experts_bwd
         mlp_f, mlp_b = (min(mlp_f, f), min(mlp_b, b)) if model.moe.dense_layers else (f, b)
     rc = mlp_f if cfg.recompute == "full" else 0.0
+    if cfg.recompute == "moe" and m is not None and model.moe is not None:
+        rc = 0.0 if model.moe.dense_layers else mlp_f  # a dense layer recomputes nothing
     return t.attn_fwd + mlp_f, t.attn_bwd + mlp_b + t.attn_recompute + rc
 
 
@@ -160,9 +162,9 @@ def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer, stage: 
     timed: a configuration that is not pruned times it anyway, and one all-to-all bounds the
     exposed communication that dominates MoE steps; deepseek-v3 on dgx-h100x256: 444
     configurations timed before, 147 after): the mean layer's dispatches and combines (4, 6
-    with full recompute), and the forward's last combine that the next op may overlap; (0, 0)
-    without experts (or on a stage of dense layers only); in ``fp8``, every one at the FP8
-    dispatch's size (the smaller of the two it sends)."""
+    with full or ``moe`` recompute), and the forward's last combine that the next op may
+    overlap; (0, 0) without experts (or on a stage of dense layers only); in ``fp8``, every
+    one at the FP8 dispatch's size (the smaller of the two it sends)."""
     if model.moe is None or cfg.ep < 2:
         return 0.0, 0.0
     share = moe_share(model, cfg.pp, cfg.chunks, stage, cfg.stage_layers)
@@ -172,4 +174,4 @@ def a2a_bound(model: ModelSpec, cfg: PlanConfig, timer: CollectiveTimer, stage: 
                             precision=precision)
     a2a = dispatch_seconds(timer, model.moe, group(cfg, "ep_group", stage, 0), nbytes,
                            dispatcher)
-    return (6 if cfg.recompute == "full" else 4) * share * a2a, a2a
+    return (6 if cfg.recompute in ("full", "moe") else 4) * share * a2a, a2a

@@ -17,7 +17,7 @@ from typing import Any
 
 from commsim.errors import SpecError
 from commsim.plan.bounds import layer_costs
-from commsim.plan.compute import RECOMPUTE
+from commsim.plan.compute import RECOMPUTE, RECOMPUTES
 from commsim.plan.device import DeviceSpec
 from commsim.plan.memory import DATA_PARALLEL, stage_chunk_layers
 from commsim.plan.models import ModelSpec
@@ -101,6 +101,11 @@ def check_space(model: ModelSpec, gpus: int, space: SearchSpace) -> None:
         _check_axis("etp", space.etp, gpus, "the GPUs")
     elif space.etp:
         raise SpecError(f"--etp {space.etp[0]}: {model.name} has no experts")
+    for rc in space.recompute:
+        if rc not in RECOMPUTES:
+            raise SpecError(f"--recompute {rc}: must be one of {', '.join(RECOMPUTES)}")
+        if rc == "moe" and model.moe is None:
+            raise SpecError(f"--recompute moe: {model.name} has no experts")
 
 
 def expert_axes(model: ModelSpec, tp: int, cp: int, dp: int, space: SearchSpace,

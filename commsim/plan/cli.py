@@ -15,7 +15,7 @@ from typing import Any
 
 from commsim.cliargs import add_what_if, check_output
 from commsim.errors import SpecError
-from commsim.plan.compute import RECOMPUTE
+from commsim.plan.compute import RECOMPUTE, RECOMPUTES
 from commsim.plan.config import SCHEDULES
 from commsim.plan.memory import DATA_PARALLEL
 from commsim.plan.search import PlanResult, SearchSpace
@@ -27,7 +27,7 @@ A --pp that does not divide the layers gets lighter first and last stages (as Me
 --decoder-first/last-pipeline-num-layers place them), the split whose slowest stage is
 fastest; --stage-layers fixes the split (first stage first; 8*14 is fourteen stages of 8).
 schedules: 1f1b, gpipe, interleaved (every V), interleaved:V.
-data parallel: ddp, zero1, zero2, fsdp.  recompute: none, selective, full.
+data parallel: ddp, zero1, zero2, fsdp.  recompute: none, selective, full (and moe).
 stacks: current, megatron-2021 (unfused attention, no sequence parallelism, weight gradients
 added by a separate kernel, one gradient all-reduce after the backward, blocking pipeline
 sends, fp16 loss scaling), llama3 (current with fp32 gradient accumulation and reduction),
@@ -91,7 +91,9 @@ def add_parser(sub: Any) -> None:
                    "stages where --pp does not divide the layers")
     p.add_argument("--schedule", metavar="LIST", help=", ".join(SCHEDULES) + ", interleaved:V")
     p.add_argument("--data-parallel", metavar="LIST", help=", ".join(DATA_PARALLEL))
-    p.add_argument("--recompute", metavar="LIST", help=", ".join(RECOMPUTE))
+    p.add_argument("--recompute", metavar="LIST",
+                   help=", ".join(RECOMPUTE) + " (searched by default), moe (MoE models: each "
+                   "MoE layer's MLP half recomputed, all-to-alls too)")
     p.add_argument("--stack", metavar="NAME", default="current",
                    help="software stack: current (fused attention, sequence parallelism, "
                    "overlapped gradient reduction; the default), megatron-2021, llama3 or "
@@ -217,7 +219,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         schedule=_schedules(args.schedule),
         data_parallel=_words(args.data_parallel, "--data-parallel", DATA_PARALLEL)
         or DATA_PARALLEL,
-        recompute=_words(args.recompute, "--recompute", RECOMPUTE) or RECOMPUTE,
+        recompute=_words(args.recompute, "--recompute", RECOMPUTES) or RECOMPUTE,
         ep=_ints(args.ep, "--ep"),
         etp=_ints(args.etp, "--etp"),
         stage_layers=_split(args.stage_layers),

@@ -70,6 +70,10 @@ from commsim.plan.models import ModelSpec
 from commsim.plan.stack import DEFAULT, Stack
 
 RECOMPUTE = ("none", "selective", "full")
+#: Every recompute ``plan`` takes: the searched three and ``moe`` (Megatron-Core's
+#: ``--recompute-modules moe``: each MoE layer's MLP half, its router, dispatch, experts and
+#: combine, run again in its backward; the rest as ``none``; named, never searched).
+RECOMPUTES = RECOMPUTE + ("moe",)
 #: Bytes of a bf16 element.
 BF16 = 2
 #: Bytes moved per element by one of Transformer Engine's fused cast-transposes: read the
@@ -272,7 +276,7 @@ def layer_times(
         mlp_fwd=mlp_fwd,
         attn_bwd=qkv[1] + core_bwd + proj[1] + 2 * attn_ew + attn_wgrad,
         mlp_bwd=up[1] + down[1] + 2 * mlp_ew + mlp_wgrad,
-        attn_recompute={"none": 0.0, "selective": core, "full": attn_fwd}[recompute],
+        attn_recompute={"selective": core, "full": attn_fwd}.get(recompute, 0.0),
         mlp_recompute=mlp_fwd if recompute == "full" else 0.0,
         logits_fwd=logits[0] + CROSS_ENTROPY_FWD_BYTES * loss,
         logits_bwd=logits[1] + CROSS_ENTROPY_BWD_BYTES * loss,
@@ -313,10 +317,16 @@ def model_flops_per_token(model: ModelSpec) -> float:
 
 def hardware_flops_per_token(model: ModelSpec, recompute: str) -> float:
     """Model FLOPs plus what recompute runs again (Megatron-LM's "achieved" FLOPs):
-    ``full`` one more forward of every layer, ``selective`` of every attention core."""
+    ``full`` one more forward of every layer, ``selective`` of every attention core, ``moe``
+    of every MoE layer's MLP half (router, shared and ``top_k`` routed experts)."""
     core = 2.0 * model.layers * model.seq * model.core_width
     if recompute == "full":
         return model_flops_per_token(model) + 2.0 * model.active_layer_params + core
     if recompute == "selective":
         return model_flops_per_token(model) + core
+    if recompute == "moe" and model.moe is not None:
+        last = model.layers - 1
+        half = (model.dense_params_at(last) - model.attention_params
+                + model.moe.top_k * model.expert_params)
+        return model_flops_per_token(model) + 2.0 * model.moe_layers * half
     return model_flops_per_token(model)

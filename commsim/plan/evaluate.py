@@ -119,6 +119,7 @@ class PipelineCosts:
     attn_rc: float = 0.0
     mlp_rc: float = 0.0
     rc_comm: bool = False
+    moe_rc: bool = False  #: ``moe`` recompute: each MoE half's forward again before its backward
     logits_fwd: float = 0.0
     logits_bwd: float = 0.0
     tp_ar: tuple[float, ...]
@@ -185,7 +186,8 @@ def layer_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
 def _moe_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
     """:func:`layer_blocks` of a stage with MoE layers (the mean layer, :class:`MoEStage`):
     forward ``[cp] attention [tp] router ep:dispatch experts [tp] ep:combine``, backward
-    ``ep:combine' experts' [tp] ep:dispatch' router'+attention' [cp] [tp]``."""
+    ``ep:combine' experts' [tp] ep:dispatch' router'+attention' [cp] [tp]``, after the MoE
+    half's forward again under ``moe`` recompute."""
     m, k = c.moe[stage], c.factor(stage)
     tp, cg, rs = c.tp_ar[stage], c.cp_gather[stage], c.cp_rs[stage]
     dense = 1.0 - m.share
@@ -201,6 +203,10 @@ def _moe_blocks(c: PipelineCosts, stage: int, forward: bool) -> list[Block]:
     if forward:
         return fwd
     out = list(fwd) if c.rc_comm else []
+    if c.moe_rc:  # the MoE half's forward again: router, dispatch, experts, [tp], combine
+        out += [("compute", m.share * m.pre_fwd * k), *a2a,
+                ("compute", m.share * m.experts_fwd * k)]
+        out += ([("tp", m.share * m.tp)] if m.tp else []) + a2a16
     mlp_rc = 0.0 if c.rc_comm else dense * c.mlp_rc
     attn_rc = 0.0 if c.rc_comm else c.attn_rc
     out += a2a + [("compute", (dense * c.mlp_bwd + mlp_rc + m.share * m.experts_bwd) * k)]

@@ -42,8 +42,9 @@ sequence parallelism ``10 T h`` of it is not divided by ``t``). Generalised term
 attention ``(7 + 4 g/a) T h`` (``g`` key/value heads), MLP ``3 T h + 4 T f`` (GeLU) or
 ``3 T h + 6 T f`` (SwiGLU), layer norms ``4 T h``, attention scores ``5 a T s``.
 ``selective`` recompute drops the scores (Korthikanti's ``34 T h / t``); ``full`` keeps only
-each layer's input, ``2 T h / t``, plus one layer's full set while it is recomputed.
-The last stage adds the fp32 logits, ``4 T V / t``.
+each layer's input, ``2 T h / t``, plus one layer's full set while it is recomputed; ``moe``
+keeps of each MoE layer's MLP half only its input, ``2 T h / t``, plus one half's set while it
+is recomputed. The last stage adds the fp32 logits, ``4 T V / t``.
 
 **In flight**: a stage holds the activations of every micro-batch (model chunk) whose forward
 has run and backward has not. Counted from the schedule itself: 1F1B's first stage holds
@@ -387,6 +388,9 @@ def _stage_activations(model: ModelSpec, w: _Where, stage: int,
     act = held * (per_layer + (0.0 if w.recompute == "full" else fp8))
     if w.recompute == "full":
         act += layer_activation_bytes(model, w.micro_batch, tp, cp, "none", stack) + fp8
+    elif w.recompute == "moe":  # the MoE half being recomputed holds its activations again
+        act += moe_activation_bytes(model, tp=tp, cp=cp, ep=w.ep, micro_batch=w.micro_batch,
+                                    recompute="none", etp=None if w.etp in (0, tp) else w.etp)
     if stage == pp - 1:
         act += 4.0 * tokens * model.vocab / tp
     return math.ceil(act)

@@ -168,12 +168,14 @@ def moe_activation_bytes(model: ModelSpec, *, tp: int, cp: int, ep: int, micro_b
     token's gathered input (``2 h``) and SwiGLU's (GeLU's) ``6 f_e/u`` (``4 f_e/u``) of the
     expert MLP, times ``k L T u / t`` (``u``: expert TP, None: ``t``), and the shared experts'
     as a dense MLP (``6 T f_s / t``). Full recompute keeps only the layer's input (counted by
-    the caller)."""
+    the caller); ``moe`` recompute only the half's input (``2 T h / t``)."""
     moe = model.moe
     assert moe is not None
     if recompute == "full":
         return 0.0
     n_tok = tokens(model, micro_batch, cp)
+    if recompute == "moe":
+        return 2.0 * n_tok * model.hidden / tp
     per_f = 6 if model.mlp == "swiglu" else 4
     u = tp if etp is None else etp
     gathered = 1.0 if u == tp else u / tp

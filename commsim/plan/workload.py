@@ -162,7 +162,8 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
     return BlockTimes(
         attn_fwd=t.attn_fwd, mlp_fwd=t.mlp_fwd, attn_bwd=t.attn_bwd, mlp_bwd=t.mlp_bwd,
         attn_recompute=t.attn_recompute, mlp_recompute=t.mlp_recompute,
-        recompute_collectives=t.recompute_collectives, logits_fwd=t.logits_fwd,
+        recompute_collectives=t.recompute_collectives,
+        moe_recompute=cfg.recompute == "moe" and moe is not None, logits_fwd=t.logits_fwd,
         logits_bwd=t.logits_bwd,
         optimizer_s=optimizer_times(cfg, model, params, device, stack),
         params=tuple(params(i) for i in range(model.layers)), tp_bytes=tp_bytes,
@@ -212,6 +213,9 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
         raise SpecError("stack.fsdp_reshard: PyTorch FSDP's gathers and reductions in every "
                         "micro-batch are planned but not lowered by the hybrid workload (the "
                         "fsdp workload kind replays them)")
+    if cfg.recompute == "moe" and model.moe is None:
+        raise SpecError(f"recompute: moe recomputes mixtures of experts; {model.name} has no "
+                        "moe:")
     if stack.moe_overlap != "none" and model.moe is not None:
         raise SpecError(f"stack.moe_overlap: {stack.moe_overlap} is planned (a closed form) but "
                         "not lowered by the hybrid workload, which runs every all-to-all "

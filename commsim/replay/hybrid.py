@@ -60,7 +60,7 @@ DATA_PARALLEL = ("ddp", "fsdp")
 RECOMPUTE = ("none", "full")
 #: With :class:`BlockTimes` (the planner's description): ZeRO-1/2 and selective recompute too.
 BLOCK_DATA_PARALLEL = ("ddp", "zero1", "zero2", "fsdp")
-BLOCK_RECOMPUTE = ("none", "selective", "full")
+BLOCK_RECOMPUTE = ("none", "selective", "full", "moe")
 #: Bytes of Adam's fp32 master weights, momentum and variance per parameter.
 OPTIMIZER_BYTES_PER_PARAM = 12
 

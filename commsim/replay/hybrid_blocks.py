@@ -15,7 +15,7 @@ pipeline (:mod:`commsim.plan.evaluate`):
   ep:combine`` (the all-to-alls over the expert-parallel group, the TP collectives of the
   routed tokens and the shared experts),
   backward ``ep:combine' experts' [tp] ep:dispatch'`` with the router's backward joining the
-  attention's.
+  attention's (under ``moe`` recompute after the half's forward again).
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class BlockTimes:
     """A step's compute per block (seconds per micro-batch on one rank) and its sizes.
 
     ``attn_*``/``mlp_*``: the two halves of a dense layer; ``*_recompute`` what the backward
-    runs again (``recompute_collectives``: full recompute, the forward's collectives too);
+    runs again (``recompute_collectives``: full recompute, the forward's collectives too;
+    ``moe_recompute``: a MoE layer's MLP half, its all-to-alls too, before its backward);
     ``logits_*``: the last stage's output layer and loss; ``optimizer_s``: per stage, the
     optimizer step of one rank (empty: none); ``params``: per global layer, one TP rank's
     parameters (embeddings included); ``tp_bytes``, ``cp_bytes``: the TP all-reduce and the CP
@@ -103,6 +104,7 @@ class BlockTimes:
     attn_recompute: float = 0.0
     mlp_recompute: float = 0.0
     recompute_collectives: bool = False
+    moe_recompute: bool = False
     logits_fwd: float
     logits_bwd: float
     optimizer_s: tuple[float, ...] = ()
@@ -132,11 +134,14 @@ def _moe_fwd(t: BlockTimes, cp: bool) -> list[Block]:
     out: list[Block] = [Block("cp", "all_gather", t.cp_bytes, "kv allgather")] if cp else []
     return out + [_c(t.attn_fwd, "attn"),
                   Block("tp", "all_reduce", t.tp_bytes, "attn allreduce"),
-                  _c(m.pre_fwd, "router"),
-                  Block("ep", "all_to_all", m.to_experts_bytes, "dispatch"),
-                  _c(m.experts_fwd, "experts"),
-                  *m.tp_blocks(),
-                  Block("ep", "all_to_all", m.from_experts_bytes, "combine")]
+                  *_moe_half(m)]
+
+
+def _moe_half(m: MoEBlocks) -> list[Block]:
+    """A MoE layer's MLP half, forward."""
+    return [_c(m.pre_fwd, "router"), Block("ep", "all_to_all", m.to_experts_bytes, "dispatch"),
+            _c(m.experts_fwd, "experts"), *m.tp_blocks(),
+            Block("ep", "all_to_all", m.from_experts_bytes, "combine")]
 
 
 def layer_blocks(t: BlockTimes, layer: int, forward: bool, cp: bool) -> list[Block]:
@@ -154,6 +159,8 @@ def layer_blocks(t: BlockTimes, layer: int, forward: bool, cp: bool) -> list[Blo
     if moe:
         m = t.moe
         assert m is not None
+        if t.moe_recompute:
+            out += [b._replace(label="recompute " + b.label) for b in _moe_half(m)]
         out += [Block("ep", "all_to_all", m.to_experts_bytes, "combine"),
                 _c(m.experts_bwd, "experts"),
                 *m.tp_blocks(),
