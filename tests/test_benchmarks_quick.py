@@ -43,6 +43,7 @@ QUICK: list[tuple[str, list[str], re.Pattern[str]]] = [
     ("plan_published.py", ["--quick"], re.compile(r"^\|---", re.M)),
     ("plan_replay.py", ["--quick"], DASHES),
     ("replay_fold.py", ["--quick"], DASHES),
+    ("replay_reshare.py", ["--quick"], DASHES),
     ("goodput_agreement.py", ["--quick"], DASHES),
     ("diagnose_logs.py", ["--quick"], DASHES),
     ("validate_presets.py", ["--quick"], DASHES),

@@ -170,6 +170,11 @@ def _spread(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
 class _TaskSimulation(_Simulation):
     """The DES, where an item may also be a delay or a transfer on a view."""
 
+    #: Re-share a contended link's flows once at the end of each instant (as the plain
+    #: transfers' DES does); False: at every routed start, the slower way before it
+    #: (benchmarks/replay_reshare.py times both; the times they give are the same).
+    batch_reshare = True
+
     def __init__(self, items: ItemTable, network: Network,
                  views: Sequence[Network] = ()) -> None:
         super().__init__(items.columns, network, eager_routes=False)
@@ -233,7 +238,10 @@ class _TaskSimulation(_Simulation):
             self._schedule(_Drained(self._on_drained, flow), NORMAL,
                            max(flow.remaining, 0.0) / narrowest)
             return
-        self._reshare(path)
+        if self.batch_reshare:
+            self._defer(path)
+        else:
+            self._reshare(path)
 
 
 def simulate_items(items: Sequence[Item] | ItemTable, network: Network,

@@ -8,7 +8,7 @@ expert-parallel size) and ``etp`` (expert TP, written by ``--write-workload`` wh
 ``tp``: the MoE layers' own grid, :class:`~commsim.replay.hybrid_graph.Parallel`; a planned
 ``stack.moe_overlap`` other than ``none`` is refused on replay in one line, ``stack.dispatcher:
 deepep`` runs DeepEP's two legs), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
-``selective``, and ``stack:`` names the software stack (:mod:`.stack`: ``current``,
+``selective`` and ``moe``, and ``stack:`` names the software stack (:mod:`.stack`: ``current``,
 ``megatron-2021``, ``llama3``, or a mapping of its fields). The topology's ``device:`` block
 times every block (:mod:`.compute`'s shape-aware GEMMs, :mod:`.moe_layer`'s router, grouped
 expert GEMMs and skew), the loss on the last stage and each stage's optimizer step
