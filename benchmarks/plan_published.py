@@ -1,6 +1,7 @@
 """``commsim plan``'s step model against published training throughput.
 
-Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick] [--source TEXT]``
+Run: ``.venv/bin/python benchmarks/plan_published.py [--choose] [--quick] [--source TEXT]
+[--moe [--replay]]``
 
 For each published row, the step of the published layout is evaluated exactly as ``commsim
 plan`` evaluates a configuration (the shipped preset's ``device:`` block: one set of
@@ -45,7 +46,10 @@ throughput turned into the seconds of one step of the published batch), each row
 commsim assumes that the source does not state or that commsim does not model: the rows of
 ``_moe_rows.py`` (the Megatron-Core MoE README's Mixtral 8x7B, the DeepSeek-V3 report, the
 Megatron-MoE-ModelZoo's Qwen3-235B table; its docstring states the rule that picks them),
-with the median |step-time error| overall and per source.
+with the median |step-time error| overall and per source. ``--moe --replay`` replays each
+row's layout in the DES instead, every rank's traffic contending, where the replay lowers it
+within its budget (the rows of ``--moe-overlap`` are refused, as are graphs of over a million
+tasks that do not fold).
 
 ``--choose`` adds what ``commsim plan`` picks for the row's model, GPUs and batch (slow for
 the largest rows: minutes). Prints the table and the median |error|.
@@ -73,7 +77,8 @@ from _moe_rows import (  # noqa: E402
     zoo_flop_check,
 )
 
-from commsim.plan import SearchSpace, plan  # noqa: E402
+from commsim.errors import SpecError  # noqa: E402
+from commsim.plan import SearchSpace, plan, replay_workload, workload_dict  # noqa: E402
 from commsim.plan.bounds import moe_costs  # noqa: E402
 from commsim.plan.compute import model_flops_per_token  # noqa: E402
 from commsim.plan.config import PlanConfig  # noqa: E402
@@ -89,6 +94,7 @@ from commsim.plan.stack import (  # noqa: E402
     Stack,
 )
 from commsim.plan.timing import CollectiveTimer  # noqa: E402
+from commsim.replay import replay  # noqa: E402
 from commsim.replay.stages import split_label  # noqa: E402
 from commsim.topology import load_topology  # noqa: E402
 
@@ -295,6 +301,23 @@ def _moe_settings(rows: tuple[MoERow, ...]) -> None:
             print(f"{row.label} with {overlap}, {precision}: {step:.2f} s ({err:+.1f}%)")
 
 
+def moe_replays(rows: tuple[MoERow, ...]) -> None:
+    """Each row's layout replayed in the DES, every rank's traffic contending (the planner's
+    workload, ``commsim replay``), against the plan's step and the published one; a row the
+    replay does not lower or time is named with its one-line reason."""
+    for row in rows:
+        workload = workload_dict(row.model, row.config, row.global_batch, row.stack)
+        try:
+            step = replay(replay_workload(workload, row.preset), row.preset).step_time_s
+        except SpecError as exc:
+            print(f"{row.label}: not replayed: {exc}")
+            continue
+        planned = predict(row)
+        print(f"{row.label}: replayed {step:.3f} s, planned {planned:.3f} s "
+              f"({100 * (step / planned - 1):+.1f}%), published {row.published_step_s:.2f} s "
+              f"({100 * (step / row.published_step_s - 1):+.1f}%)", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--choose", action="store_true", help="also run the search per row")
@@ -303,6 +326,8 @@ def main() -> None:
                              "test suite")
     parser.add_argument("--moe", action="store_true",
                         help="the mixtures of experts, by step time")
+    parser.add_argument("--replay", action="store_true",
+                        help="with --moe: replay each row's layout in the DES instead (minutes)")
     parser.add_argument("--gather-once", action="store_true",
                         help="time the llm-foundry rows' FSDP as gathered once per step and "
                         "reduced once (the model before PyTorch's FSDP was)")
@@ -310,7 +335,8 @@ def main() -> None:
                         help="only the rows whose source contains TEXT")
     args = parser.parse_args()
     if args.moe:
-        moe_table(MOE_ROWS[:1] if args.quick else MOE_ROWS)
+        rows = MOE_ROWS[:1] if args.quick else MOE_ROWS
+        (moe_replays if args.replay else moe_table)(rows)
         return
     rows = tuple(r for r in ROWS if args.source in r.source)
     if args.gather_once:
