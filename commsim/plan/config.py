@@ -58,7 +58,7 @@ def rank_order(has_experts: bool) -> str:
 class PlanConfig:
     """Group sizes, micro-batch, pipeline schedule (``chunks`` per stage), data parallelism
     (``ddp``, ``zero1``, ``zero2``, ``fsdp``) and recompute (``none``, ``selective``,
-    ``full``); ``stage_layers``: each stage's layers when they differ (empty: equal
+    ``full``, ``moe``); ``stage_layers``: each stage's layers when they differ (empty: equal
     stages); ``order``: how ranks are laid out (see the module docstring)."""
 
     tp: int
