@@ -8,6 +8,8 @@ import json
 import math
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from commsim.cli import main
 from commsim.errors import SpecError
@@ -196,6 +198,32 @@ def test_the_replay_lays_out_the_planners_expert_grid(kw):
         for r in stage:
             et, e = par.expert_coords(r)
             assert r in par.expert_dp_group(et, p, e)
+
+
+@given(tp=st.sampled_from([1, 2, 4]), cp=st.sampled_from([1, 2]), pp=st.sampled_from([1, 2]),
+       dp=st.sampled_from([1, 2, 3, 4, 6, 8]), data=st.data())
+def test_every_expert_grid_is_the_planners(tp, cp, pp, dp, data):
+    """Any expert TP and EP that Megatron-Core's rule allows (``etp ep`` dividing a stage's
+    ``tp cp dp`` ranks): the replay's groups are the planner's, and each kind partitions
+    every stage."""
+    ranks = tp * cp * dp
+    pairs = [(etp, ep) for etp in (1, 2, 4) for ep in range(1, ranks + 1)
+             if ranks % (etp * ep) == 0]
+    etp, ep = data.draw(st.sampled_from(pairs))
+    cfg = PlanConfig(tp=tp, cp=cp, pp=pp, dp=dp, micro_batch=1, schedule="1f1b", chunks=1,
+                     data_parallel="zero1", recompute="none", ep=ep, etp=etp,
+                     order=MEGATRON_ORDER)
+    par = Parallel(tp=tp, cp=cp, pp=pp, dp=dp, ep=ep, etp=etp, order=MEGATRON_ORDER)
+    for p in range(pp):
+        assert [tuple(g) for g in par.ep_groups(0, p)] == cfg.ep_groups(p)
+        assert tuple(par.expert_dp_group(0, p, 0)) == cfg.expert_dp_group(p)
+        assert tuple(par.etp_groups(p)[0]) == cfg.etp_group(p)
+        stage = sorted(r for r in range(cfg.world) if cfg.coords(r)[2] == p)
+        for groups in ([g for et in range(etp) for g in par.ep_groups(et, p)],
+                       par.etp_groups(p),
+                       [par.expert_dp_group(et, p, e) for et in range(etp)
+                        for e in range(ep)]):
+            assert sorted(r for g in groups for r in g) == stage
 
 
 @pytest.mark.parametrize(("model", "tp", "ep", "pp"), [("qwen3-30b-a3b", 2, 2, 4),
