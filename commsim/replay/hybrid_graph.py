@@ -433,24 +433,32 @@ class HybridGraphBuilder:
         if par.dp * par.cp == par.expert_dp == 1:
             return []
         t = par.coords(rank)[0]
-        if (layer, t) not in self.gathers:
-            used = {tt: self.first_use.get((stage, tt), []) for tt in range(par.tp)}
-            deps = {tt: u[-2] if len(u) >= 2 else [] for tt, u in used.items()}
-            bpp = self.spec.bytes_per_param
-            weights = self.spec.layer_params(layer) * bpp
-            self.gathers[(layer, t)] = self.b.collective(
-                self._dp_group(t, stage), "all_gather", weights, algorithm=self.spec.algorithm,
-                name=f"allgather L{layer}", phase="forward", deps=deps[t], stream="dp_gather",
-                mem_start=weights) if par.dp * par.cp > 1 else None
-            experts = self._expert_params(layer) * bpp
-            for et, e, group, tps in self._expert_groups(stage, t) if experts else ():
-                task = self._expert_collective(group, "all_gather", experts,
-                                               f"allgather experts L{layer}", "forward",
-                                               [x for tt in tps for x in deps[tt]], "dp_gather")
-                if task is not None:
-                    self.expert_gathers[(layer, et, e)] = task
+        for owner in range(t + 1):  # the rank's expert group may be a lower TP rank's
+            if (layer, owner) not in self.gathers:
+                self._issue_gathers(stage, layer, owner)
         expert = self.expert_gathers.get((layer, *par.expert_coords(rank)))
         return [x for x in (self.gathers[(layer, t)], expert) if x is not None]
+
+    def _issue_gathers(self, stage: int, layer: int, t: int) -> None:
+        """FSDP: ``layer``'s all-gather for TP rank ``t`` (if its DP x CP group has more than
+        one rank), then its experts' over the expert data-parallel groups ``t`` issues
+        (:meth:`_expert_groups`), each after its members' use two layers back."""
+        par = self.par
+        used = {tt: self.first_use.get((stage, tt), []) for tt in range(par.tp)}
+        deps = {tt: u[-2] if len(u) >= 2 else [] for tt, u in used.items()}
+        bpp = self.spec.bytes_per_param
+        weights = self.spec.layer_params(layer) * bpp
+        self.gathers[(layer, t)] = self.b.collective(
+            self._dp_group(t, stage), "all_gather", weights, algorithm=self.spec.algorithm,
+            name=f"allgather L{layer}", phase="forward", deps=deps[t], stream="dp_gather",
+            mem_start=weights) if par.dp * par.cp > 1 else None
+        experts = self._expert_params(layer) * bpp
+        for et, e, group, tps in self._expert_groups(stage, t) if experts else ():
+            task = self._expert_collective(group, "all_gather", experts,
+                                           f"allgather experts L{layer}", "forward",
+                                           [x for tt in tps for x in deps[tt]], "dp_gather")
+            if task is not None:
+                self.expert_gathers[(layer, et, e)] = task
 
     def _expert_groups(self, stage: int, t: int) -> list[tuple[int, int, list[int], list[int]]]:
         """``(et, e, group, TP ranks)`` of the expert data-parallel groups of ``stage`` whose
@@ -495,13 +503,11 @@ class HybridGraphBuilder:
         ready = {t: [x for r in g if r in self.built for x in out[r]] for t, g in groups.items()}
         for t, group in groups.items():
             deps = ready[t]
-            if len(group) == 1:
-                pass
-            elif fsdp:
+            if len(group) > 1 and fsdp:
                 self.b.collective(group, "reduce_scatter", self._grad(weights),
                                   algorithm=spec.algorithm, name=f"reducescatter L{layer}",
                                   phase="gradient", deps=deps, stream="dp", mem_end=-weights)
-            elif layer in self.buckets[stage]:
+            elif len(group) > 1 and not fsdp and layer in self.buckets[stage]:
                 bucket, nbytes = self.buckets[stage][layer]
                 self.b.collective(group, coll, self._grad(nbytes), algorithm=spec.algorithm,
                                   name=f"{coll.replace('_', '')} bucket{bucket}",

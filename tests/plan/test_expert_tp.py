@@ -259,3 +259,23 @@ def test_replay_of_expert_tp_with_expert_data_parallel_traffic(dp):
     assert spec.parallel.expert_dp == 2
     planned = best.record["step_time_s"]
     assert planned * (1 - 1e-9) <= replay(spec, "dgx-h100").step_time_s <= planned * 1.03
+
+
+@pytest.mark.parametrize("dp", ["ddp", "zero1", "fsdp"])
+def test_one_replica_still_reduces_experts_over_the_tp_pair(dp):
+    """TP 2, ETP 1, EP 1, one replica: no dense data-parallel group, but each expert is held
+    whole by both TP ranks, which reduce (and under FSDP gather) it as an expert data-parallel
+    pair; the replay issues exactly those collectives, and is the planner's step within 1%
+    (their traffic beside the TP all-reduces), never below it."""
+    out = plan("qwen3-30b-a3b", "dgx-h100", global_batch=8, seq=2048, top=1, engine="auto",
+               space=SearchSpace(tp=(2,), etp=(1,), ep=(1,), pp=(4,), micro_batch=(1,),
+                                 schedule=(("1f1b", 1),), recompute=("none",),
+                                 data_parallel=(dp,)))
+    best = out.result.configs[0]
+    spec = replay_workload(workload_dict(out.model, best.config, 8, out.stack), "dgx-h100")
+    assert spec.parallel.dp == 1 and spec.parallel.expert_dp == 2
+    result = replay(spec, "dgx-h100")
+    grads = [t for t in result.graph.tasks if t.phase == "gradient"]
+    assert grads and all("experts" in t.name and len(t.ranks) == 2 for t in grads)
+    planned = best.record["step_time_s"]
+    assert planned * (1 - 1e-9) <= result.step_time_s <= planned * 1.01
