@@ -1,4 +1,4 @@
-"""From a configuration to the :class:`~commsim.plan.evaluate.PipelineCosts` of its pipelines,
+"""From a configuration to the :class:`~commsim.plan.blocks.PipelineCosts` of its pipelines,
 and to its step time: the communication sizes of the ``hybrid`` workload, each collective
 timed once per shape.
 
@@ -38,17 +38,12 @@ from functools import cache
 import numpy as np
 
 from commsim.errors import SpecError
+from commsim.plan.blocks import MoEStage, PipelineCosts, PipelineTiming, layer_blocks
 from commsim.plan.compute import LayerTimes, optimizer_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.device import DeviceSpec
 from commsim.plan.dispatch import dispatch_seconds
-from commsim.plan.evaluate import (
-    MoEStage,
-    PipelineCosts,
-    PipelineTiming,
-    evaluate_pipeline,
-    layer_blocks,
-)
+from commsim.plan.evaluate import evaluate_pipeline
 from commsim.plan.groups import ep_groups, group
 from commsim.plan.interference import charge, hbm_bytes, load
 from commsim.plan.memory import layer_ids, moe_share
@@ -361,7 +356,7 @@ def _paired(costs: PipelineCosts, stack: Stack, device: DeviceSpec | None) -> Pi
 
 def _moe_stages(cfg: PlanConfig, model: ModelSpec, moe: MoETimes,
                 timer: CollectiveTimer, dispatcher: str = "alltoall") -> tuple[MoEStage, ...]:
-    """Per stage, its :class:`~commsim.plan.evaluate.MoEStage`: the share of MoE layers, the
+    """Per stage, its :class:`~commsim.plan.blocks.MoEStage`: the share of MoE layers, the
     MoE half's compute, its TP collective, and the slowest of the stage's expert-parallel
     groups' dispatches by ``dispatcher`` (:mod:`.dispatch`; every group's ranks wait for the
     busiest)."""

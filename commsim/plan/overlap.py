@@ -2,7 +2,7 @@
 large ones runs them (``Stack.moe_overlap``; docs/planning.md).
 
 * ``none`` (Megatron-Core's default): every dispatch and combine waits on the compute stream
-  (:func:`commsim.plan.evaluate.layer_blocks`).
+  (:func:`commsim.plan.blocks.layer_blocks`).
 * ``ep-overlap``: Megatron-Core's ``--overlap-moe-expert-parallel-comm`` ("combined 1F1B",
   ``megatron/core/pipeline_parallel/combined_1f1b.py``; its MoE README and its developer
   guide's "Combined 1F1B" page): the forward of one micro-batch and the backward of another
@@ -33,7 +33,7 @@ while the all-to-alls run, or the all-to-alls when the compute, slowed throughou
 hide them (``C <= s a``): :func:`~commsim.plan.interference.charge`, the one rule of every
 overlapped collective's cost to compute. The TP and CP collectives stay on the chain.
 
->>> from commsim.plan.evaluate import MoEStage, PipelineCosts
+>>> from commsim.plan.blocks import MoEStage, PipelineCosts
 >>> m = MoEStage(1.0, 0.0, 1.0, 0.0, 2.0, 0.5, 0.0)  # experts: 1 s forward, 2 s backward
 >>> c = PipelineCosts(schedule="1f1b", pp=1, chunks=1, microbatches=2, layers_per_chunk=1,
 ...                   attn_fwd=1.0, mlp_fwd=0.0, attn_bwd=2.0, mlp_bwd=0.0, tp_ar=(0.0,),
@@ -48,8 +48,8 @@ overlapped collective's cost to compute. The TP and CP collectives stay on the c
 
 from __future__ import annotations
 
+from commsim.plan.blocks import Block, PipelineCosts, PipelineTiming, layer_blocks
 from commsim.plan.config import PlanConfig
-from commsim.plan.evaluate import Block, PipelineCosts, PipelineTiming, layer_blocks
 from commsim.plan.interference import charge
 from commsim.plan.stack import Stack
 

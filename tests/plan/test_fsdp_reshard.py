@@ -8,10 +8,11 @@ from dataclasses import replace
 
 import pytest
 
+from commsim.plan.blocks import PipelineCosts
 from commsim.plan.compute import LayerTimes
 from commsim.plan.config import PlanConfig
 from commsim.plan.costs import pipeline_costs
-from commsim.plan.evaluate import PipelineCosts, evaluate_pipeline
+from commsim.plan.evaluate import evaluate_pipeline
 from commsim.plan.memory import FSDP_GATHERED, peak_memory
 from commsim.plan.models import CATALOGUE
 from commsim.plan.stack import PYTORCH_FSDP, Stack, named_stack

@@ -11,11 +11,12 @@ import pytest
 from commsim.cli import main
 from commsim.errors import SpecError
 from commsim.plan import SearchSpace, Stack, plan
+from commsim.plan.blocks import MoEStage, PipelineCosts
 from commsim.plan.compute import FP8_CAST_BYTES, gemm_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.costs import estimate_step
 from commsim.plan.device import DeviceSpec, network_device
-from commsim.plan.evaluate import MoEStage, PipelineCosts, _paired_ops
+from commsim.plan.evaluate import _paired_ops
 from commsim.plan.experts import MoESpec
 from commsim.plan.memory import peak_memory
 from commsim.plan.models import ModelSpec

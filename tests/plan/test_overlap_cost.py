@@ -8,10 +8,11 @@ from dataclasses import replace
 import pytest
 
 from commsim.plan import SearchSpace, Stack, plan
+from commsim.plan.blocks import PipelineCosts
 from commsim.plan.bounds import layer_costs
 from commsim.plan.costs import pipeline_costs
 from commsim.plan.device import network_device
-from commsim.plan.evaluate import PipelineCosts, evaluate_pipeline
+from commsim.plan.evaluate import evaluate_pipeline
 from commsim.plan.interference import charge, hbm_bytes, load
 from commsim.plan.stack import named_stack
 from commsim.plan.timing import CollectiveTimer

@@ -9,7 +9,8 @@ import pytest
 
 from commsim.cli import main
 from commsim.plan import SearchSpace, plan
-from commsim.plan.evaluate import PipelineCosts, evaluate_pipeline
+from commsim.plan.blocks import PipelineCosts
+from commsim.plan.evaluate import evaluate_pipeline
 from commsim.plan.memory import peak_memory
 from commsim.plan.models import catalogue_model
 from commsim.replay.stages import chunk_layers, search_split

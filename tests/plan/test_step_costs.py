@@ -8,11 +8,12 @@ from dataclasses import replace
 import pytest
 
 from commsim.errors import SpecError
+from commsim.plan.blocks import PipelineCosts
 from commsim.plan.compute import LayerTimes, gemm_time, layer_times, optimizer_time
 from commsim.plan.config import PlanConfig
 from commsim.plan.costs import estimate_step, pipeline_costs
 from commsim.plan.device import DeviceSpec, device_from_dict
-from commsim.plan.evaluate import PipelineCosts, evaluate_pipeline
+from commsim.plan.evaluate import evaluate_pipeline
 from commsim.plan.memory import states
 from commsim.plan.models import ModelSpec
 from commsim.plan.stack import LLAMA3, MEGATRON_2021, Stack, named_stack
