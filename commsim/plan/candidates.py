@@ -64,8 +64,6 @@ class Rejected:
     peak_memory_bytes: int | None = None
 
 
-
-
 def _check_axis(name: str, values: Sequence[int] | None, of: int, what: str) -> None:
     for v in values or ():
         if v < 1 or of % v:

@@ -39,6 +39,7 @@ from commsim.replay.layout import (
     LLAMA3_ORDER,
     MEGATRON_ORDER,
     ORDERS,
+    Parallel,
     layout_coords,
     layout_rank,
 )
@@ -101,8 +102,8 @@ class PlanConfig:
 
     @property
     def expert_dp(self) -> int:
-        """The expert data-parallel size ``tp cp dp / (etp ep)`` (at least 1)."""
-        return max(self.tp * self.cp * self.dp // (self.etp * self.ep), 1)
+        """The expert data-parallel size ``tp cp dp / (etp ep)``."""
+        return self.layout.expert_dp
 
     @property
     def world(self) -> int:
@@ -126,40 +127,30 @@ class PlanConfig:
         """The ranks holding TP rank 0's parameters of stage ``p`` (all replicas, CP ranks)."""
         return tuple(self.rank(0, c, p, d) for d in range(self.dp) for c in range(self.cp))
 
-    def _expert(self, p: int, et: int, e: int, ed: int) -> int:
-        """Megatron-Core's order: the rank of expert TP rank ``et``, EP rank ``e`` and expert
-        data-parallel rank ``ed`` in stage ``p``."""
-        return self.tp * self.cp * self.dp * p + et + self.etp * (e + self.ep * ed)
+    @property
+    def layout(self) -> Parallel:
+        """The layout's groups: the replay's :class:`~commsim.replay.layout.Parallel`, one
+        code of the expert grid for the planner and the replay."""
+        return Parallel(tp=self.tp, cp=self.cp, pp=self.pp, dp=self.dp, ep=self.ep,
+                        etp=self.etp, order=self.order)
 
     def ep_group(self, p: int, d: int) -> tuple[int, ...]:
         """The expert-parallel group in stage ``p`` holding replica ``d``'s TP and CP rank 0."""
-        if self.megatron:
-            local = self.rank(0, 0, p, d) - self.rank(0, 0, p, 0)
-            et, ed = local % self.etp, local // (self.etp * self.ep)
-            return tuple(self._expert(p, et, e, ed) for e in range(self.ep))
-        first = d - d % self.ep
-        return tuple(self.rank(0, 0, p, e) for e in range(first, first + self.ep))
+        layout, rank = self.layout, self.rank(0, 0, p, d)
+        return next(tuple(g) for g in layout.ep_groups(layout.expert_coords(rank)[0], p)
+                    if rank in g)
 
     def ep_groups(self, p: int) -> list[tuple[int, ...]]:
         """Every expert-parallel group of expert TP rank 0 (TP rank 0) in stage ``p``."""
-        if self.megatron:
-            return [tuple(self._expert(p, 0, e, ed) for e in range(self.ep))
-                    for ed in range(self.expert_dp)]
-        return [tuple(self.rank(0, c, p, e) for e in range(first, first + self.ep))
-                for first in range(0, self.dp, self.ep) for c in range(self.cp)]
+        return [tuple(g) for g in self.layout.ep_groups(0, p)]
 
     def etp_group(self, p: int) -> tuple[int, ...]:
-        """Stage ``p``'s first expert TP group (Megatron-Core's order; else its TP group)."""
-        if not self.megatron:
-            return self.tp_group(p, 0)
-        return tuple(self._expert(p, et, 0, 0) for et in range(self.etp))
+        """Stage ``p``'s first expert TP group (its first TP group where ``etp = tp``)."""
+        return tuple(self.layout.etp_groups(p)[0])
 
     def expert_dp_group(self, p: int) -> tuple[int, ...]:
         """The ranks holding the experts of expert TP rank 0 and EP rank 0 in stage ``p``."""
-        if self.megatron:
-            return tuple(self._expert(p, 0, 0, ed) for ed in range(self.expert_dp))
-        return tuple(self.rank(0, c, p, d) for d in range(0, self.dp, self.ep)
-                     for c in range(self.cp))
+        return tuple(self.layout.expert_dp_group(0, p, 0))
 
     def split(self, layers: int) -> tuple[int, ...]:
         """Layers per stage, first stage first, of a model of ``layers`` layers."""

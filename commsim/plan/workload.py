@@ -5,7 +5,7 @@ A ``hybrid`` workload without a flat ``compute:`` block is the planner's descrip
 ``model:`` takes every key of a model file (:mod:`.models`: ``kv_heads``, ``ffn_hidden``,
 ``mlp``, ``tied_embeddings``, ``head_dim``, ``moe``, ``mla``), ``parallel:`` takes ``ep`` (the
 expert-parallel size) and ``etp`` (expert TP, written by ``--write-workload`` where it is not
-``tp``: the MoE layers' own grid, :class:`~commsim.replay.hybrid_graph.Parallel`; a planned
+``tp``: the MoE layers' own grid, :class:`~commsim.replay.layout.Parallel`; a planned
 ``stack.moe_overlap`` other than ``none`` is refused on replay in one line, ``stack.dispatcher:
 deepep`` runs DeepEP's two legs), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
 ``selective`` and ``moe``, and ``stack:`` names the software stack (:mod:`.stack`: ``current``,

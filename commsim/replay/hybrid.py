@@ -48,7 +48,8 @@ from commsim.network import Network
 from commsim.replay import fields
 from commsim.replay.graph import StepGraph
 from commsim.replay.hybrid_blocks import BlockTimes
-from commsim.replay.hybrid_graph import HybridGraphBuilder, Parallel, replica_fold
+from commsim.replay.hybrid_graph import HybridGraphBuilder, replica_fold
+from commsim.replay.layout import Parallel
 from commsim.replay.metrics import StepMetrics
 from commsim.replay.pipeline import SCHEDULES, stage_orders
 from commsim.replay.replicas import ReplicaFold

@@ -44,7 +44,7 @@ class MoEBlocks:
     """The mixture-of-experts layers of a step (seconds per micro-batch on the busiest rank).
 
     ``layers``: the global layers with experts (their expert-parallel groups those of
-    :class:`~commsim.replay.hybrid_graph.Parallel`); one all-to-all's send buffer per rank,
+    :class:`~commsim.replay.layout.Parallel`); one all-to-all's send buffer per rank,
     ``to_experts_bytes`` for what goes to the experts (the forward's dispatch, the backward's
     gradient of the combine: FP8 where the GEMMs are) and ``from_experts_bytes`` for what comes
     back (the forward's combine, the backward's gradient of the dispatch); ``tp_collectives``:

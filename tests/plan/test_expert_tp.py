@@ -26,7 +26,7 @@ from commsim.plan.search import layer_costs
 from commsim.plan.stack import DEFAULT
 from commsim.plan.timing import CollectiveTimer
 from commsim.replay import replay
-from commsim.replay.hybrid_graph import Parallel
+from commsim.replay.layout import Parallel
 from commsim.topology import load_topology
 
 TINY = ModelSpec(name="tiny-moe", layers=4, hidden=1024, heads=16, kv_heads=4, ffn_hidden=2816,
@@ -178,7 +178,7 @@ def test_etp_rejections_in_json(capsys):
                                 dict(ep=4), dict(ep=2, cp=2, dp=4), dict(ep=4, order=LLAMA3_ORDER),
                                 dict(ep=8, etp=1, pp=2, dp=4)])
 def test_the_replay_lays_out_the_planners_expert_grid(kw):
-    """The replay's :class:`~commsim.replay.hybrid_graph.Parallel` builds the same expert
+    """The replay's :class:`~commsim.replay.layout.Parallel` builds the same expert
     groups as the planner's configuration (its own code for the lowering): every EP group, the
     expert TP groups and the expert data-parallel groups, with expert TP ``etp`` or ``tp``."""
     cfg = _cfg(**kw)

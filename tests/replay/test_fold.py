@@ -16,7 +16,7 @@ from commsim.errors import SpecError
 from commsim.plan import replay_workload
 from commsim.replay import graph as graph_module
 from commsim.replay import replay
-from commsim.replay.hybrid_graph import Parallel
+from commsim.replay.layout import Parallel
 from commsim.replay.replicas import Unfoldable, fold_network, fold_schedule
 from commsim.topology import load_topology
 
