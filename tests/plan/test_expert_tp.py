@@ -178,9 +178,11 @@ def test_etp_rejections_in_json(capsys):
                                 dict(ep=4), dict(ep=2, cp=2, dp=4), dict(ep=4, order=LLAMA3_ORDER),
                                 dict(ep=8, etp=1, pp=2, dp=4)])
 def test_the_replay_lays_out_the_planners_expert_grid(kw):
-    """The replay's :class:`~commsim.replay.layout.Parallel` builds the same expert
-    groups as the planner's configuration (its own code for the lowering): every EP group, the
-    expert TP groups and the expert data-parallel groups, with expert TP ``etp`` or ``tp``."""
+    """The planner's configuration and the replay read one expert grid
+    (:class:`~commsim.replay.layout.Parallel`, :attr:`PlanConfig.layout`): every EP group, the
+    expert TP groups and the expert data-parallel groups, with expert TP ``etp`` or ``tp``,
+    each kind a partition of the stage, and each rank in the expert data-parallel group of
+    its own expert coordinates."""
     cfg = _cfg(**kw)
     par = Parallel(tp=cfg.tp, cp=cfg.cp, pp=cfg.pp, dp=cfg.dp, ep=cfg.ep, etp=cfg.etp,
                    order=cfg.order)
