@@ -28,13 +28,17 @@ from pathlib import Path
 from _common import parse_args, table
 from validate_presets import _thin
 
-from commsim.validation.nccl_tests import read_nccl_tests
+from commsim.collectives import Collective
+from commsim.validation.calibrate import calibrate
+from commsim.validation.nccl_runs import parse_nccl_tests_runs
+from commsim.validation.nccl_tests import read_nccl_tests, read_text
 from commsim.validation.validate import ValidationReport, validate
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = ROOT / "tests" / "data" / "nccl-tests"
 DOC = ROOT / "docs" / "validation.md"
 BEGIN, END = "<!-- alltoall:begin -->", "<!-- alltoall:end -->"
+CAL_BEGIN, CAL_END = "<!-- alltoall-calibrated:begin -->", "<!-- alltoall-calibrated:end -->"
 MIB = 1 << 20
 
 
@@ -46,6 +50,8 @@ class Case:
     preset: str
     states: str
     assumed: str
+    #: A log of the same machine with an all_reduce run (the calibrated table), or None.
+    all_reduce: str | None = None
 
 
 #: What the GB300 NVL72 rows assume: the GB200 NVL72 preset, whose NVLink domain is GB300's
@@ -81,13 +87,29 @@ CASES = (
          "geforce-gen3-2gpu",
          "2 RTX 2080 Ti under one PCIe Gen3 switch, no P2P (SHM)",
          "the existing preset (PCIe Gen3 at 11 GB/s, SHM through host memory; NCCL 2.3 "
-         "tables)"),
+         "tables)",
+         all_reduce="rtx2080ti-pcie_2gpu_1node_pcie3-no-p2p_4collectives_unresolved-autodl-blog.txt"),
     *(Case(f"gb300_{name}_nvl72_alltoall_oci-quickstart.txt", "gb200-nvl72",
            f"{states}, NCCL 2.28.7; the guide kept only the 8 and 16 GiB rows", GB300_ASSUMED)
       for name, states in (
           ("4gpu_1node", "1 OCI BM.GPU.GB300.4 node, 4 GB300 on NVLink 5"),
           ("8gpu_2node", "2 GB300.4 nodes of one rack (8 GPUs), multi-node NVLink"),
           ("64gpu_16node", "16 GB300.4 nodes of one rack (64 GPUs), multi-node NVLink"))),
+    Case("b200_8gpu_1node_hgx-nvswitch_alltoall_unresolved-vultr-poc.txt", "hgx-b200",
+         "1 HGX B200 node, 8 B200 on NVLink5/NVSwitch; no preamble, NCCL not stated",
+         "the existing preset (NVLink5 at 738 GB/s per GPU, 0.82 x line; NCCL 2.25)",
+         all_reduce="b200_8gpu_1node_hgx-nvswitch_3collectives_unresolved-vultr-poc.txt"),
+    Case("b200_16gpu_2node_hgx-ib-ndr_alltoall_unresolved-vultr-poc.txt", "hgx-b200x2",
+         "2 HGX B200 nodes, 8 ConnectX-7 NDR HCAs per node (ib_write_bw 40-45 GB/s each); "
+         "no preamble, NCCL not stated",
+         "the existing preset (400 Gb/s x 0.92 per GPU, rail-aligned, PXN; ranks 8 per node "
+         "in order; NCCL 2.25)",
+         all_reduce="b200_16gpu_2node_hgx-ib-ndr_3collectives_unresolved-vultr-poc.txt"),
+    Case("a100-sxm4-40gb_8gpu_1node_nvswitch_alltoall_superbench-fixture.txt", "dgx-a100",
+         "8 A100-SXM4-40GB on one NVSwitch board, one process (-g 8); nccl-tests of 2020-21, "
+         "NCCL not printed",
+         "the existing preset (NVLink3 at NCCL's sm80 235 GB/s; NCCL 2.7)",
+         all_reduce="a100-sxm4-40gb_8gpu_1node_nvswitch_5collectives_superbench-fixture.txt"),
 )
 
 #: The --quick mode's logs (the two fastest to predict).
@@ -102,6 +124,67 @@ def run(case: Case, quick: bool) -> ValidationReport:
     return validate(rows, case.preset, algorithm="nccl", engine="auto", source=case.log,
                     gpus_per_thread=log.gpus_per_thread, nccl_version=log.nccl_version,
                     protocol=log.protocol, hosts=log.host_indices())
+
+
+def run_calibrated(case: Case, quick: bool) -> tuple[ValidationReport, str]:
+    """``case``'s log predicted on its preset calibrated (``commsim calibrate``) on the
+    all_reduce run of ``case.all_reduce``, a log of the same machine, run as that log ran; and
+    what the fit changed (its parameters, one line)."""
+    assert case.all_reduce is not None
+    runs = parse_nccl_tests_runs(read_text(LOGS / case.all_reduce), case.all_reduce)
+    fit_log = next(r for r in runs if r.collective is Collective.ALL_REDUCE)
+    rows = fit_log.measurements()
+    fitted = calibrate(_thin(rows, 6) if quick else rows, case.preset,
+                       hosts=fit_log.host_indices(), placement="log", algorithm="nccl",
+                       engine="analytic" if quick else "auto", source=case.all_reduce,
+                       gpus_per_thread=fit_log.gpus_per_thread,
+                       nccl_version=fit_log.nccl_version, protocol=fit_log.protocol)
+    log = read_nccl_tests(LOGS / case.log, partial=True)
+    check = _thin(log.measurements(), 4) if quick else log.measurements()
+    report = validate(check, fitted.spec, algorithm="nccl",
+                      engine="analytic" if quick else "auto", source=case.log,
+                      gpus_per_thread=log.gpus_per_thread, nccl_version=log.nccl_version,
+                      protocol=log.protocol, hosts=log.host_indices())
+    return report, _changed(fitted.parameters)
+
+
+def _changed(parameters: dict[str, float]) -> str:
+    """The fitted parameters: scales as factors (those that moved), times in µs, bandwidths
+    in GB/s."""
+    out = []
+    for name, value in parameters.items():
+        if name.endswith("_scale"):
+            if abs(value - 1) > 5e-3:
+                out.append(f"{name} x{value:.3g}")
+        elif name.endswith("_Bps"):
+            out.append(f"{name.removesuffix('_Bps')} {value / 1e9:.1f} GB/s")
+        elif name.endswith("_s"):
+            out.append(f"{name.removesuffix('_s')} {value * 1e6:.2f} µs")
+        else:
+            out.append(f"{name} {value:.3g}")
+    return ", ".join(out) or "nothing"
+
+
+def calibrated_rows(cases: Sequence[Case], quick: bool) -> list[list[str]]:
+    """Per log with an all_reduce run of its machine: the rows >= 1 MiB, their median |error|
+    on the preset and on the preset calibrated on that all_reduce."""
+    out = [["log", "fitted on", "rows >= 1 MiB", "preset: median abs error >= 1 MiB %",
+            "calibrated: median abs error >= 1 MiB %", "calibrated: signed %",
+            "calibrated: all %", "fitted"]]
+    for case in cases:
+        if case.all_reduce is None:
+            continue
+        plain = [r for r in run(case, quick).rows if r.nbytes >= MIB]
+        report, changed = run_calibrated(case, quick)
+        large = [r for r in report.rows if r.nbytes >= MIB]
+        out.append([case.log.removesuffix(".txt"), case.all_reduce.removesuffix(".txt")
+                    + " [all_reduce]", str(len(large)),
+                    _pct(_median([abs(r.error_pct) for r in plain])),
+                    _pct(_median([abs(r.error_pct) for r in large])),
+                    _pct(_median([r.error_pct for r in large]), signed=True),
+                    _pct(_median([abs(r.error_pct) for r in report.rows])), changed])
+        print(f"{case.log}: calibrated", file=sys.stderr)
+    return out
 
 
 def _pct(value: float | None, signed: bool = False) -> str:
@@ -141,14 +224,14 @@ def markdown(rows: list[list[str]]) -> str:
                       *(cells([f"`{r[0]}`", f"`{r[1]}`", *r[2:]]) for r in rows[1:])])
 
 
-def write_doc(rows: list[list[str]]) -> None:
+def write_doc(rows: list[list[str]], begin: str = BEGIN, end: str = END) -> None:
     text = DOC.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{DOC}: markers {BEGIN} / {END} not found")
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    DOC.write_text(head + "\n".join([BEGIN, markdown(rows), END]) + tail, encoding="utf-8")
-    print(f"rewrote the alltoall table of {DOC.relative_to(ROOT)}", file=sys.stderr)
+    if begin not in text or end not in text:
+        raise SystemExit(f"{DOC}: markers {begin} / {end} not found")
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    DOC.write_text(head + "\n".join([begin, markdown(rows), end]) + tail, encoding="utf-8")
+    print(f"rewrote the table at {begin} in {DOC.relative_to(ROOT)}", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,8 +241,11 @@ def main(argv: list[str] | None = None) -> int:
     cases = tuple(c for c in CASES if any(q in c.log for q in QUICK)) if args.quick else CASES
     rows = rows_of(cases, args.quick)
     print(table([f"<{h}" for h in rows[0][:8]], [r[:8] for r in rows[1:]]))
+    cal = calibrated_rows(cases, args.quick)
+    print(table([f"<{h}" for h in cal[0]], cal[1:]))
     if not args.no_write:
         write_doc(rows)
+        write_doc(cal, CAL_BEGIN, CAL_END)
     return 0
 
 

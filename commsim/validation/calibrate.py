@@ -14,7 +14,9 @@ What is fitted are the parameters of the template's *link classes*:
   several GPUs per host thread) ``host_per_gpu``, fitted after the links (:func:`_fit_in_stages`).
 
 With a template, a parameter the fit takes to a bound no machine has (a bandwidth of 100 TB/s,
-a scale of 10^4) is held at the template's value and the rest fitted again.
+a scale of 10^4), or moves to where no row depends on it (a link made so fast that it no
+longer binds: the rows bound it from one side only), is held at the template's value and the
+rest fitted again.
 
 **Objective.** Least squares on ``log(predicted / measured)``: relative error, symmetric, so a
 4 KiB row counts as much as a 4 GiB one. **Optimizer.** A predicted time is linear in the time
@@ -180,7 +182,8 @@ def calibrate(
                                           template is not None)
     for p, used, kept in zip(params, active, held, strict=True):
         if kept:
-            notes.append(f"{p.name} not determined by the rows (the fit took it to a bound): "
+            why = "took it to a bound" if kept == BOUND else "moved it where no row depends on it"
+            notes.append(f"{p.name} not determined by the rows (the fit {why}): "
                          "kept at the template's value")
         elif not used:
             notes.append(f"{p.name} not fitted: no row depends on it (kept at its start value)")
@@ -297,8 +300,8 @@ def _fit_in_stages(
     predict: _Predictor, params: list[Param], x: np.ndarray, progress: _Staged,
     has_template: bool,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(best x, the parameters rows depend on, those held at the template's values; a held
-    parameter is not among the former).
+    """(best x, the parameters rows depend on, those held at the template's values, as
+    :data:`BOUND` or :data:`IDLE` (0: not held); a held parameter is not among the former).
 
     The links first, the floor's times (``nccl`` class) as the template has them; then every
     parameter from there, so the floor's times only ever improve on the links' fit. With a
@@ -310,15 +313,31 @@ def _fit_in_stages(
         best_x, _ = _fit(predict, params, x, progress, floor)
         progress.next_fit()
     best_x, active = _fit(predict, params, best_x, progress)
-    held = np.zeros(len(x), dtype=bool)
-    while has_template and (new := undetermined(params, best_x, active)):
-        held[new] = True
-        best_x, active = np.where(held, x, best_x), active & ~held
+    held = np.zeros(len(x), dtype=int)  # 0, BOUND or IDLE: why it is held
+    while has_template:
+        bound, idle = undetermined(params, best_x, active), _idle(x, best_x, active, held)
+        if not bound and not idle:
+            break
+        held[idle], held[bound] = IDLE, BOUND
+        best_x, active = np.where(held > 0, x, best_x), active & (held == 0)
         if not active.any():
             break  # nothing left that the rows move: the template's values are the answer
         progress.next_fit()
-        best_x, active = _fit(predict, params, best_x, progress, held)
+        best_x, active = _fit(predict, params, best_x, progress, held > 0)
     return best_x, active, held
+
+
+#: Why a parameter is held at the template's value: the fit took it to a bound, or moved it
+#: where no row depends on it (:func:`_idle`).
+BOUND, IDLE = 1, 2
+
+
+def _idle(x: np.ndarray, best_x: np.ndarray, active: np.ndarray,
+          held: np.ndarray) -> list[int]:
+    """The parameters the fit moved but no row depends on where it left them (a link made so
+    fast that it no longer binds): the rows bound them at most from one side, so, as for a
+    bound, the template's value is the better guess."""
+    return [i for i in range(len(x)) if not active[i] and not held[i] and best_x[i] != x[i]]
 
 
 def _fit(

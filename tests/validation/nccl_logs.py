@@ -174,6 +174,11 @@ LOGS = {
     "gb300_4gpu_1node_nvl72_alltoall_oci-quickstart.txt": ("all_to_all", 4, 2, 1),
     "gb300_8gpu_2node_nvl72_alltoall_oci-quickstart.txt": ("all_to_all", 8, 2, None),
     "gb300_64gpu_16node_nvl72_alltoall_oci-quickstart.txt": ("all_to_all", 64, 2, None),
+    # the alltoall tables of two sources the issue-14 search had read for their other collectives:
+    # the B200 report (no preamble, so no hosts) and the A100 fixture (old columns, blank redop)
+    "b200_8gpu_1node_hgx-nvswitch_alltoall_unresolved-vultr-poc.txt": ("all_to_all", 8, 32, None),
+    "b200_16gpu_2node_hgx-ib-ndr_alltoall_unresolved-vultr-poc.txt": ("all_to_all", 16, 32, None),
+    "a100-sxm4-40gb_8gpu_1node_nvswitch_alltoall_superbench-fixture.txt": ("all_to_all", 8, 34, 1),
 }
 
 #: Logs of several runs: file -> one (collective, ranks, rows, first row's line) per run.

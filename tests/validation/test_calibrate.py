@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from nccl_logs import DATA
 
 from commsim.api import simulate
 from commsim.collectives import Collective
@@ -14,6 +15,7 @@ from commsim.topology.presets import topology_spec
 from commsim.validation.calibrate import calibrate
 from commsim.validation.calibration import write_topology
 from commsim.validation.measurements import Measurement, filter_rows, parse_sizes_flag
+from commsim.validation.nccl_tests import read_nccl_tests
 from commsim.validation.validate import validate
 
 SIZES = [2**k for k in range(8, 25, 2)]
@@ -226,3 +228,21 @@ def test_a_template_whose_every_parameter_is_undetermined_is_kept_whole() -> Non
     assert cal.spec.links[0].bandwidth_Bps == 10e9  # type: ignore[union-attr]
     assert cal.notes == ("links[0].bandwidth_scale not determined by the rows (the fit took it "
                          "to a bound): kept at the template's value",)
+
+
+def test_a_link_the_fit_made_too_fast_to_bind_is_kept_at_the_templates() -> None:
+    """The RTX 6000D alltoall on its preset: the first fit raises the NICs' bandwidth until no
+    row depends on it any more (PCIe binds), so the rows bound it from one side only. It is
+    held at the template's value, said so, and the rest refitted; no parameter said to be
+    kept moved."""
+    log = read_nccl_tests(DATA / "rtx6000d_16gpu_2node_cx8_alltoall_unresolved-6kd-report.txt")
+    cal = calibrate(log.measurements(), "rtx6000d-cx8x2", hosts=log.host_indices(),
+                    placement="log", algorithm="nccl", engine="analytic",
+                    nccl_version=log.nccl_version, gpus_per_thread=log.gpus_per_thread)
+    idle = [n for n in cal.notes if "the fit moved it where no row depends on it" in n]
+    assert "links[2].bandwidth_scale not determined by the rows (the fit moved it where no row " \
+           "depends on it): kept at the template's value" in idle
+    kept = [n.split()[0] for n in cal.notes if "kept at the template's value" in n
+            or "kept at its start value" in n]
+    assert kept and all(cal.parameters[name] == 1.0 for name in kept)
+    assert cal.report.median_abs_error_pct < 5
