@@ -48,7 +48,13 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from commsim.plan.blocks import Block, PipelineCosts, PipelineTiming, layer_blocks
-from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
+from commsim.replay.pipeline import (
+    FORWARD,
+    PipeOp,
+    combined_steps,
+    emit_pipeline,
+    stage_orders,
+)
 
 
 @dataclass(slots=True)
@@ -161,8 +167,10 @@ class _Evaluator:
                    if c.paired and c.moe_overlap == "ep-overlap" else None)
             for p in range(c.pp)
         ]
+        #: Megatron-Core's combined 1F1B: its orders and pairs (:func:`_paired_ops`)
+        self.combined = self.stages[0].paired is not None
         self.pairs = (_paired_ops(c.schedule, c.pp, c.microbatches, c.chunks)
-                      if self.stages[0].paired is not None else frozenset())
+                      if self.combined else frozenset())
         self.end: list[float] = []
         self.last_vstage = c.pp * c.chunks - 1
         count = c.pp * c.chunks
@@ -299,7 +307,7 @@ def evaluate_pipeline(costs: PipelineCosts) -> PipelineTiming:
     ev = _Evaluator(costs)
     end, send, run_op = ev.end, costs.send, ev.run_op
     for stage, op, src, dep in _trace(costs.schedule, costs.pp, costs.microbatches,
-                                      costs.chunks):
+                                      costs.chunks, ev.combined):
         if op is None:  # a transfer from ``src`` to ``stage``
             gather = costs.recv_gather[stage] if costs.recv_gather else 0.0
             end.append(end[dep] + send.get((src, stage), 0.0) + gather)
@@ -314,10 +322,11 @@ _Event = tuple[int, PipeOp | None, int, int]
 
 
 @lru_cache(maxsize=256)
-def _trace(schedule: str, pp: int, k: int, v: int) -> tuple[_Event, ...]:
+def _trace(schedule: str, pp: int, k: int, v: int, combined: bool = False) -> tuple[_Event, ...]:
     """The order in which :func:`~commsim.replay.pipeline.emit_pipeline`, the replay's own
     driver, adds a schedule's ops and transfers, and what each waits for: pure data, recorded
-    once per shape, so that evaluating a pipeline is one pass over it."""
+    once per shape, so that evaluating a pipeline is one pass over it (``combined``: as
+    Megatron-Core's combined 1F1B orders and pairs them, a pair's forward first)."""
     events: list[_Event] = []
 
     def transfer(src: int, dst: int, op: PipeOp, deps: list[int]) -> list[int]:
@@ -328,28 +337,24 @@ def _trace(schedule: str, pp: int, k: int, v: int) -> tuple[_Event, ...]:
         events.append((stage, op, stage, deps[0] if deps else -1))
         return [len(events) - 1]
 
-    orders = stage_orders(schedule, stages=pp, microbatches=k, chunks=v)
-    emit_pipeline(orders, chunks=v, run_op=run_op, transfer=transfer)
+    def run_pair(stage: int, f: PipeOp, b: PipeOp, fdeps: list[int],
+                 bdeps: list[int]) -> tuple[list[int], list[int]]:
+        return run_op(stage, f, fdeps), run_op(stage, b, bdeps)
+
+    orders = stage_orders(schedule, stages=pp, microbatches=k, chunks=v, combined=combined)
+    pairs = combined_steps(schedule, stages=pp, microbatches=k, chunks=v) if combined else ()
+    emit_pipeline(orders, chunks=v, run_op=run_op, transfer=transfer, pairs=pairs,
+                  run_pair=run_pair)
     return tuple(events)
 
 
 @lru_cache(maxsize=256)
 def _paired_ops(schedule: str, pp: int, k: int, v: int) -> frozenset[tuple[int, PipeOp]]:
-    """The ``(stage, op)`` that Megatron-Core's combined 1F1B runs in pairs: on each stage, a
-    forward and a backward of different micro-batches that follow each other in its order
-    (``combined_1f1b_schedule_for_no_pipelining`` and ``..._for_interleaved_pipelining``,
-    ``megatron/core/pipeline_parallel/combined_1f1b.py``; it has none for a pipeline
-    without interleaving, whose ops then run unpaired)."""
-    if pp > 1 and schedule != "interleaved":
-        return frozenset()
-    out: set[tuple[int, PipeOp]] = set()
-    for stage, order in enumerate(stage_orders(schedule, stages=pp, microbatches=k, chunks=v)):
-        i = 0
-        while i + 1 < len(order):
-            a, b = order[i], order[i + 1]
-            if a.kind != b.kind and a.microbatch != b.microbatch:
-                out.update(((stage, a), (stage, b)))
-                i += 2
-            else:
-                i += 1
-    return frozenset(out)
+    """The ``(stage, op)`` that Megatron-Core's combined 1F1B runs in pairs
+    (:func:`~commsim.replay.pipeline.combined_steps`: each steady-state step's forward and
+    backward, of different micro-batches; none in a pipeline of several stages without
+    interleaving)."""
+    orders = stage_orders(schedule, stages=pp, microbatches=k, chunks=v, combined=True)
+    steps = combined_steps(schedule, stages=pp, microbatches=k, chunks=v)
+    return frozenset((stage, order[i + j]) for stage, order in enumerate(orders)
+                     for i in steps[stage] for j in (0, 1))

@@ -378,8 +378,12 @@ def _stage_activations(model: ModelSpec, w: _Where, stage: int,
     else:
         per_layer = _mean_layer_bytes(model, w.micro_batch, tp, cp, w.ep, w.recompute, stack,
                                       (pp, w.chunks, stage, w.split), w.etp)
+    # Megatron-Core's combined 1F1B holds one more warm-up micro-batch (its orders)
+    combined = stack.moe_overlap == "ep-overlap" and model.moe is not None
+    if combined and sizes is None:
+        sizes = ((model.layers // (pp * w.chunks),) * w.chunks,) * pp
     if sizes is not None:
-        held = held_layers(w.schedule, pp, w.microbatches, sizes[stage], stage)
+        held = held_layers(w.schedule, pp, w.microbatches, sizes[stage], stage, combined)
     else:
         held = (stage_in_flight(w.schedule, pp, w.microbatches, w.chunks, stage)
                 * (model.layers // (pp * w.chunks)))
@@ -461,24 +465,29 @@ def moe_share(model: ModelSpec, pp: int, chunks: int, stage: int,
 
 
 def held_layers(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
-                stage: int) -> int:
+                stage: int, combined: bool = False) -> int:
     """The most layers of ``stage`` whose forward has run and backward has not, its model
-    chunks holding ``chunks`` layers each (they may differ: :mod:`commsim.replay.stages`)."""
-    if len(set(chunks)) == 1:
+    chunks holding ``chunks`` layers each (they may differ: :mod:`commsim.replay.stages`);
+    ``combined``: in Megatron-Core's combined 1F1B order
+    (:func:`~commsim.replay.pipeline.stage_orders`), where a step's forward starts before
+    its backward frees its activations."""
+    if len(set(chunks)) == 1 and not combined:
         return stage_in_flight(schedule, pp, microbatches, len(chunks), stage) * chunks[0]
-    return _held_walk(schedule, pp, microbatches, chunks, stage)
+    return _held_walk(schedule, pp, microbatches, chunks, stage, combined)
 
 
 @lru_cache(maxsize=16)
-def _orders(schedule: str, pp: int, microbatches: int, chunks: int) -> list[list[PipeOp]]:
+def _orders(schedule: str, pp: int, microbatches: int, chunks: int,
+            combined: bool) -> list[list[PipeOp]]:
     """Every stage's pipeline ops (walked once for all the stages)."""
-    return stage_orders(schedule, stages=pp, microbatches=microbatches, chunks=chunks)
+    return stage_orders(schedule, stages=pp, microbatches=microbatches, chunks=chunks,
+                        combined=combined)
 
 
 @lru_cache(maxsize=1024)
 def _held_walk(schedule: str, pp: int, microbatches: int, chunks: tuple[int, ...],
-               stage: int) -> int:
-    order = _orders(schedule, pp, microbatches, len(chunks))[stage]
+               stage: int, combined: bool) -> int:
+    order = _orders(schedule, pp, microbatches, len(chunks), combined)[stage]
     held = peak = 0
     for op in order:
         held += chunks[op.chunk] if op.kind == FORWARD else -chunks[op.chunk]

@@ -8,9 +8,10 @@ large ones runs them (``Stack.moe_overlap``; docs/planning.md).
   guide's "Combined 1F1B" page): the forward of one micro-batch and the backward of another
   run together, layer by layer, the forward's all-to-alls hidden under the backward's
   attention and MLP compute and the other way round. Megatron-Core runs it without pipelining
-  and in its interleaved schedule; the planner pairs, on each stage, a forward and a backward
-  of different micro-batches that follow each other in that schedule's order
-  (:func:`commsim.plan.evaluate._paired_ops`); the warm-up and cool-down ops run alone.
+  and in its interleaved schedule (with one more warm-up forward); the planner runs those
+  orders and pairs each steady-state step's forward and backward
+  (:func:`commsim.replay.pipeline.combined_steps`); the warm-up and cool-down ops run alone.
+  The replay weaves each pair's layers instead (:mod:`commsim.replay.hybrid_graph`).
 * ``dualpipe``: the DeepSeek-V3 report's DualPipe (arXiv 2412.19437, Section 3.2.1, and
   ``dualpipe/dualpipe.py`` of deepseek-ai/DualPipe): each of the ``PP`` ranks holds stage
   ``r`` and stage ``PP - 1 - r``, micro-batches enter from both ends, and in the steady state

@@ -6,14 +6,15 @@ A ``hybrid`` workload without a flat ``compute:`` block is the planner's descrip
 ``mlp``, ``tied_embeddings``, ``head_dim``, ``moe``, ``mla``), ``parallel:`` takes ``ep`` (the
 expert-parallel size) and ``etp`` (expert TP, written by ``--write-workload`` where it is not
 ``tp``: the MoE layers' own grid, :class:`~commsim.replay.layout.Parallel`; a planned
-``stack.moe_overlap`` other than ``none`` is refused on replay in one line, ``stack.dispatcher:
-deepep`` runs DeepEP's two legs), ``data_parallel`` also ``zero1``/``zero2``, ``recompute`` also
-``selective`` and ``moe``, and ``stack:`` names the software stack (:mod:`.stack`: ``current``,
-``megatron-2021``, ``llama3``, or a mapping of its fields). The topology's ``device:`` block
-times every block (:mod:`.compute`'s shape-aware GEMMs, :mod:`.moe_layer`'s router, grouped
-expert GEMMs and skew), the loss on the last stage and each stage's optimizer step
-(:func:`~commsim.plan.compute.optimizer_time`); a flat ``compute: {flops, efficiency}`` beside
-those keys overrides the device's peak FLOP/s and its GEMM and attention efficiencies.
+``stack.moe_overlap: ep-overlap`` runs Megatron-Core's combined 1F1B, ``dualpipe`` is refused on
+replay in one line, ``stack.dispatcher: deepep`` runs DeepEP's two legs), ``data_parallel`` also
+``zero1``/``zero2``, ``recompute`` also ``selective`` and ``moe``, and ``stack:`` names the
+software stack (:mod:`.stack`: ``current``, ``megatron-2021``, ``llama3``, or a mapping of its
+fields). The topology's ``device:`` block times every block (:mod:`.compute`'s shape-aware
+GEMMs, :mod:`.moe_layer`'s router, grouped expert GEMMs and skew), the loss on the last stage
+and each stage's optimizer step (:func:`~commsim.plan.compute.optimizer_time`); a flat
+``compute: {flops, efficiency}`` beside those keys overrides the device's peak FLOP/s and its
+GEMM and attention efficiencies.
 
 :func:`workload_dict` writes a configuration as that mapping (``commsim plan
 --write-workload``); :func:`replay_workload` reads it back into the replay's
@@ -32,6 +33,7 @@ from typing import Any
 
 from commsim.errors import SpecError, describe
 from commsim.network import Network
+from commsim.plan.blocks import PipelineCosts, layer_blocks
 from commsim.plan.bounds import layer_costs, moe_costs
 from commsim.plan.compute import hardware_flops_per_token, model_flops_per_token
 from commsim.plan.config import ORDERS, PlanConfig, rank_order
@@ -156,9 +158,16 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
                                 if model.is_moe(i) else 0 for i in range(model.layers)),
         )
     overlap: tuple = ()
-    if network is not None and stack.overlap_cost:
-        overlap = pipeline_costs(cfg, model, t, CollectiveTimer(network), 1, params, stack,
-                                 device, moe=m)[0].overlap
+    stretch: tuple[float, ...] = ()
+    combined = stack.moe_overlap == "ep-overlap" and m is not None
+    if network is not None and (stack.overlap_cost or combined):
+        costs = pipeline_costs(cfg, model, t, CollectiveTimer(network), 1, params, stack,
+                               device, moe=m)[0]
+        overlap = costs.overlap if stack.overlap_cost else ()
+        stretch = tuple(_stretch(costs, p) for p in range(cfg.pp)) if combined else ()
+    elif combined:
+        raise SpecError("stack.moe_overlap: ep-overlap needs the topology to time what the "
+                        "all-to-alls' SMs cost the compute they overlap")
     return BlockTimes(
         attn_fwd=t.attn_fwd, mlp_fwd=t.mlp_fwd, attn_bwd=t.attn_bwd, mlp_bwd=t.mlp_bwd,
         attn_recompute=t.attn_recompute, mlp_recompute=t.mlp_recompute,
@@ -174,8 +183,17 @@ def block_times(model: ModelSpec, cfg: PlanConfig, device: DeviceSpec,
                          hardware_flops_per_token(model, cfg.recompute)),
         model_params=model.params,
         peak_flops=device.peak_flops, p2p_blocking=stack.p2p_blocking, moe=moe,
-        overlap_s=overlap,
+        overlap_s=overlap, combined_stretch=stretch,
     )
+
+
+def _stretch(costs: PipelineCosts, stage: int) -> float:
+    """How much a combined step stretches ``stage``'s compute (the planner's
+    :func:`~commsim.plan.overlap.paired_blocks`: the SMs its all-to-alls hold)."""
+    alone = sum(x for f in (True, False) for s, x in layer_blocks(costs, stage, f)
+                if s == "compute")
+    paired = sum(x for blocks in costs.paired[stage] for s, x in blocks if s == "compute")
+    return paired / alone if alone else 1.0
 
 
 def _parallel(cfg: PlanConfig) -> Parallel:
@@ -216,10 +234,10 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
     if cfg.recompute == "moe" and model.moe is None:
         raise SpecError(f"recompute: moe recomputes mixtures of experts; {model.name} has no "
                         "moe:")
-    if stack.moe_overlap != "none" and model.moe is not None:
-        raise SpecError(f"stack.moe_overlap: {stack.moe_overlap} is planned (a closed form) but "
-                        "not lowered by the hybrid workload, which runs every all-to-all "
-                        "exposed; replay it with moe_overlap none")
+    if stack.moe_overlap == "dualpipe" and model.moe is not None:
+        raise SpecError("stack.moe_overlap: dualpipe is planned (a closed form) but not "
+                        "lowered by the hybrid workload; replay it with moe_overlap none or "
+                        "ep-overlap")
     return HybridSpec(
         model=Model(layers=model.layers, hidden=model.hidden, heads=model.heads, seq=model.seq,
                     vocab=model.vocab),

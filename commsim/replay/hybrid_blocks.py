@@ -120,6 +120,10 @@ class BlockTimes:
     p2p_blocking: bool = False
     moe: MoEBlocks | None = None
     overlap_s: tuple[Mapping[int, float], ...] = ()
+    #: Megatron-Core's combined 1F1B (``--moe-overlap ep-overlap``): per stage, the factor a
+    #: combined step's compute is stretched by while its all-to-alls hold SMs
+    #: (:func:`commsim.plan.overlap.paired_blocks`); empty: every op runs alone.
+    combined_stretch: tuple[float, ...] = ()
 
 
 def _dense_fwd(t: BlockTimes, cp: bool, attn: float, mlp: float) -> list[Block]:

@@ -11,6 +11,7 @@ expert-parallel group, which spans replicas).
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import Protocol
 
 from commsim.network import Network
@@ -18,7 +19,13 @@ from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph, check_tasks
 from commsim.replay.hybrid_blocks import BlockTimes, layer_blocks
 from commsim.replay.layout import Parallel
-from commsim.replay.pipeline import FORWARD, PipeOp, emit_pipeline, stage_orders
+from commsim.replay.pipeline import (
+    FORWARD,
+    PipeOp,
+    combined_steps,
+    emit_pipeline,
+    stage_orders,
+)
 from commsim.replay.replicas import ReplicaFold, Unfoldable, fold_network
 from commsim.replay.stages import vstage_layers
 from commsim.replay.transformer import Model
@@ -52,6 +59,15 @@ class HybridSpec(Protocol):
     def layer_params(self, layer: int) -> int: ...
     def layers_of(self, stage: int) -> list[int]: ...
     def static_bytes(self, stage: int) -> int: ...
+
+
+def _finish(chain: Generator[None, None, dict[int, list[int]]]) -> dict[int, list[int]]:
+    """Run a generator of :meth:`HybridGraphBuilder._chain` to its end; its value."""
+    while True:
+        try:
+            next(chain)
+        except StopIteration as stop:
+            return stop.value
 
 
 def replica_fold(par: Parallel, network: Network) -> ReplicaFold:
@@ -149,11 +165,13 @@ class HybridGraphBuilder:
         # refuse a step too big to time before building a million tasks of it (seconds)
         check_tasks(self.compute_tasks(), "ranks x micro-batches x layers",
                     f"{len(self.built)} x {self.k} x {spec.model.layers}")
-        orders = stage_orders(
-            spec.schedule, stages=par.pp, microbatches=self.k, chunks=spec.chunks_per_stage
-        )
+        combined = bool(self.t.combined_stretch)  # Megatron-Core's combined 1F1B
+        shape = dict(stages=par.pp, microbatches=self.k, chunks=spec.chunks_per_stage)
         emit_pipeline(
-            orders, chunks=spec.chunks_per_stage, run_op=self._run_op, transfer=self._transfer
+            stage_orders(spec.schedule, **shape, combined=combined),
+            chunks=spec.chunks_per_stage, run_op=self._run_op, transfer=self._transfer,
+            pairs=combined_steps(spec.schedule, **shape) if combined else (),
+            run_pair=self._run_pair,
         )
         static = [0] * par.world
         for p in range(par.pp):
@@ -202,39 +220,79 @@ class HybridGraphBuilder:
                                               phase="p2p", deps=[send])]
 
     def _run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
-        par = self.par
-        vstage = op.chunk * par.pp + stage
-        layers = list(self.vstages[vstage])
+        done = self._begin(stage, op, deps)
+        return self._end(stage, op, _finish(self._chain(stage, op, done, 1.0)))
+
+    def _run_pair(self, stage: int, fop: PipeOp, bop: PipeOp, fdeps: list[int],
+                  bdeps: list[int]) -> tuple[list[int], list[int]]:
+        """A combined step: ``fop``'s and ``bop``'s layers woven block by block, each one's
+        compute added after the other's (forward first), so each one's all-to-alls run
+        under the other's compute, as Megatron-Core's combined 1F1B schedules them; their
+        compute stretched by what the all-to-alls' SMs take (``BlockTimes.combined_stretch``)."""
+        stretch = self.t.combined_stretch[stage]
+        chains = [self._chain(stage, op, self._begin(stage, op, deps), stretch)
+                  for op, deps in ((fop, fdeps), (bop, bdeps))]
+        done: list[dict[int, list[int]] | None] = [None, None]
+        while any(d is None for d in done):
+            for i, chain in enumerate(chains):
+                if done[i] is None:
+                    try:
+                        next(chain)
+                    except StopIteration as stop:
+                        done[i] = stop.value
+        fdone, bdone = done
+        assert fdone is not None and bdone is not None
+        return self._end(stage, fop, fdone), self._end(stage, bop, bdone)
+
+    def _begin(self, stage: int, op: PipeOp, deps: list[int]) -> dict[int, list[int]]:
+        """What comes before ``op``'s layers: an empty chunk's kernel, the loss's backward."""
+        vstage = op.chunk * self.par.pp + stage
         ranks = self.stage_ranks[stage]
         done = {r: ([deps[i]] if deps else []) for i, r in enumerate(ranks)}
-        forward = op.kind == FORWARD
-        phase = "forward" if forward else "backward"
-        last_stage = vstage == par.pp * self.spec.chunks_per_stage - 1
+        phase = "forward" if op.kind == FORWARD else "backward"
         tag = f" mb{op.microbatch}"
-        if not layers:  # a chunk of only the embedding or the loss: an empty kernel
+        if not self.vstages[vstage]:  # a chunk of only the embedding or the loss
             for r in ranks:
                 done[r] = [self.b.compute(r, 0.0, name=f"chunk{op.chunk} (no layers){tag}",
                                           phase=phase, deps=done[r])]
-        if not forward and last_stage:
+        if op.kind != FORWARD and vstage == self._last_vstage:
             for r in ranks:
                 done[r] = [self.b.compute(r, self.t.logits_bwd, name="logits bwd" + tag,
                                           phase=phase, deps=done[r])]
-        for layer in layers if forward else reversed(layers):
-            done = self._layer(stage, layer, op, done)
-        if forward and last_stage:
+        return done
+
+    def _chain(self, stage: int, op: PipeOp, done: dict[int, list[int]],
+               stretch: float) -> Generator[None, None, dict[int, list[int]]]:
+        """``op``'s layers, yielding after each compute block (:meth:`_layer`)."""
+        layers = self.vstages[op.chunk * self.par.pp + stage]
+        for layer in layers if op.kind == FORWARD else reversed(layers):
+            done = yield from self._layer(stage, layer, op, done, stretch)
+        return done
+
+    def _end(self, stage: int, op: PipeOp, done: dict[int, list[int]]) -> list[int]:
+        """What comes after ``op``'s layers (the loss), and its output: one task per rank."""
+        vstage = op.chunk * self.par.pp + stage
+        ranks = self.stage_ranks[stage]
+        if op.kind == FORWARD and vstage == self._last_vstage:
             for r in ranks:
-                done[r] = [self.b.compute(r, self.t.logits_fwd, name="logits" + tag,
-                                          phase=phase, deps=done[r])]
+                done[r] = [self.b.compute(r, self.t.logits_fwd, name=f"logits mb{op.microbatch}",
+                                          phase="forward", deps=done[r])]
         for r in ranks:
             self.last_op[r] = done[r]
         out = [done[r][0] for r in ranks]  # after a layer, one task per rank marks it done
-        if self.t.p2p_blocking and par.pp > 1:
+        if self.t.p2p_blocking and self.par.pp > 1:
             self._block_on_send(stage, vstage, op, out)
         return out
 
+    @property
+    def _last_vstage(self) -> int:
+        return self.par.pp * self.spec.chunks_per_stage - 1
+
     def _layer(
-        self, stage: int, layer: int, op: PipeOp, done: dict[int, list[int]]
-    ) -> dict[int, list[int]]:
+        self, stage: int, layer: int, op: PipeOp, done: dict[int, list[int]], stretch: float
+    ) -> Generator[None, None, dict[int, list[int]]]:
+        """``layer``'s blocks for ``op`` on every rank of ``stage``, yielding after each
+        compute block (a combined step weaves two of these); returns each rank's last tasks."""
         spec, par, b = self.spec, self.par, self.b
         forward = op.kind == FORWARD
         phase = "forward" if forward else "backward"
@@ -254,10 +312,11 @@ class HybridGraphBuilder:
                         extra = self._gather(stage, layer, r)
                     start = weights if sharded and i == computes[0] and not forward and (
                         op.microbatch == 0) else 0
-                    prev[r] = [b.compute(r, blk.amount, name=f"{name} {blk.label}",
+                    prev[r] = [b.compute(r, blk.amount * stretch, name=f"{name} {blk.label}",
                                          phase=phase, deps=prev[r] + extra, mem_start=start,
                                          mem_end=(act if forward else -act)
                                          if i == computes[-1] else 0)]
+                yield
                 continue
             legs = self.t.moe.legs if self.t.moe is not None and blk.kind == "ep" else {}
             for group in self._groups(blk.kind, stage):

@@ -51,13 +51,16 @@ class PipeOp:
         return f"{self.kind}{self.microbatch}" + (f".{self.chunk}" if self.chunk else "")
 
 
-def _one_f_one_b(forwards: list[PipeOp], backwards: list[PipeOp], warmup: int) -> list[PipeOp]:
+def _one_f_one_b(forwards: list[PipeOp], backwards: list[PipeOp],
+                 warmup: int) -> tuple[list[PipeOp], int, int]:
+    """The order, and where its steady state starts and how many (forward, backward) steps
+    it has."""
     warmup = min(warmup, len(forwards))
     order = forwards[:warmup]
     steady = len(forwards) - warmup
     for i in range(steady):
         order += [forwards[warmup + i], backwards[i]]
-    return order + backwards[steady:]
+    return order + backwards[steady:], warmup, steady
 
 
 def pipeline_ops(stages: int, microbatches: int, chunks: int = 1) -> int:
@@ -67,31 +70,56 @@ def pipeline_ops(stages: int, microbatches: int, chunks: int = 1) -> int:
 
 
 def stage_orders(
-    schedule: str, *, stages: int, microbatches: int, chunks: int = 1
+    schedule: str, *, stages: int, microbatches: int, chunks: int = 1, combined: bool = False
 ) -> list[list[PipeOp]]:
-    """Each device's ops, in the order its compute stream runs them."""
-    p, k, v = stages, microbatches, chunks
+    """Each device's ops, in the order its compute stream runs them; ``combined``: as
+    Megatron-Core runs them with its combined 1F1B (:func:`combined_steps`)."""
+    return [order for order, _, _ in _orders(schedule, stages, microbatches, chunks, combined)]
+
+
+def combined_steps(
+    schedule: str, *, stages: int, microbatches: int, chunks: int = 1
+) -> list[frozenset[int]]:
+    """Per device, the positions ``i`` of its ``combined`` order (:func:`stage_orders`) whose
+    forward runs together with the backward at ``i + 1``: Megatron-Core's combined 1F1B
+    (``--overlap-moe-expert-parallel-comm``, ``megatron/core/pipeline_parallel/
+    combined_1f1b.py``), which pairs every steady-state step's forward and backward, of
+    different micro-batches, layer by layer. It runs without pipelining (F0, then F1 with B0,
+    F2 with B1, ..., then the last B) and in the interleaved schedule, where it schedules
+    one more warm-up forward than the plain one so that each step's two halves are
+    independent (``schedules.py``: "we schedule one extra micro-batch forward step before
+    the 1f1b stages"); a plain pipeline of several stages has none (no pairs)."""
+    out = []
+    for _, warmup, steady in _orders(schedule, stages, microbatches, chunks, True):
+        combines = stages == 1 or schedule == "interleaved"
+        out.append(frozenset(warmup + 2 * j for j in range(steady)) if combines
+                   else frozenset())
+    return out
+
+
+def _orders(schedule: str, p: int, k: int, v: int,
+            combined: bool) -> list[tuple[list[PipeOp], int, int]]:
+    """Per device: its order, where its steady state starts, its steady steps (0: none)."""
     if schedule in ("gpipe", "1f1b") and v != 1:
         raise SpecError(f"chunks_per_stage: must be 1 for schedule {schedule!r}, got {v}")
     if schedule == "interleaved" and k % p:
         raise SpecError(f"microbatches: interleaved needs a multiple of stages ({p}), got {k}")
+    if schedule not in SCHEDULES:
+        raise SpecError(f"schedule: unknown value {schedule!r} (known: {', '.join(SCHEDULES)})")
     check_tasks(pipeline_ops(p, k, v), "stages x microbatches x chunks_per_stage",
                 f"{p} x {k} x {v}")
+    # the combined schedule's extra warm-up forward, where there is one (combined_steps)
+    extra = 1 if combined and (p == 1 or schedule == "interleaved") else 0
     orders = []
     for d in range(p):
-        if schedule == "gpipe":
-            orders.append(
-                [PipeOp(FORWARD, m) for m in range(k)] + [PipeOp(BACKWARD, m) for m in range(k)]
-            )
-        elif schedule == "1f1b":
-            orders.append(
-                _one_f_one_b(
-                    [PipeOp(FORWARD, m) for m in range(k)],
-                    [PipeOp(BACKWARD, m) for m in range(k)],
-                    p - 1 - d,
-                )
-            )
-        elif schedule == "interleaved":
+        if schedule == "gpipe" and not extra:
+            forwards = [PipeOp(FORWARD, m) for m in range(k)]
+            orders.append((forwards + [PipeOp(BACKWARD, m) for m in range(k)], k, 0))
+        elif schedule != "interleaved":  # 1f1b, and any schedule of one stage combined
+            orders.append(_one_f_one_b([PipeOp(FORWARD, m) for m in range(k)],
+                                       [PipeOp(BACKWARD, m) for m in range(k)],
+                                       p - 1 - d + extra))
+        else:
             # Megatron-LM: micro-step i runs chunk (i // p) % v of micro-batch (i // pv) p + i % p
             def op(kind: str, i: int) -> PipeOp:
                 chunk = (i // p) % v
@@ -102,10 +130,8 @@ def stage_orders(
             total = k * v
             forwards = [op(FORWARD, i) for i in range(total)]
             backwards = [op(BACKWARD, i) for i in range(total)]
-            warmup = total if k == p else (p - d - 1) * 2 + (v - 1) * p
+            warmup = total if k == p else (p - d - 1) * 2 + (v - 1) * p + extra
             orders.append(_one_f_one_b(forwards, backwards, warmup))
-        else:
-            raise SpecError(f"schedule: unknown value {schedule!r} (known: {', '.join(SCHEDULES)})")
     return orders
 
 
@@ -113,46 +139,66 @@ def stage_orders(
 RunOp = Callable[[int, PipeOp, list[int]], list[int]]
 #: ``transfer(src_device, dst_device, op, deps) -> tasks`` whose ends mark the data arrived.
 Transfer = Callable[[int, int, PipeOp, list[int]], list[int]]
+#: ``run_pair(device, forward, backward, forward_deps, backward_deps) -> (forward's tasks,
+#: backward's tasks)``: a combined step (:func:`combined_steps`).
+RunPair = Callable[[int, PipeOp, PipeOp, list[int], list[int]], tuple[list[int], list[int]]]
 
 
 def emit_pipeline(
-    orders: Sequence[Sequence[PipeOp]], *, chunks: int, run_op: RunOp, transfer: Transfer
+    orders: Sequence[Sequence[PipeOp]], *, chunks: int, run_op: RunOp, transfer: Transfer,
+    pairs: Sequence[frozenset[int]] = (), run_pair: RunPair | None = None,
 ) -> dict[tuple[str, int, int], list[int]]:
     """Add every op to the graph in a topological order; return ``(kind, mb, vstage) -> tasks``.
 
     Each device's ops are added in its order; an op waits for its producer (the previous
     virtual stage's forward, the next one's backward, or its own forward at the last stage),
-    through ``transfer`` when the producer ran on another device. A schedule whose orders
-    cannot all be added (each device waiting on another) deadlocks: ScheduleError.
+    through ``transfer`` when the producer ran on another device. ``pairs[d]``: the positions
+    of device ``d``'s order whose op and the next are one combined step
+    (:func:`combined_steps`), added together by ``run_pair`` once both have their inputs. A
+    schedule whose orders cannot all be added (each device waiting on another) deadlocks:
+    ScheduleError.
     """
     p = len(orders)
     last_stage = p * chunks - 1
     done: dict[tuple[str, int, int], list[int]] = {}
+
+    def producer(d: int, op: PipeOp) -> tuple[str, int, int] | None:
+        vs = op.chunk * p + d
+        if op.kind == FORWARD:
+            return (FORWARD, op.microbatch, vs - 1) if vs > 0 else None
+        return (BACKWARD, op.microbatch, vs + 1) if vs < last_stage else (
+            FORWARD, op.microbatch, vs)
+
+    def inputs(d: int, op: PipeOp) -> list[int]:
+        source = producer(d, op)
+        if source is None:
+            return []
+        deps = done[source]
+        return transfer(source[2] % p, d, op, deps) if source[2] % p != d else deps
+
     position = [0] * p
     remaining = sum(len(o) for o in orders)
     while remaining:
         progressed = False
         for d in range(p):
             while position[d] < len(orders[d]):
-                op = orders[d][position[d]]
-                vs = op.chunk * p + d
-                if op.kind == FORWARD:
-                    producer = (FORWARD, op.microbatch, vs - 1) if vs > 0 else None
-                elif vs < last_stage:
-                    producer = (BACKWARD, op.microbatch, vs + 1)
-                else:
-                    producer = (FORWARD, op.microbatch, vs)
-                if producer is not None and producer not in done:
+                at = position[d]
+                ops = orders[d][at:at + 2] if pairs and at in pairs[d] else orders[d][at:at + 1]
+                if any((src := producer(d, op)) is not None and src not in done for op in ops):
                     break
-                deps: list[int] = []
-                if producer is not None:
-                    deps = done[producer]
-                    source = producer[2] % p
-                    if source != d:
-                        deps = transfer(source, d, op, deps)
-                done[(op.kind, op.microbatch, vs)] = run_op(d, op, deps)
-                position[d] += 1
-                remaining -= 1
+                if len(ops) == 2:
+                    assert run_pair is not None, "pairs need run_pair"
+                    forward, backward = ops
+                    ins = [inputs(d, op) for op in ops]
+                    tasks = run_pair(d, forward, backward, ins[0], ins[1])
+                    for op, out in zip(ops, tasks, strict=True):
+                        done[(op.kind, op.microbatch, op.chunk * p + d)] = out
+                else:
+                    op = ops[0]
+                    done[(op.kind, op.microbatch, op.chunk * p + d)] = run_op(
+                        d, op, inputs(d, op))
+                position[d] += len(ops)
+                remaining -= len(ops)
                 progressed = True
         if not progressed:
             stuck = ", ".join(

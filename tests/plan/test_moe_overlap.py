@@ -23,7 +23,7 @@ from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import FP8_DISPATCH_BYTES, dispatch_bytes, moe_times
 from commsim.plan.overlap import evaluate_dualpipe, paired_blocks, unfit
 from commsim.plan.stack import named_stack
-from commsim.replay.pipeline import PipeOp
+from commsim.replay.pipeline import PipeOp, stage_orders
 from commsim.topology import load_topology
 
 TINY = ModelSpec(name="tiny-moe", layers=4, hidden=1024, heads=16, kv_heads=4, ffn_hidden=2816,
@@ -64,17 +64,22 @@ def test_a_pair_is_the_compute_slowed_or_the_all_to_alls(a2a, share, pair):
 
 
 def test_combined_1f1b_pairs_by_hand():
-    """Without pipelining, Megatron-Core's combined 1F1B runs F0, then (B0 with F1), (B1 with
-    F2), then B2: with 3 micro-batches of one layer the step is F + 2 pairs + B, against
-    3 (F + B) when every all-to-all waits."""
+    """Without pipelining, Megatron-Core's combined 1F1B runs F0, then (F1 with B0), (F2 with
+    B1), then B2: with 3 micro-batches of one layer the step is F + 2 pairs + B, less two
+    all-to-alls that wait for no compute: F0's combine runs under the first pair's compute
+    (F1 needs nothing of F0), B2's first (its combine's gradient) under the last pair's;
+    against 3 (F + B) when every all-to-all waits."""
     a2a, share = 0.5, 0.25
     pairs = _paired_ops("1f1b", 1, 3, 1)
     assert pairs == {(0, PipeOp("B", 0)), (0, PipeOp("F", 1)), (0, PipeOp("B", 1)),
                      (0, PipeOp("F", 2))}
+    assert [str(op) for op in stage_orders("1f1b", stages=1, microbatches=3,
+                                           combined=True)[0]] == ["F0", "F1", "B0", "F2",
+                                                                  "B1", "B2"]
     fwd, bwd = 2.0 + 2 * a2a, 4.0 + 2 * a2a
     pair = 6.0 + 4 * a2a * share
     got = estimate_step([_costs(1, 3, a2a=a2a, overlap="ep-overlap", share=share)])
-    assert got.step_time_s == pytest.approx(fwd + 2 * pair + bwd)
+    assert got.step_time_s == pytest.approx(fwd + 2 * pair + bwd - 2 * a2a)
     none = estimate_step([_costs(1, 3, a2a=a2a, overlap="none")])
     assert none.step_time_s == pytest.approx(3 * (fwd + bwd))
 

@@ -256,16 +256,17 @@ def test_a_bad_planned_workload_file_is_one_line_exit_2(tmp_path, capsys):
 
 
 
-def test_a_moe_overlap_is_refused_in_one_line() -> None:
-    """A stack with an all-to-all overlap (planned by a closed form) is not replayed as if
-    exposed: the workload's replay refuses it, naming the field; a stack mapping that names an
-    unknown overlap is refused the same way."""
+def test_dualpipe_and_an_unknown_overlap_are_refused_in_one_line() -> None:
+    """DualPipe (planned by a closed form) is not replayed as if exposed: the workload's
+    replay refuses it, naming the field (``ep-overlap`` is lowered:
+    tests/plan/test_combined_1f1b.py); a stack mapping that names an unknown overlap is
+    refused the same way."""
     model = catalogue_model("mixtral-8x7b")
     cfg = PlanConfig(tp=1, cp=1, pp=1, dp=8, micro_batch=1, schedule="1f1b", chunks=1,
                      data_parallel="zero1", recompute="full", ep=8,
                      order=rank_order(has_experts=True))
-    workload = workload_dict(model, cfg, 8, Stack(moe_overlap="ep-overlap"))
-    with pytest.raises(SpecError, match=r"stack.moe_overlap: ep-overlap is planned"):
+    workload = workload_dict(model, cfg, 8, Stack(moe_overlap="dualpipe"))
+    with pytest.raises(SpecError, match=r"stack.moe_overlap: dualpipe is planned"):
         replay_workload(workload, "dgx-h100")
     workload["stack"] = {"moe_overlap": "sometimes"}
     with pytest.raises(SpecError, match=r"stack.moe_overlap"):
