@@ -45,6 +45,7 @@ QUICK: list[tuple[str, list[str], re.Pattern[str]]] = [
     ("plan_replay.py", ["--quick"], DASHES),
     ("replay_fold.py", ["--quick"], DASHES),
     ("replay_reshare.py", ["--quick"], DASHES),
+    ("combined_replay.py", ["--quick"], DASHES),
     ("goodput_agreement.py", ["--quick"], DASHES),
     ("diagnose_logs.py", ["--quick"], DASHES),
     ("validate_presets.py", ["--quick"], DASHES),

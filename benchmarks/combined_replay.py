@@ -1,0 +1,65 @@
+"""Megatron-Core's combined 1F1B (``--moe-overlap ep-overlap``) planned and replayed, in one
+process: the planner's closed form for each combined step against the replay's woven pair.
+
+Each layout is planned with ``none`` and with ``ep-overlap``, written as a workload and
+replayed in the DES (every rank, every all-to-all on the links); the table gives both steps,
+the replay's difference from the plan and the share of the replayed step's communication
+hidden under compute. The figures are docs/planning.md's ("Replayed", under
+``--moe-overlap``).
+
+    python benchmarks/combined_replay.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+from _common import parse_args, table
+
+from commsim.plan import SearchSpace, plan, replay_workload, workload_dict
+from commsim.plan.models import catalogue_model
+from commsim.plan.stack import Stack
+from commsim.replay import replay
+
+#: (model, topology, tp, ep, pp, schedule, global batch, seq).
+LAYOUTS = (
+    ("qwen3-30b-a3b", "dgx-h100", 1, 8, 1, ("1f1b", 1), 64, 1024),
+    ("qwen3-30b-a3b", "dgx-h100x2", 1, 16, 1, ("1f1b", 1), 64, 2048),
+    ("qwen3-30b-a3b", "dgx-h100", 2, 2, 2, ("interleaved", 2), 8, 2048),
+    ("mixtral-8x7b", "dgx-h100x2", 2, 4, 2, ("interleaved", 2), 32, 2048),
+)
+
+
+def row(layout: tuple, overlap: str, layers: int | None) -> list[object]:
+    name, topology, tp, ep, pp, schedule, batch, seq = layout
+    model = catalogue_model(name)
+    model = replace(model, layers=layers) if layers else model
+    out = plan(model, topology, global_batch=batch, seq=seq, top=1, engine="auto",
+               stack=Stack(moe_overlap=overlap),
+               space=SearchSpace(tp=(tp,), ep=(ep,), pp=(pp,), micro_batch=(1,),
+                                 schedule=(schedule,), recompute=("none",),
+                                 data_parallel=("zero1",)))
+    best = out.result.configs[0]
+    planned = best.record["step_time_s"]
+    result = replay(replay_workload(workload_dict(out.model, best.config, batch, out.stack),
+                                    topology), topology)
+    return [f"{name} {best.config.label()} seq {seq}", topology, overlap, planned,
+            result.step_time_s, f"{(result.step_time_s / planned - 1) * 100:+.1f}%",
+            f"{result.overlap_fraction:.2f}"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--layers", type=int, default=0,
+                        help="cut each model to this many layers (0: whole)")
+    args = parse_args(parser, {"layers": 4}, "the first layout, four layers")
+    layouts = LAYOUTS[:1] if args.quick else LAYOUTS
+    rows = [row(layout, overlap, args.layers or None)
+            for layout in layouts for overlap in ("none", "ep-overlap")]
+    print(table(["<layout", "<topology", "<overlap", "planned s", "replayed s", "replay",
+                 "hidden"], rows))
+
+
+if __name__ == "__main__":
+    main()
