@@ -4,10 +4,13 @@ process: the planner's closed form for each combined step against the replay's w
 Each layout is planned with ``none`` and with ``ep-overlap``, written as a workload and
 replayed in the DES (every rank, every all-to-all on the links); the table gives both steps,
 the replay's difference from the plan and the share of the replayed step's communication
-hidden under compute. The figures are docs/planning.md's ("Replayed", under
-``--moe-overlap``).
+hidden under compute. Then the published Megatron-MoE-ModelZoo row with combined 1F1B
+(Qwen3-235B-A22B, EP 32 across hosts, 256 H100: :data:`_moe_rows.MOE_ROWS`), whose whole
+step is beyond the replay's task budget, cut to ``--zoo-layers`` layers (even per virtual
+stage) and ``--zoo-microbatches`` micro-batches, the same way. The figures are
+docs/planning.md's ("Replayed", under ``--moe-overlap``, and the published rows).
 
-    python benchmarks/combined_replay.py [--quick]
+    python benchmarks/combined_replay.py [--zoo-layers N] [--zoo-microbatches K] [--quick]
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 from dataclasses import replace
 
 from _common import parse_args, table
+from _moe_rows import MOE_ROWS
 
 from commsim.plan import SearchSpace, plan, replay_workload, workload_dict
 from commsim.plan.models import catalogue_model
@@ -49,14 +53,43 @@ def row(layout: tuple, overlap: str, layers: int | None) -> list[object]:
             f"{result.overlap_fraction:.2f}"]
 
 
+def zoo_row(overlap: str, layers: int, microbatches: int) -> list[object]:
+    """The published combined-1F1B row's layout, cut to ``layers`` and ``microbatches``."""
+    zoo = next(r for r in MOE_ROWS if "1F1B overlap" in r.label)
+    model = replace(zoo.model, layers=layers)
+    cfg = replace(zoo.config, stage_layers=None)
+    batch = microbatches * cfg.dp * cfg.micro_batch
+    out = plan(model, zoo.preset, global_batch=batch, top=1, engine="auto",
+               stack=replace(zoo.stack, moe_overlap=overlap),
+               space=SearchSpace(tp=(cfg.tp,), etp=(cfg.etp,), cp=(cfg.cp,), ep=(cfg.ep,),
+                                 pp=(cfg.pp,), micro_batch=(cfg.micro_batch,),
+                                 schedule=((cfg.schedule, cfg.chunks),),
+                                 recompute=(cfg.recompute,),
+                                 data_parallel=(cfg.data_parallel,)))
+    best = out.result.configs[0]
+    planned = best.record["step_time_s"]
+    result = replay(replay_workload(workload_dict(out.model, best.config, batch, out.stack),
+                                    zoo.preset), zoo.preset)
+    return [f"{zoo.label}: {layers} layers, {microbatches} micro-batches", zoo.preset, overlap,
+            planned, result.step_time_s, f"{(result.step_time_s / planned - 1) * 100:+.1f}%",
+            f"{result.overlap_fraction:.2f}"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--layers", type=int, default=0,
                         help="cut each model to this many layers (0: whole)")
-    args = parse_args(parser, {"layers": 4}, "the first layout, four layers")
+    parser.add_argument("--zoo-layers", type=int, default=32,
+                        help="the published row's layers (0: leave it out)")
+    parser.add_argument("--zoo-microbatches", type=int, default=64,
+                        help="the published row's micro-batches per step (it has 128)")
+    args = parse_args(parser, {"layers": 4, "zoo_layers": 0}, "the first layout, four layers")
     layouts = LAYOUTS[:1] if args.quick else LAYOUTS
     rows = [row(layout, overlap, args.layers or None)
             for layout in layouts for overlap in ("none", "ep-overlap")]
+    if args.zoo_layers:
+        rows += [zoo_row(overlap, args.zoo_layers, args.zoo_microbatches)
+                 for overlap in ("none", "ep-overlap")]
     print(table(["<layout", "<topology", "<overlap", "planned s", "replayed s", "replay",
                  "hidden"], rows))
 
