@@ -61,13 +61,21 @@ class HybridSpec(Protocol):
     def static_bytes(self, stage: int) -> int: ...
 
 
-def _finish(chain: Generator[None, None, dict[int, list[int]]]) -> dict[int, list[int]]:
-    """Run a generator of :meth:`HybridGraphBuilder._chain` to its end; its value."""
-    while True:
-        try:
-            next(chain)
-        except StopIteration as stop:
-            return stop.value
+_Chain = Generator[None, None, dict[int, list[int]]]
+
+
+def _weave(chains: list[_Chain]) -> list[dict[int, list[int]]]:
+    """Advance each generator of :meth:`HybridGraphBuilder._chain` one step in turn until all
+    have ended (one alone: run it out); their values."""
+    done: list[dict[int, list[int]] | None] = [None] * len(chains)
+    while any(d is None for d in done):
+        for i, chain in enumerate(chains):
+            if done[i] is None:
+                try:
+                    next(chain)
+                except StopIteration as stop:
+                    done[i] = stop.value
+    return [d for d in done if d is not None]
 
 
 def replica_fold(par: Parallel, network: Network) -> ReplicaFold:
@@ -209,7 +217,7 @@ class HybridGraphBuilder:
         """A blocking send (Megatron-LM 2021): ``op``'s output leaves now, and the stage's
         compute stream waits for it."""
         forward = op.kind == FORWARD
-        if not (vstage < self.par.pp * self.spec.chunks_per_stage - 1 if forward
+        if not (vstage < self._last_vstage if forward
                 else vstage > 0):
             return
         dst = (stage + (1 if forward else -1)) % self.par.pp
@@ -221,7 +229,7 @@ class HybridGraphBuilder:
 
     def _run_op(self, stage: int, op: PipeOp, deps: list[int]) -> list[int]:
         done = self._begin(stage, op, deps)
-        return self._end(stage, op, _finish(self._chain(stage, op, done, 1.0)))
+        return self._end(stage, op, _weave([self._chain(stage, op, done, 1.0)])[0])
 
     def _run_pair(self, stage: int, fop: PipeOp, bop: PipeOp, fdeps: list[int],
                   bdeps: list[int]) -> tuple[list[int], list[int]]:
@@ -230,18 +238,8 @@ class HybridGraphBuilder:
         under the other's compute, as Megatron-Core's combined 1F1B schedules them; their
         compute stretched by what the all-to-alls' SMs take (``BlockTimes.combined_stretch``)."""
         stretch = self.t.combined_stretch[stage]
-        chains = [self._chain(stage, op, self._begin(stage, op, deps), stretch)
-                  for op, deps in ((fop, fdeps), (bop, bdeps))]
-        done: list[dict[int, list[int]] | None] = [None, None]
-        while any(d is None for d in done):
-            for i, chain in enumerate(chains):
-                if done[i] is None:
-                    try:
-                        next(chain)
-                    except StopIteration as stop:
-                        done[i] = stop.value
-        fdone, bdone = done
-        assert fdone is not None and bdone is not None
+        fdone, bdone = _weave([self._chain(stage, op, self._begin(stage, op, deps), stretch)
+                               for op, deps in ((fop, fdeps), (bop, bdeps))])
         return self._end(stage, fop, fdone), self._end(stage, bop, bdone)
 
     def _begin(self, stage: int, op: PipeOp, deps: list[int]) -> dict[int, list[int]]:
@@ -262,7 +260,7 @@ class HybridGraphBuilder:
         return done
 
     def _chain(self, stage: int, op: PipeOp, done: dict[int, list[int]],
-               stretch: float) -> Generator[None, None, dict[int, list[int]]]:
+               stretch: float) -> _Chain:
         """``op``'s layers, yielding after each compute block (:meth:`_layer`)."""
         layers = self.vstages[op.chunk * self.par.pp + stage]
         for layer in layers if op.kind == FORWARD else reversed(layers):
@@ -290,7 +288,7 @@ class HybridGraphBuilder:
 
     def _layer(
         self, stage: int, layer: int, op: PipeOp, done: dict[int, list[int]], stretch: float
-    ) -> Generator[None, None, dict[int, list[int]]]:
+    ) -> _Chain:
         """``layer``'s blocks for ``op`` on every rank of ``stage``, yielding after each
         compute block (a combined step weaves two of these); returns each rank's last tasks."""
         spec, par, b = self.spec, self.par, self.b
