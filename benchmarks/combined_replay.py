@@ -22,7 +22,7 @@ from _common import parse_args, table
 from _moe_rows import MOE_ROWS
 
 from commsim.plan import SearchSpace, plan, replay_workload, workload_dict
-from commsim.plan.models import catalogue_model
+from commsim.plan.models import ModelSpec, catalogue_model
 from commsim.plan.stack import Stack
 from commsim.replay import replay
 
@@ -35,44 +35,42 @@ LAYOUTS = (
 )
 
 
-def row(layout: tuple, overlap: str, layers: int | None) -> list[object]:
-    name, topology, tp, ep, pp, schedule, batch, seq = layout
-    model = catalogue_model(name)
-    model = replace(model, layers=layers) if layers else model
+def _step(label: str, model: ModelSpec, topology: str, batch: int, stack: Stack,
+          space: SearchSpace, seq: int | None = None) -> list[object]:
+    """One table row: ``model``'s one configuration in ``space`` planned on ``topology``,
+    written as a workload and replayed."""
     out = plan(model, topology, global_batch=batch, seq=seq, top=1, engine="auto",
-               stack=Stack(moe_overlap=overlap),
-               space=SearchSpace(tp=(tp,), ep=(ep,), pp=(pp,), micro_batch=(1,),
-                                 schedule=(schedule,), recompute=("none",),
-                                 data_parallel=("zero1",)))
+               stack=stack, space=space)
     best = out.result.configs[0]
     planned = best.record["step_time_s"]
     result = replay(replay_workload(workload_dict(out.model, best.config, batch, out.stack),
                                     topology), topology)
-    return [f"{name} {best.config.label()} seq {seq}", topology, overlap, planned,
+    return [label.format(config=best.config.label()), topology, stack.moe_overlap, planned,
             result.step_time_s, f"{(result.step_time_s / planned - 1) * 100:+.1f}%",
             f"{result.overlap_fraction:.2f}"]
+
+
+def row(layout: tuple, overlap: str, layers: int | None) -> list[object]:
+    name, topology, tp, ep, pp, schedule, batch, seq = layout
+    model = catalogue_model(name)
+    model = replace(model, layers=layers) if layers else model
+    space = SearchSpace(tp=(tp,), ep=(ep,), pp=(pp,), micro_batch=(1,), schedule=(schedule,),
+                        recompute=("none",), data_parallel=("zero1",))
+    return _step(f"{name} {{config}} seq {seq}", model, topology, batch,
+                 Stack(moe_overlap=overlap), space, seq=seq)
 
 
 def zoo_row(overlap: str, layers: int, microbatches: int) -> list[object]:
     """The published combined-1F1B row's layout, cut to ``layers`` and ``microbatches``."""
     zoo = next(r for r in MOE_ROWS if "1F1B overlap" in r.label)
-    model = replace(zoo.model, layers=layers)
-    cfg = replace(zoo.config, stage_layers=None)
-    batch = microbatches * cfg.dp * cfg.micro_batch
-    out = plan(model, zoo.preset, global_batch=batch, top=1, engine="auto",
-               stack=replace(zoo.stack, moe_overlap=overlap),
-               space=SearchSpace(tp=(cfg.tp,), etp=(cfg.etp,), cp=(cfg.cp,), ep=(cfg.ep,),
-                                 pp=(cfg.pp,), micro_batch=(cfg.micro_batch,),
-                                 schedule=((cfg.schedule, cfg.chunks),),
-                                 recompute=(cfg.recompute,),
-                                 data_parallel=(cfg.data_parallel,)))
-    best = out.result.configs[0]
-    planned = best.record["step_time_s"]
-    result = replay(replay_workload(workload_dict(out.model, best.config, batch, out.stack),
-                                    zoo.preset), zoo.preset)
-    return [f"{zoo.label}: {layers} layers, {microbatches} micro-batches", zoo.preset, overlap,
-            planned, result.step_time_s, f"{(result.step_time_s / planned - 1) * 100:+.1f}%",
-            f"{result.overlap_fraction:.2f}"]
+    cfg = zoo.config  # its sizes; the search splits the cut model's layers evenly
+    space = SearchSpace(tp=(cfg.tp,), etp=(cfg.etp,), cp=(cfg.cp,), ep=(cfg.ep,), pp=(cfg.pp,),
+                        micro_batch=(cfg.micro_batch,), schedule=((cfg.schedule, cfg.chunks),),
+                        recompute=(cfg.recompute,), data_parallel=(cfg.data_parallel,))
+    return _step(f"{zoo.label}: {layers} layers, {microbatches} micro-batches",
+                 replace(zoo.model, layers=layers), zoo.preset,
+                 microbatches * cfg.dp * cfg.micro_batch,
+                 replace(zoo.stack, moe_overlap=overlap), space)
 
 
 def main() -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from _common import parse_args, table
 from validate_presets import _thin
 
 from commsim.collectives import Collective
+from commsim.topology.presets import TopologyRef
 from commsim.validation.calibrate import calibrate
 from commsim.validation.nccl_runs import parse_nccl_tests_runs
 from commsim.validation.nccl_tests import read_nccl_tests, read_text
@@ -116,14 +117,17 @@ CASES = (
 QUICK = ("h20-3e", "rtx2080ti")
 
 
-def run(case: Case, quick: bool) -> ValidationReport:
-    """``case``'s log predicted on its preset, as ``commsim validate nccl-tests`` does."""
+def run(case: Case, quick: bool, topology: TopologyRef | None = None,
+        engine: str = "auto") -> ValidationReport:
+    """``case``'s log predicted on its preset (or ``topology``), as ``commsim validate
+    nccl-tests`` does."""
     log = read_nccl_tests(LOGS / case.log, partial=True)
     rows = log.measurements()
     rows = _thin(rows, 4) if quick else rows
-    return validate(rows, case.preset, algorithm="nccl", engine="auto", source=case.log,
-                    gpus_per_thread=log.gpus_per_thread, nccl_version=log.nccl_version,
-                    protocol=log.protocol, hosts=log.host_indices())
+    return validate(rows, case.preset if topology is None else topology, algorithm="nccl",
+                    engine=engine, source=case.log, gpus_per_thread=log.gpus_per_thread,
+                    nccl_version=log.nccl_version, protocol=log.protocol,
+                    hosts=log.host_indices())
 
 
 def run_calibrated(case: Case, quick: bool) -> tuple[ValidationReport, str]:
@@ -139,12 +143,7 @@ def run_calibrated(case: Case, quick: bool) -> tuple[ValidationReport, str]:
                        engine="analytic" if quick else "auto", source=case.all_reduce,
                        gpus_per_thread=fit_log.gpus_per_thread,
                        nccl_version=fit_log.nccl_version, protocol=fit_log.protocol)
-    log = read_nccl_tests(LOGS / case.log, partial=True)
-    check = _thin(log.measurements(), 4) if quick else log.measurements()
-    report = validate(check, fitted.spec, algorithm="nccl",
-                      engine="analytic" if quick else "auto", source=case.log,
-                      gpus_per_thread=log.gpus_per_thread, nccl_version=log.nccl_version,
-                      protocol=log.protocol, hosts=log.host_indices())
+    report = run(case, quick, fitted.spec, "analytic" if quick else "auto")
     return report, _changed(fitted.parameters)
 
 
@@ -165,16 +164,18 @@ def _changed(parameters: dict[str, float]) -> str:
     return ", ".join(out) or "nothing"
 
 
-def calibrated_rows(cases: Sequence[Case], quick: bool) -> list[list[str]]:
+def calibrated_rows(cases: Sequence[Case], reports: Mapping[Case, ValidationReport],
+                    quick: bool) -> list[list[str]]:
     """Per log with an all_reduce run of its machine: the rows >= 1 MiB, their median |error|
-    on the preset and on the preset calibrated on that all_reduce."""
+    on the preset (``reports``: :func:`run`'s) and on the preset calibrated on that
+    all_reduce."""
     out = [["log", "fitted on", "rows >= 1 MiB", "preset: median abs error >= 1 MiB %",
             "calibrated: median abs error >= 1 MiB %", "calibrated: signed %",
             "calibrated: all %", "fitted"]]
     for case in cases:
         if case.all_reduce is None:
             continue
-        plain = [r for r in run(case, quick).rows if r.nbytes >= MIB]
+        plain = [r for r in reports[case].rows if r.nbytes >= MIB]
         report, changed = run_calibrated(case, quick)
         large = [r for r in report.rows if r.nbytes >= MIB]
         out.append([case.log.removesuffix(".txt"), case.all_reduce.removesuffix(".txt")
@@ -197,13 +198,15 @@ def _median(values: Sequence[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def rows_of(cases: Sequence[Case], quick: bool) -> list[list[str]]:
-    """One row per log: its preset, the rows >= 1 MiB and their errors, all rows', busbw."""
+def rows_of(cases: Sequence[Case],
+            reports: Mapping[Case, ValidationReport]) -> list[list[str]]:
+    """One row per log: its preset, the rows >= 1 MiB and their errors, all rows', busbw
+    (``reports``: :func:`run`'s)."""
     out = [["log", "preset", "ranks", "rows >= 1 MiB", "median abs error >= 1 MiB %",
             "signed median >= 1 MiB %", "median abs error all %", "busbw largest meas / pred",
             "the log states", "assumed"]]
     for case in cases:
-        report = run(case, quick)
+        report = reports[case]
         large = [r for r in report.rows if r.nbytes >= MIB]
         last = max(report.rows, key=lambda r: r.nbytes)
         out.append([case.log.removesuffix(".txt"), case.preset, str(last.ranks),
@@ -239,9 +242,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only, write no docs")
     args = parse_args(parser, {"no_write": True}, "two logs on four sizes each", argv)
     cases = tuple(c for c in CASES if any(q in c.log for q in QUICK)) if args.quick else CASES
-    rows = rows_of(cases, args.quick)
+    reports = {case: run(case, args.quick) for case in cases}
+    rows = rows_of(cases, reports)
     print(table([f"<{h}" for h in rows[0][:8]], [r[:8] for r in rows[1:]]))
-    cal = calibrated_rows(cases, args.quick)
+    cal = calibrated_rows(cases, reports, args.quick)
     print(table([f"<{h}" for h in cal[0]], cal[1:]))
     if not args.no_write:
         write_doc(rows)
