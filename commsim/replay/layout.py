@@ -134,8 +134,10 @@ class Parallel:
 
     def _expert(self, p: int, et: int, e: int, ed: int) -> int:
         """Megatron-Core's order: the rank of expert TP rank ``et``, EP rank ``e`` and expert
-        data-parallel rank ``ed`` in stage ``p``."""
-        return self.rank(0, 0, p, 0) + et + self.etp * (e + self.ep * ed)
+        data-parallel rank ``ed`` in stage ``p`` (the pipeline outermost: a stage's ranks
+        start at ``p tp cp dp``; in closed form, as this runs for every rank of every
+        group the planner times)."""
+        return p * self.tp * self.cp * self.dp + et + self.etp * (e + self.ep * ed)
 
     def expert_coords(self, rank: int) -> tuple[int, int]:
         """``(et, e)``: the expert TP rank and EP rank of ``rank``."""
