@@ -45,7 +45,7 @@ examples:
   commsim plan mpt-7b --topology dgx-h100 --global-batch 256 --precision fp8
   commsim plan mixtral-8x7b --topology dgx-h100x8 --global-batch 256 --seq 4096 --ep 4,8
   commsim plan qwen3-235b-a22b -t dgx-h100x32 --global-batch 2048 --tp 2 --pp 8 --etp 1,2
-  commsim plan deepseek-v3 -t hgx-h800x256 --global-batch 15360 --moe-overlap dualpipe
+  commsim plan deepseek-v3 -t hgx-h800x256 --global-batch 15360 --moe-overlap dualpipe --pp 16
   commsim plan qwen3-30b-a3b -t dgx-h100x4 --global-batch 256 --ep 8,16 --dispatcher deepep
   commsim plan llama3-405b --topology dgx-h100x256 --global-batch 512 --pp 16 --tp 8
   commsim plan llama3-405b -t dgx-h100x256 --global-batch 512 --stage-layers 7,8*14,7 --tp 8

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -246,13 +247,22 @@ def run_search(model: ModelSpec, network: Network, device: DeviceSpec, *, gpus: 
         cands = enumerate_candidates(model, device, gpus=gpus, global_batch=global_batch,
                                      space=space, result=result, stack=stack, factors=factors)
         if not cands:
-            reason = result.rejected[0].reason if result.rejected else "no configuration"
-            raise SpecError(f"no configuration of {model.name} on {gpus} GPUs divides: {reason}")
+            raise SpecError(f"no configuration of {model.name} on {gpus} GPUs is left: "
+                            f"{_commonest(result.rejected)}")
         order = sorted(cands, key=lambda c: (c.bound_s, c.config.label()))
     with frozen_gc():
         return _rank(model, network, device, order, result, gpus=gpus,
                      global_batch=global_batch, top=top, progress=progress, total=total,
                      stack=stack, engine=engine)
+
+
+def _commonest(rejected: list[Rejected]) -> str:
+    """The reason most of ``rejected`` give (the first of those as common), and how many."""
+    if not rejected:
+        return "the search space is empty"
+    counts = Counter(r.reason for r in rejected)
+    reason, n = counts.most_common(1)[0]
+    return f"{reason} ({n} of {len(rejected)} rejected for that)" if n > 1 else reason
 
 
 def _rank(model: ModelSpec, network: Network, device: DeviceSpec, order: list[_Candidate],

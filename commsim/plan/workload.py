@@ -43,6 +43,7 @@ from commsim.plan.dispatch import deepep_legs
 from commsim.plan.memory import layer_activation_bytes
 from commsim.plan.models import ModelSpec, model_from_dict
 from commsim.plan.moe_layer import dispatch_bytes, moe_tp_collectives
+from commsim.plan.overlap import recompute_unfit
 from commsim.plan.stack import (
     ATTENTION,
     DISPATCHERS,
@@ -234,6 +235,9 @@ def replay_spec(model: ModelSpec, cfg: PlanConfig, global_batch: int, device: De
     if cfg.recompute == "moe" and model.moe is None:
         raise SpecError(f"recompute: moe recomputes mixtures of experts; {model.name} has no "
                         "moe:")
+    conflict = recompute_unfit(cfg.recompute, stack) if model.moe is not None else None
+    if conflict:
+        raise SpecError(conflict)
     if stack.moe_overlap == "dualpipe" and model.moe is not None:
         raise SpecError("stack.moe_overlap: dualpipe is planned (a closed form) but not "
                         "lowered by the hybrid workload; replay it with moe_overlap none or "

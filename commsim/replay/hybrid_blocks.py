@@ -20,7 +20,7 @@ pipeline (:mod:`commsim.plan.evaluate`):
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -146,6 +146,26 @@ def _moe_half(m: MoEBlocks) -> list[Block]:
     return [_c(m.pre_fwd, "router"), Block("ep", "all_to_all", m.to_experts_bytes, "dispatch"),
             _c(m.experts_fwd, "experts"), *m.tp_blocks(),
             Block("ep", "all_to_all", m.from_experts_bytes, "combine")]
+
+
+def handovers(kinds: Sequence[str]) -> frozenset[int]:
+    """Where an op of a combined step hands the compute stream to the other: the indices of
+    a layer's compute blocks (``kinds``: its blocks' kinds) after which the other op's next
+    part runs. Megatron-Core's combined 1F1B runs a layer pair in four parts, forward
+    attention | dispatch | experts | combine against backward combine | experts | dispatch |
+    attention (``combined_1f1b.py``; its "Combined 1F1B" developer guide page), so an op
+    hands over after the last compute before each all-to-all that follows compute, and after
+    its layer's last compute: twice per MoE layer either way, once per dense layer."""
+    out: set[int] = set()
+    last = None
+    for i, kind in enumerate(kinds):
+        if kind == "compute":
+            last = i
+        elif kind == "ep" and last is not None:
+            out.add(last)
+    if last is not None:
+        out.add(last)
+    return frozenset(out)
 
 
 def layer_blocks(t: BlockTimes, layer: int, forward: bool, cp: bool) -> list[Block]:

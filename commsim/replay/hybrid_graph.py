@@ -17,7 +17,7 @@ from typing import Protocol
 from commsim.network import Network
 from commsim.replay.ddp import DEFAULT_BUCKET_BYTES
 from commsim.replay.graph import GraphBuilder, StepGraph, check_tasks
-from commsim.replay.hybrid_blocks import BlockTimes, layer_blocks
+from commsim.replay.hybrid_blocks import BlockTimes, handovers, layer_blocks
 from commsim.replay.layout import Parallel
 from commsim.replay.pipeline import (
     FORWARD,
@@ -233,9 +233,10 @@ class HybridGraphBuilder:
 
     def _run_pair(self, stage: int, fop: PipeOp, bop: PipeOp, fdeps: list[int],
                   bdeps: list[int]) -> tuple[list[int], list[int]]:
-        """A combined step: ``fop``'s and ``bop``'s layers woven block by block, each one's
-        compute added after the other's (forward first), so each one's all-to-alls run
-        under the other's compute, as Megatron-Core's combined 1F1B schedules them; their
+        """A combined step: ``fop``'s and ``bop``'s layers woven part by part
+        (:func:`~.hybrid_blocks.handovers`), each one's compute added after the other's
+        (forward first), so each one's all-to-alls run under the other's compute, as
+        Megatron-Core's combined 1F1B schedules them; their
         compute stretched by what the all-to-alls' SMs take (``BlockTimes.combined_stretch``)."""
         stretch = self.t.combined_stretch[stage]
         fdone, bdone = _weave([self._chain(stage, op, self._begin(stage, op, deps), stretch)
@@ -261,7 +262,7 @@ class HybridGraphBuilder:
 
     def _chain(self, stage: int, op: PipeOp, done: dict[int, list[int]],
                stretch: float) -> _Chain:
-        """``op``'s layers, yielding after each compute block (:meth:`_layer`)."""
+        """``op``'s layers, yielding where it hands the compute stream over (:meth:`_layer`)."""
         layers = self.vstages[op.chunk * self.par.pp + stage]
         for layer in layers if op.kind == FORWARD else reversed(layers):
             done = yield from self._layer(stage, layer, op, done, stretch)
@@ -290,7 +291,8 @@ class HybridGraphBuilder:
         self, stage: int, layer: int, op: PipeOp, done: dict[int, list[int]], stretch: float
     ) -> _Chain:
         """``layer``'s blocks for ``op`` on every rank of ``stage``, yielding after each
-        compute block (a combined step weaves two of these); returns each rank's last tasks."""
+        compute block of :func:`~.hybrid_blocks.handovers` (a combined step weaves two of
+        these); returns each rank's last tasks."""
         spec, par, b = self.spec, self.par, self.b
         forward = op.kind == FORWARD
         phase = "forward" if forward else "backward"
@@ -299,6 +301,7 @@ class HybridGraphBuilder:
         sharded = fsdp and par.dp * par.cp > 1
         blocks = layer_blocks(self.t, layer, forward, par.cp > 1)
         computes = [i for i, blk in enumerate(blocks) if blk.kind == "compute"]
+        points = handovers([blk.kind for blk in blocks])
         weights = spec.layer_params(layer) * spec.bytes_per_param
         act = self.t.activation_bytes
         prev = {r: list(done[r]) for r in self.stage_ranks[stage]}
@@ -314,7 +317,8 @@ class HybridGraphBuilder:
                                          phase=phase, deps=prev[r] + extra, mem_start=start,
                                          mem_end=(act if forward else -act)
                                          if i == computes[-1] else 0)]
-                yield
+                if i in points:
+                    yield
                 continue
             legs = self.t.moe.legs if self.t.moe is not None and blk.kind == "ep" else {}
             for group in self._groups(blk.kind, stage):

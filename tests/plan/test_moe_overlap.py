@@ -21,8 +21,15 @@ from commsim.plan.experts import MoESpec
 from commsim.plan.memory import peak_memory
 from commsim.plan.models import ModelSpec
 from commsim.plan.moe_layer import FP8_DISPATCH_BYTES, dispatch_bytes, moe_times
-from commsim.plan.overlap import evaluate_dualpipe, paired_blocks, unfit
+from commsim.plan.overlap import (
+    _balanced,
+    evaluate_dualpipe,
+    paired_blocks,
+    recompute_unfit,
+    unfit,
+)
 from commsim.plan.stack import named_stack
+from commsim.plan.workload import replay_spec
 from commsim.replay.pipeline import PipeOp, stage_orders
 from commsim.topology import load_topology
 
@@ -46,21 +53,27 @@ def _costs(pp: int, k: int, *, a2a: float, overlap: str, schedule: str = "1f1b",
 
 
 @pytest.mark.parametrize(("a2a", "share", "pair"), [
-    (0.5, 0.25, 6.0 + 4 * 0.5 * 0.25),  # compute-bound: C + a x share
+    (0.5, 0.25, 6.0 + 4 * 0.5 * 0.25),  # compute-bound: C + a x share, every all-to-all hidden
     (0.5, 0.0, 6.0),                    # no SMs taken: the compute alone
-    (2.0, 0.25, 8.0),                   # communication-bound: C <= s a, the all-to-alls
-    (1.6, 0.25, 6.0 + 1.6),             # between: C + a share = 7.6 > a = 6.4
+    (2.0, 0.25, 8.0 + 4 / 3),           # communication-bound: see the docstring
+    (1.6, 0.25, 7.6 + 2 / 3),           # between: C + a share = 7.6, B waits twice 1/3 s
 ])
-def test_a_pair_is_the_compute_slowed_or_the_all_to_alls(a2a, share, pair):
-    """A forward and a backward layer run together take max(a, C + a comm_sms/sms): C = 6 s
-    of compute (1 + 1 forward, 2 + 2 backward), a = 4 all-to-alls; the all-to-alls leave the
-    chain, the compute stretches, what it cannot hide is exposed."""
+def test_a_pair_is_its_woven_compute_and_all_to_alls(a2a, share, pair):
+    """A forward and a backward layer run together: C = 6 s of compute (1 + 1 forward, 2 + 2
+    backward), 4 all-to-alls of ``a2a``, the compute stretched by 1 + a share / C (at most
+    1 / (1 - share)), then woven as Megatron-Core's combined 1F1B issues them: F attention |
+    B combine' | B experts' | F dispatch | F experts | B dispatch' | B attention' | F combine,
+    each waiting for its own op's block before and its stream's. With a = 2 (compute x 4/3):
+    F attention 0-4/3; B combine' 0-2, so B experts' 2-14/3 (2/3 waited); F dispatch 2-4,
+    F experts 14/3-6; B dispatch' 14/3-20/3, B attention' 20/3-28/3 (2/3 waited); F's
+    combine ends at 26/3, before it: 8 + 4/3 s, the waits exposed as ``ep`` time."""
     c = _costs(1, 2, a2a=a2a, overlap="ep-overlap")
     f, b = paired_blocks(c, 0, share)
+    stretched = min(6.0 + 4 * a2a * share, 6.0 / (1 - share))
     assert sum(x for _, x in f + b) == pytest.approx(pair)
-    assert sum(x for s, x in f + b if s == "ep") == pytest.approx(
-        max(0.0, 4 * a2a - min(6.0 + 4 * a2a * share, 6.0 / (1 - share))))
-    assert f[0] == ("compute", pytest.approx(1.0 * min(pair, 6.0 / (1 - share)) / 6.0))
+    assert sum(x for s, x in f + b if s == "ep") == pytest.approx(pair - stretched)
+    assert f[0] == ("compute", pytest.approx(stretched / 6.0))
+    assert paired_blocks(c, 0, share) == (f, b)  # the same again (the weave is memoised)
 
 
 def test_combined_1f1b_pairs_by_hand():
@@ -114,6 +127,39 @@ def test_dualpipe_step_is_table_2s_bubble_by_hand():
     assert want < one_f_one_b
 
 
+def test_combined_1f1b_refuses_full_and_moe_recompute():
+    """Megatron-Core's combined 1F1B asserts no full recomputation and no ``moe`` in its
+    recompute modules: the planner rejects those layouts with the reason, and the replay
+    refuses such a workload in one line; selective recompute, and DualPipe, stay."""
+    stack = Stack(moe_overlap="ep-overlap")
+    cfg = PlanConfig(tp=1, cp=1, pp=1, dp=8, micro_batch=1, schedule="1f1b", chunks=1,
+                     data_parallel="zero1", recompute="full", ep=8)
+    from dataclasses import replace
+
+    for rc in ("full", "moe"):
+        why = unfit(replace(cfg, recompute=rc), 8, stack)
+        assert why is not None and "Megatron-Core" in why and rc in why
+    assert unfit(replace(cfg, recompute="selective"), 8, stack) is None
+    assert recompute_unfit("full", Stack(moe_overlap="dualpipe")) is None
+    device = network_device(load_topology("dgx-h100"))
+    with pytest.raises(SpecError, match="combined 1F1B runs without full recompute"):
+        replay_spec(TINY, cfg, 64, device, stack)
+    out = plan(TINY, "dgx-h100", global_batch=16, top=0, stack=stack,
+               space=SearchSpace(tp=(1,), cp=(1,), pp=(1,), micro_batch=(1,), ep=(8,),
+                                 data_parallel=("zero1",), recompute=("none", "full")))
+    assert {e.config.recompute for e in out.result.configs} == {"none"}
+    assert any("combined 1F1B" in r.reason for r in out.result.rejected)
+
+
+def test_a_recomputing_backward_hands_over_as_often_as_the_forward():
+    """A backward that runs its forward again has twice the forward's hand-overs per layer;
+    the weave keeps every second (its last among them), so the two ops advance a layer per
+    layer instead of the forward running out half way through the chunk."""
+    assert _balanced([frozenset({2, 4}), frozenset({2, 4, 7, 10})]) == [
+        frozenset({2, 4}), frozenset({4, 10})]
+    assert _balanced([frozenset({1, 3}), frozenset({1, 3})]) == [frozenset({1, 3})] * 2
+
+
 def test_dualpipe_needs_an_even_pipeline_and_enough_micro_batches():
     """DualPipe's own assertions: an even number of ranks, an even number of micro-batches of
     at least twice the ranks; the planner rejects the rest with the reason."""
@@ -134,6 +180,12 @@ def test_dualpipe_needs_an_even_pipeline_and_enough_micro_batches():
     assert {e.config.pp for e in out.result.configs} == {2}
     assert all(e.record["moe_overlap"] == "dualpipe" for e in out.result.configs)
     assert any("dualpipe" in r.reason for r in out.result.rejected)
+    # nothing left: the error names what rejected most, not the first rejection
+    with pytest.raises(SpecError, match=r"is left: --moe-overlap dualpipe: needs an even "
+                                        r"pipeline .* \(\d+ of \d+ rejected for that\)"):
+        plan(TINY, "dgx-h100", global_batch=16, top=0, stack=stack,
+             space=SearchSpace(tp=(1, 2), cp=(1,), pp=(1,), micro_batch=(1,),
+                               data_parallel=("ddp",), recompute=("none",), ep=(2,)))
 
 
 def test_dualpipe_holds_two_stages():
