@@ -37,7 +37,9 @@ combine | backward experts | forward dispatch | forward experts | backward dispa
 backward attention | forward combine), one compute stream and one stream per kind of group,
 each block after its op's block before it: an all-to-all (or a TP or CP collective) is hidden
 while the other op's compute outlasts it, and what it holds up of the compute stream stays
-exposed (:func:`_woven`). Without any wait that is ``C + a comm_sms/sms``.
+exposed (:func:`_woven`). Without any wait that is ``C + a comm_sms/sms``. DualPipe's
+chunk pair is woven alike: the report divides each chunk into the same four components
+(attention, dispatch, MLP, combine; Section 3.2.1, Figure 4).
 
 >>> from commsim.plan.blocks import MoEStage, PipelineCosts
 >>> m = MoEStage(1.0, 0.0, 1.0, 0.0, 2.0, 0.5, 0.0)  # experts: 1 s forward, 2 s backward
