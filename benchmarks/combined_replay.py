@@ -1,5 +1,6 @@
 """Megatron-Core's combined 1F1B (``--moe-overlap ep-overlap``) planned and replayed, in one
-process: the planner's closed form for each combined step against the replay's woven pair.
+process: the planner's woven pair (a max-plus pass, each collective at its own time) for each
+combined step against the replay's (the DES, every collective on the links).
 
 Each layout is planned with ``none`` and with ``ep-overlap``, written as a workload and
 replayed in the DES (every rank, every all-to-all on the links); the table gives both steps,

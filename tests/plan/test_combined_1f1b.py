@@ -1,6 +1,6 @@
 """Megatron-Core's combined 1F1B (``--moe-overlap ep-overlap``) as the pipeline and the replay run
 it: its orders (one more warm-up forward), its pairs, their emission, the memory they hold, and
-the replay's woven pairs against the planner's closed form."""
+the replay's woven pairs against the planner's."""
 
 from __future__ import annotations
 
